@@ -1,0 +1,202 @@
+"""Command line: python -m ponder {train, evaluate, reproduce} --help"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+
+from .config import PARITY_PRESETS, TASKS, ConfigError, TrainConfig
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage dump
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(2)
+
+
+def _floats(s: str):
+    try:
+        return [float(v) for v in s.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {s!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = TrainConfig()
+    p = _Parser(prog="python -m ponder", description="PonderNet: train, evaluate and reproduce.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    t = sub.add_parser("train", help="train a PonderNet and save a run folder")
+    t.add_argument("--task", default=d.task, help=f"one of {', '.join(TASKS)} (default {d.task})")
+    t.add_argument("--out", required=True, help="run folder to write (model.safetensors, run.json, metrics.jsonl)")
+    t.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw (default $PONDER_DATA or ./data)")
+    t.add_argument("--epochs", type=float, default=None, help=f"passes over the training set (default {d.epochs}; parity 6 x steps-per-epoch batches)")
+    t.add_argument("--max-seconds", type=float, default=None, help="time budget; stops cleanly when used")
+    t.add_argument("--lambda-p", type=float, default=d.lambda_p, help=f"prior lambda_p in (0, 1] (default {d.lambda_p})")
+    t.add_argument("--beta", type=float, default=d.beta, help=f"KL weight (default {d.beta})")
+    t.add_argument("--max-steps", type=int, default=d.max_steps, help=f"N, most pondering steps (default {d.max_steps})")
+    t.add_argument("--hidden", type=int, default=None, help=f"GRU hidden size (default {d.hidden}; parity 128)")
+    t.add_argument("--batch-size", type=int, default=None, help=f"(default {d.batch_size})")
+    t.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default {d.lr}; parity 3e-3)")
+    t.add_argument("--lr-schedule", default=d.lr_schedule, help="onecycle or constant")
+    t.add_argument("--rotate-train", type=float, default=d.rotate_train, help="rotate training images by U(-d, d) degrees")
+    t.add_argument("--parity-preset", default=d.parity_preset, help=f"one of {', '.join(PARITY_PRESETS)}")
+    t.add_argument("--steps-per-epoch", type=int, default=d.steps_per_epoch, help="parity: batches per epoch")
+    t.add_argument("--seed", type=int, default=None, help=f"(default {d.seed})")
+    t.add_argument("--device", default=d.device, help="auto, cpu, cuda or mps")
+    t.add_argument("--compile", action="store_true", help="torch.compile the model (GPU)")
+    t.add_argument("--no-eval", action="store_true", help="skip the test-set evaluation after training")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    e = sub.add_parser("evaluate", help="evaluate a run folder on the test set")
+    e.add_argument("run", help="run folder (or assets/<model>)")
+    e.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw")
+    e.add_argument("--rotations", type=_floats, default=[], help="fixed angles, e.g. 0,22.5,45,67.5,90")
+    e.add_argument("--uniform", type=_floats, default=[], help="uniform ranges +-d, e.g. 22.5,45")
+    e.add_argument("--mode", default="sample", choices=["sample", "deterministic", "expected"])
+    e.add_argument("--limit", type=int, default=None, help="only the first N test items")
+    e.add_argument("--seed", type=int, default=0, help="seed of the halting draws in 'sample' mode")
+    e.add_argument("--device", default="auto")
+    e.add_argument("--json", action="store_true", help="print one JSON object")
+
+    r = sub.add_parser("reproduce", help="retrain or re-evaluate the shipped models; write results.md/json")
+    r.add_argument("--quick", action="store_true", help="small settings, under 5 minutes on 2 CPU cores")
+    r.add_argument("--from-assets", action="store_true", help="only re-evaluate the models in assets/")
+    r.add_argument("--out", default="results", help="output folder (default results)")
+    r.add_argument("--data-dir", default=None)
+    r.add_argument("--device", default="auto")
+    r.add_argument("--only", default=None, help="comma-separated model names (default: all)")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "train":
+            return cmd_train(args)
+        if args.command == "evaluate":
+            return cmd_evaluate(args)
+        if args.command == "reproduce":
+            from .reproduce import run as reproduce
+            return reproduce(quick=args.quick, from_assets=args.from_assets, out=args.out,
+                             data_dir=args.data_dir, device=args.device,
+                             only=args.only.split(",") if args.only else None)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # known failures get one line; see _one_line
+        msg = _one_line(e)
+        if msg is None:
+            raise
+        print(f"ponder: error: {msg}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _one_line(e: Exception):
+    from .checkpoint import CheckpointError
+    from .data import DataError
+    if isinstance(e, (ConfigError, CheckpointError, DataError)):
+        return str(e)
+    if isinstance(e, OSError):
+        return f"{e.strerror or e} ({e.filename})" if getattr(e, "filename", None) else str(e)
+    if isinstance(e, RuntimeError) and "device" in str(e):
+        return str(e)
+    return None
+
+
+def config_from_args(args) -> TrainConfig:
+    """Task defaults, then every flag the user gave (flags default to None = not given)."""
+    names = {f.name for f in fields(TrainConfig)} - {"task"}
+    given = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    return TrainConfig.for_task(args.task, **given).validate()
+
+
+def cmd_train(args) -> int:
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from . import data as D
+    from .checkpoint import save_run
+    from .config import PARITY_PRESETS
+    from .evaluate import evaluate_mnist, evaluate_parity
+    from .train import device_name, train
+
+    cfg = config_from_args(args)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} exists and is not a folder")
+    mnist = D.load_mnist(args.data_dir) if cfg.task == "mnist" else None
+    bar = None if args.quiet else tqdm(total=100, unit="%", bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
+
+    def on_progress(p):
+        if bar is None:
+            return
+        bar.n = round(100 * p.fraction_done(), 1)
+        post = f"loss {p.loss:.3f} acc {p.accuracy:.3f} steps {p.mean_steps:.2f}"
+        if p.val_accuracy is not None:
+            post += f" val {p.val_accuracy:.4f}"
+        bar.set_postfix_str(post, refresh=False)
+        bar.refresh()
+
+    res = train(cfg, mnist=mnist, callback=on_progress)
+    if bar is not None:
+        bar.close()
+    metrics = {}
+    if not args.no_eval:
+        if cfg.task == "mnist":
+            m = evaluate_mnist(res.model, mnist)
+        else:
+            m = evaluate_parity(res.model, PARITY_PRESETS[cfg.parity_preset])
+        metrics = {"test": {k: v for k, v in m.items() if k not in ("by_class", "by_k")}}
+    save_run(out, res.model, cfg, status=res.status, reason=res.reason, device=device_name(res.device),
+             train_seconds=res.seconds, steps=res.steps, history=res.history, metrics=metrics)
+    line = f"{res.status}: {res.steps} steps in {res.seconds:.1f} s on {res.device}"
+    if res.reason:
+        line += f" ({res.reason})"
+    print(line)
+    if metrics:
+        t = metrics["test"]
+        print(f"test accuracy {t['accuracy']:.4f}, mean halting step {t['mean_steps']:.2f} "
+              f"(median {t['median_steps']:.0f}, std {t['std_steps']:.2f}), mode {t['mode']}")
+    print(f"saved {out}")
+    return 0 if res.status != "failed" else 3
+
+
+def cmd_evaluate(args) -> int:
+    from . import data as D
+    from .checkpoint import load_checkpoint
+    from .config import PARITY_PRESETS
+    from .evaluate import evaluate_mnist, evaluate_parity
+    from .train import pick_device
+
+    ck = load_checkpoint(args.run, device=pick_device(args.device))
+    if ck.task == "mnist":
+        mnist = D.load_mnist(args.data_dir)
+        res = evaluate_mnist(ck.model, mnist, args.mode, limit=args.limit, rotations=args.rotations,
+                             uniform_rotations=args.uniform, seed=args.seed)
+    else:
+        preset = PARITY_PRESETS[ck.card["train"]["parity_preset"]]
+        res = evaluate_parity(ck.model, preset, args.mode, seed=args.seed, size=args.limit or 10000)
+        res["rotations"], res["uniform_rotations"] = [], []
+    res["run"] = str(ck.path)
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    print(f"{ck.name} ({ck.task}, N={ck.model.max_steps}, lambda_p={ck.model.lambda_p}), mode {args.mode}, n={res['n']}")
+    print(f"accuracy {res['accuracy']:.4f}   halting step mean {res['mean_steps']:.2f} "
+          f"median {res['median_steps']:.0f} std {res['std_steps']:.2f}")
+    print("step  p_n(learned)  p_G(prior)  acc-if-stopped")
+    for n, (p, q, a) in enumerate(zip(res["halting_distribution"], res["prior"], res["per_step_accuracy"]), 1):
+        if p > 1e-4 or q > 1e-3:
+            print(f"{n:4d}  {p:12.4f}  {q:10.4f}  {a:14.4f}")
+    for row in res["rotations"] + res["uniform_rotations"]:
+        label = f"{row['angle']:g} deg" if row["kind"] == "fixed" else f"U(+-{row['angle']:g}) deg"
+        print(f"rotation {label:>14}: accuracy {row['accuracy']:.4f}  steps {row['mean_steps']:.2f} +- {row['std_steps']:.2f}")
+    if "easy" in res:
+        for k in ("easy", "hard"):
+            r = res[k]
+            print(f"{k} (k in {r['k_range']}): accuracy {r['accuracy']:.4f}  steps {r['mean_steps']:.2f}")
+    return 0

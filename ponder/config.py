@@ -1,0 +1,149 @@
+"""Configuration dataclasses and their validation. One place says what values are allowed."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Optional
+
+TASKS = ("mnist", "parity")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+class ConfigError(ValueError):
+    """A bad hyperparameter. The message names the field and the allowed range."""
+
+
+@dataclass
+class MnistConfig:
+    """CNN embedding (computed once per image) + GRU cell over steps."""
+    channels1: int = 16      # first conv layer's channels (5x5, then 2x2 max-pool)
+    channels2: int = 32      # second conv layer's channels (5x5, then 2x2 max-pool)
+    embed: int = 128         # size of the image embedding fed to the cell at every step
+    hidden: int = 64         # GRU hidden size
+    dropout: float = 0.0     # dropout on the embedding during training
+
+
+@dataclass
+class ParityConfig:
+    """GRU cell fed the input vector at every step (paper / labml parity setting)."""
+    n_elems: int = 8         # input vector length
+    hidden: int = 64         # GRU hidden size
+
+
+PARITY_PRESETS = {
+    # name: (n_elems, train k range, test k range)
+    "small": dict(n_elems=8, train_k=(1, 8), test_k=(1, 8)),          # ~1 minute on 2 CPU cores
+    "medium": dict(n_elems=16, train_k=(1, 16), test_k=(1, 16)),
+    "medium-extrapolation": dict(n_elems=16, train_k=(1, 8), test_k=(9, 16)),   # the paper's split, scaled to 16
+    "large": dict(n_elems=32, train_k=(1, 32), test_k=(1, 32)),
+    "paper": dict(n_elems=64, train_k=(1, 64), test_k=(1, 64)),       # the paper's interpolation
+    "extrapolation": dict(n_elems=96, train_k=(1, 48), test_k=(49, 96)),  # the paper's extrapolation
+}
+
+
+# Per-task defaults layered over TrainConfig's (parity needs a wider cell and more steps).
+TASK_DEFAULTS = {
+    "mnist": {},
+    "parity": dict(hidden=128, lr=3e-3, epochs=6.0, batch_size=128),
+}
+
+
+@dataclass
+class TrainConfig:
+    """Everything a run needs. Saved in the run folder; defaults give a useful MNIST model in ~1 min on 2 CPU cores."""
+    task: str = "mnist"              # "mnist" or "parity"
+    lambda_p: float = 0.2            # geometric prior parameter, prior mean 1/lambda_p steps
+    beta: float = 0.01               # weight of KL(p || p_G)
+    max_steps: int = 20              # N, the most steps a sample can take
+    hidden: int = 64                 # recurrent cell hidden size
+    batch_size: int = 128            # training batch size
+    lr: float = 2e-3                 # Adam learning rate
+    epochs: float = 3.0              # passes over the 55k training images (parity: over steps_per_epoch batches)
+    max_seconds: Optional[float] = None  # wall-clock budget; training stops cleanly when it runs out
+    rotate_train: float = 0.0        # MNIST augmentation: rotate each image by uniform(-d, d) degrees
+    seed: int = 0                    # seeds weights, data order, augmentation and parity data
+    device: str = "auto"             # auto picks cuda > mps > cpu
+    grad_clip: float = 1.0           # max global gradient norm
+    weight_decay: float = 0.0        # Adam weight decay
+    parity_preset: str = "small"     # parity data preset: small / paper / extrapolation
+    steps_per_epoch: int = 500       # parity only: batches per "epoch" (data is generated, endless)
+    log_every: int = 10              # report progress every this many optimiser steps
+    compile: bool = False            # torch.compile the step function (helps on GPU only)
+    lr_schedule: str = "onecycle"    # "onecycle" (warm-up then cosine decay) or "constant"
+
+    @classmethod
+    def for_task(cls, task: str, **overrides) -> "TrainConfig":
+        """Defaults that suit the task; overrides win."""
+        base = dict(TASK_DEFAULTS.get(task, {}))
+        base.update(overrides)
+        return cls(task=task, **base)
+
+    def validate(self) -> "TrainConfig":
+        _check(self.task in TASKS, "task", f"one of {', '.join(TASKS)}", self.task)
+        _check(_finite(self.lambda_p) and 0.0 < self.lambda_p <= 1.0, "lambda_p", "(0, 1]", self.lambda_p)
+        _check(_finite(self.beta) and self.beta >= 0.0, "beta", ">= 0", self.beta)
+        _check(_int(self.max_steps) and 1 <= self.max_steps <= 200, "max_steps", "an integer in [1, 200]", self.max_steps)
+        _check(_int(self.hidden) and 1 <= self.hidden <= 4096, "hidden", "an integer in [1, 4096]", self.hidden)
+        _check(_int(self.batch_size) and 1 <= self.batch_size <= 65536, "batch_size", "an integer in [1, 65536]", self.batch_size)
+        _check(_finite(self.lr) and 0.0 < self.lr <= 1.0, "lr", "(0, 1]", self.lr)
+        _check(_finite(self.epochs) and self.epochs > 0, "epochs", "> 0", self.epochs)
+        _check(self.max_seconds is None or (_finite(self.max_seconds) and self.max_seconds > 0),
+               "max_seconds", "> 0 (or unset)", self.max_seconds)
+        _check(_finite(self.rotate_train) and 0.0 <= self.rotate_train <= 180.0, "rotate_train", "[0, 180] degrees", self.rotate_train)
+        _check(_int(self.seed) and self.seed >= 0, "seed", "an integer >= 0", self.seed)
+        _check(self.device in DEVICES, "device", f"one of {', '.join(DEVICES)}", self.device)
+        _check(_finite(self.grad_clip) and self.grad_clip > 0, "grad_clip", "> 0", self.grad_clip)
+        _check(_finite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", ">= 0", self.weight_decay)
+        _check(self.parity_preset in PARITY_PRESETS, "parity_preset", f"one of {', '.join(PARITY_PRESETS)}", self.parity_preset)
+        _check(_int(self.steps_per_epoch) and self.steps_per_epoch >= 1, "steps_per_epoch", "an integer >= 1", self.steps_per_epoch)
+        _check(_int(self.log_every) and self.log_every >= 1, "log_every", "an integer >= 1", self.log_every)
+        _check(self.lr_schedule in ("onecycle", "constant"), "lr_schedule", "onecycle or constant", self.lr_schedule)
+        return self
+
+    def model_config(self):
+        """The model dataclass this run trains."""
+        if self.task == "mnist":
+            return MnistConfig(hidden=self.hidden)
+        return ParityConfig(n_elems=PARITY_PRESETS[self.parity_preset]["n_elems"], hidden=self.hidden)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
+        return cls(**d)
+
+
+def model_config_from_dict(task: str, d: dict):
+    cls = {"mnist": MnistConfig, "parity": ParityConfig}.get(task)
+    if cls is None:
+        raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ConfigError(f"unknown {task} model field(s): {', '.join(unknown)}")
+    cfg = cls(**d)
+    for f in fields(cls):
+        v = getattr(cfg, f.name)
+        if f.name == "dropout":
+            _check(_finite(v) and 0.0 <= v < 1.0, f.name, "[0, 1)", v)
+        else:
+            _check(_int(v) and 1 <= v <= 4096, f.name, "an integer in [1, 4096]", v)
+    return cfg
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check(ok: bool, name: str, allowed: str, value) -> None:
+    if not ok:
+        raise ConfigError(f"{name} must be {allowed}, got {value!r}")

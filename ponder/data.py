@@ -1,0 +1,199 @@
+"""Data: MNIST as uint8 tensors on the training device, batched rotations, and parity.
+
+MNIST is loaded through torchvision.datasets.MNIST from a local folder when one is
+given (--data-dir or $PONDER_DATA); the four .gz files in <root>/MNIST/raw/ are
+decompressed there on first use. With no local copy it falls back to torchvision's
+download. Images stay uint8 [N, 28, 28] on the device; normalisation and rotation
+happen per batch on that device (no DataLoader, no per-image PIL).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+               "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+SPLIT_SEED = 0            # the 55k/5k train/validation split is the same for every run
+N_VAL = 5000
+
+
+class DataError(RuntimeError):
+    """MNIST could not be found or fetched. The message names the folder and the remedies."""
+
+
+def default_data_dir() -> str:
+    return os.environ.get("PONDER_DATA") or "data"
+
+
+def _prepare_raw(root: Path) -> Path:
+    """Make <root>/MNIST/raw hold the decompressed files; return the torchvision root to use.
+
+    If the folder is read-only, the files are decompressed into a user cache folder instead.
+    """
+    raw = root / "MNIST" / "raw"
+    missing = [f for f in MNIST_FILES if not (raw / f).exists()]
+    if not missing:
+        return root
+    if not all((raw / (f + ".gz")).exists() for f in missing):
+        return root
+    try:
+        _decompress(raw, raw, missing)
+        return root
+    except OSError:
+        cache_root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ponder"
+        cache_raw = cache_root / "MNIST" / "raw"
+        cache_raw.mkdir(parents=True, exist_ok=True)
+        _decompress(raw, cache_raw, [f for f in MNIST_FILES if not (cache_raw / f).exists()])
+        return cache_root
+
+
+def _decompress(src: Path, dst: Path, names: Sequence[str]) -> None:
+    for name in names:
+        src_file = src / (name + ".gz")
+        if not src_file.exists():         # already decompressed at the source
+            shutil.copyfile(src / name, dst / name)
+            continue
+        fd, tmp = tempfile.mkstemp(dir=dst, suffix=".tmp")
+        try:
+            with gzip.open(src_file, "rb") as fin, os.fdopen(fd, "wb") as fout:
+                shutil.copyfileobj(fin, fout)
+            os.replace(tmp, dst / name)   # atomic: never a half-written file
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+@dataclass
+class Mnist:
+    """uint8 images [N, 28, 28] and int64 labels [N], for the three splits."""
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    val_x: torch.Tensor
+    val_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+
+    def to(self, device) -> "Mnist":
+        return Mnist(*(t.to(device, non_blocking=True) for t in
+                       (self.train_x, self.train_y, self.val_x, self.val_y, self.test_x, self.test_y)))
+
+
+def load_mnist(data_dir: Optional[str] = None, download: bool = True) -> Mnist:
+    """MNIST with a seeded 55k/5k train/validation split and the 10k test set."""
+    from torchvision.datasets import MNIST
+
+    root = Path(data_dir or default_data_dir()).expanduser()
+    tv_root = _prepare_raw(root)
+    try:
+        train = MNIST(str(tv_root), train=True, download=False)
+        test = MNIST(str(tv_root), train=False, download=False)
+    except RuntimeError:
+        if not download:
+            raise DataError(_missing_message(root)) from None
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            train = MNIST(str(root), train=True, download=True)
+            test = MNIST(str(root), train=False, download=True)
+        except Exception as e:  # no internet, unwritable folder, ...
+            raise DataError(_missing_message(root) + f" (download failed: {type(e).__name__}: {e})") from None
+    g = torch.Generator().manual_seed(SPLIT_SEED)
+    perm = torch.randperm(len(train.targets), generator=g)
+    val_idx, train_idx = perm[:N_VAL], perm[N_VAL:]
+    return Mnist(train.data[train_idx], train.targets[train_idx],
+                 train.data[val_idx], train.targets[val_idx],
+                 test.data, test.targets)
+
+
+def _missing_message(root: Path) -> str:
+    return (f"MNIST not found in {root.resolve()}/MNIST/raw/. Either put the four MNIST .gz files "
+            f"there (train-images-idx3-ubyte.gz, ...) and pass --data-dir {root} (or set PONDER_DATA), "
+            f"or run once with internet access so torchvision can download it.")
+
+
+# ----------------------------------------------------------------------------- images
+
+def normalize(x_uint8: torch.Tensor) -> torch.Tensor:
+    """uint8 [B, 28, 28] -> float [B, 1, 28, 28] in [0, 1] (not yet mean/std-normalised)."""
+    return x_uint8.unsqueeze(1).float().div_(255.0)
+
+
+def standardize(x01: torch.Tensor) -> torch.Tensor:
+    """[0, 1] images -> the network's input scale (MNIST mean/std)."""
+    return (x01 - MNIST_MEAN) / MNIST_STD
+
+
+def rotate_fixed(x01: torch.Tensor, angle: float) -> torch.Tensor:
+    """Rotate every image by exactly `angle` degrees (counter-clockwise), torchvision v2. [B, 1, H, W]."""
+    if angle == 0:
+        return x01
+    from torchvision.transforms.v2 import InterpolationMode
+    from torchvision.transforms.v2 import functional as TF
+    return TF.rotate(x01, float(angle), interpolation=InterpolationMode.BILINEAR)
+
+
+def rotate_each(x01: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """Rotate image b by angles[b] degrees (counter-clockwise, about the centre). [B, 1, H, W].
+
+    One batched affine_grid + grid_sample, matching torchvision's rotate (bilinear, zero fill)
+    for equal angles (tests/test_data.py checks this).
+    """
+    rad = torch.deg2rad(angles.to(x01.device, torch.float32))             # [B]
+    cos, sin = torch.cos(rad), torch.sin(rad)
+    # affine_grid maps output coords to input coords in normalised (x right, y down) space:
+    # a counter-clockwise rotation of the picture samples the input at R(+angle) of the output.
+    theta = torch.stack([torch.stack([cos, -sin, torch.zeros_like(cos)], -1),
+                         torch.stack([sin, cos, torch.zeros_like(cos)], -1)], 1)   # [B, 2, 3]
+    grid = F.affine_grid(theta, list(x01.shape), align_corners=False)
+    return F.grid_sample(x01, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def uniform_angles(n: int, max_deg: float, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """n angles drawn uniformly from [-max_deg, max_deg] (CPU)."""
+    return (torch.rand(n, generator=generator) * 2 - 1) * max_deg
+
+
+def mnist_inputs(x_uint8: torch.Tensor, angle: float = 0.0, angles: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """uint8 images -> network inputs, rotated by a fixed angle or per-sample angles."""
+    x = normalize(x_uint8)
+    if angles is not None:
+        x = rotate_each(x, angles)
+    elif angle:
+        x = rotate_fixed(x, angle)
+    return standardize(x)
+
+
+# ----------------------------------------------------------------------------- parity
+
+def parity_batch(batch: int, n_elems: int, k_lo: int, k_hi: int,
+                 generator: Optional[torch.Generator] = None, device="cpu"):
+    """Random parity problems.
+
+    x [B, n_elems]: k entries in {-1, +1} at random positions, the rest 0, k ~ U{k_lo..k_hi}.
+    y [B]: 1.0 if the number of +1 entries is odd, else 0.0 (the count of +1s, not of non-zeros).
+    k [B]: the number of non-zero entries.
+    Drawn on the CPU with `generator` (repeatable), then moved to `device`.
+    """
+    k = torch.randint(k_lo, k_hi + 1, (batch,), generator=generator)                 # [B]
+    ranks = torch.rand(batch, n_elems, generator=generator).argsort(1).argsort(1)    # [B, n] random ranks
+    nonzero = ranks < k.unsqueeze(1)                                                 # [B, n] k True per row
+    signs = torch.randint(0, 2, (batch, n_elems), generator=generator) * 2 - 1        # [B, n] +-1
+    x = torch.where(nonzero, signs, 0).float()
+    y = ((x == 1).sum(1) % 2).float()
+    return x.to(device), y.to(device), k.to(device)
+
+
+EVAL_SEED = 12345          # parity evaluation sets are generated once from this seed
+
+
+def parity_eval_set(n_elems: int, k_lo: int, k_hi: int, size: int = 10000, seed: int = EVAL_SEED):
+    """A fixed evaluation set: the same tensors every call, so numbers compare run to run."""
+    return parity_batch(size, n_elems, k_lo, k_hi, torch.Generator().manual_seed(seed))

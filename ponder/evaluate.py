@@ -1,0 +1,137 @@
+"""Evaluation: accuracy at the halting step, halting-step statistics, per-step accuracy,
+the mean learned halting distribution next to the prior, by class and by rotation.
+
+One full unroll per batch gives everything at once; the halting step of 'sample' and
+'deterministic' modes is then read off the unroll (tests/test_halting.py checks that this
+equals what early-exit inference gives for the same random draws).
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from . import data as D
+from .halting import PonderNet, expected_steps, first_true, halt_mask, draw_uniforms
+from .losses import log_geometric_prior
+
+
+@torch.no_grad()
+def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: str = "sample",
+                 batch_size: int = 1000, seed: int = 0) -> dict:
+    """Per-sample results for inputs x [B, ...] and labels [B] (tensors on the model's device).
+
+    Returns tensors (CPU): pred, halt_step (float: E[n] for 'expected'), correct, confidence,
+    per_step_correct [N, B], p [N, B].
+    """
+    model.eval()
+    dev = next(model.parameters()).device
+    g = torch.Generator().manual_seed(seed)
+    use_amp = dev.type == "cuda"
+    rows = {k: [] for k in ("pred", "halt_step", "correct", "confidence", "per_step_correct", "p")}
+    for i in range(0, len(target), batch_size):
+        xb, yb = x[i:i + batch_size].to(dev), target[i:i + batch_size].to(dev).long()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
+            out = model(xb)
+        N, B = out.log_p.shape
+        probs = model.step_fn.probs(out.y.flatten(0, 1)).float().view(N, B, -1)    # [N, B, C]
+        p = out.log_p.exp()                                                          # [N, B]
+        if mode == "expected":
+            final = (p.unsqueeze(-1) * probs).sum(0)                                 # [B, C]
+            steps = expected_steps(out.log_p)
+        else:
+            u = draw_uniforms(N, B, g) if mode == "sample" else None
+            steps = first_true(halt_mask(out.lambda_logits, mode, u))               # [B] 1-based
+            final = probs.gather(0, (steps - 1).view(1, B, 1).expand(1, B, probs.shape[2]))[0]
+        conf, pred = final.max(1)
+        rows["pred"].append(pred.cpu())
+        rows["halt_step"].append(steps.float().cpu())
+        rows["correct"].append((pred == yb).cpu())
+        rows["confidence"].append(conf.cpu())
+        rows["per_step_correct"].append((probs.argmax(2) == yb.unsqueeze(0)).cpu())
+        rows["p"].append(p.cpu())
+    cat_dims = {"per_step_correct": 1, "p": 1}
+    return {k: torch.cat(v, cat_dims.get(k, 0)) for k, v in rows.items()}
+
+
+def summarize(stats: dict, labels: torch.Tensor, lambda_p: float, by_class: bool = True) -> dict:
+    """Plain-Python summary of unroll_stats (JSON-ready)."""
+    steps = stats["halt_step"]
+    N = stats["p"].shape[0]
+    out = {
+        "n": int(len(steps)),
+        "accuracy": stats["correct"].float().mean().item(),
+        "mean_steps": steps.mean().item(),
+        "median_steps": steps.median().item(),
+        "std_steps": steps.std().item() if len(steps) > 1 else 0.0,
+        "expected_steps": expected_steps(stats["p"].clamp_min(1e-45).log()).mean().item(),
+        "per_step_accuracy": stats["per_step_correct"].float().mean(1).tolist(),
+        "halting_distribution": stats["p"].mean(1).tolist(),
+        "prior": log_geometric_prior(lambda_p, N).exp().tolist(),
+    }
+    if by_class:
+        labels = labels.cpu().long()
+        out["by_class"] = [
+            {"label": int(c), "count": int(m.sum()), "accuracy": stats["correct"][m].float().mean().item(),
+             "mean_steps": steps[m].mean().item(), "halting_distribution": stats["p"][:, m].mean(1).tolist()}
+            for c in labels.unique() for m in [labels == c]
+        ]
+    return out
+
+
+def evaluate(model: PonderNet, x: torch.Tensor, y: torch.Tensor, mode: str = "sample",
+             seed: int = 0, batch_size: int = 1000, by_class: bool = True) -> dict:
+    """Summary metrics of a model on ready inputs x and labels y."""
+    return summarize(unroll_stats(model, x, y, mode, batch_size, seed), y, model.lambda_p, by_class)
+
+
+def evaluate_mnist(model: PonderNet, mnist: D.Mnist, mode: str = "sample", split: str = "test",
+                   limit: Optional[int] = None, rotations: Sequence[float] = (),
+                   uniform_rotations: Sequence[float] = (), seed: int = 0, batch_size: int = 1000) -> dict:
+    """Metrics on an MNIST split, plus one entry per fixed angle and per uniform +-d range.
+
+    rotations:          fixed angles: every image rotated by exactly theta degrees.
+    uniform_rotations:  ranges d: each image rotated by its own angle ~ U(-d, d) (seeded).
+    """
+    xs = {"test": mnist.test_x, "val": mnist.val_x, "train": mnist.train_x}[split]
+    ys = {"test": mnist.test_y, "val": mnist.val_y, "train": mnist.train_y}[split]
+    if limit:
+        xs, ys = xs[:limit], ys[:limit]
+    res = evaluate(model, D.mnist_inputs(xs), ys, mode, seed, batch_size)
+    res["split"], res["mode"] = split, mode
+    res["rotations"] = []
+    for theta in rotations:
+        r = evaluate(model, D.mnist_inputs(xs, angle=float(theta)), ys, mode, seed, batch_size, by_class=False)
+        res["rotations"].append(_rotation_row("fixed", float(theta), r))
+    res["uniform_rotations"] = []
+    for d in uniform_rotations:
+        angles = D.uniform_angles(len(ys), float(d), torch.Generator().manual_seed(seed + 1))
+        r = evaluate(model, D.mnist_inputs(xs, angles=angles), ys, mode, seed, batch_size, by_class=False)
+        res["uniform_rotations"].append(_rotation_row("uniform", float(d), r))
+    return res
+
+
+def _rotation_row(kind: str, angle: float, r: dict) -> dict:
+    return {"kind": kind, "angle": angle, "accuracy": r["accuracy"], "mean_steps": r["mean_steps"],
+            "median_steps": r["median_steps"], "std_steps": r["std_steps"],
+            "halting_distribution": r["halting_distribution"]}
+
+
+def evaluate_parity(model: PonderNet, preset: dict, mode: str = "sample", seed: int = 0,
+                    size: int = 10000, batch_size: int = 2000) -> dict:
+    """Parity on the preset's fixed test set, split into easy (fewer non-zeros) and hard halves."""
+    n = preset["n_elems"]
+    k_lo, k_hi = preset["test_k"]
+    x, y, k = D.parity_eval_set(n, k_lo, k_hi, size)
+    stats = unroll_stats(model, x, y, mode, batch_size, seed)
+    res = summarize(stats, y, model.lambda_p, by_class=False)
+    res["mode"], res["test_k"] = mode, [k_lo, k_hi]
+    mid = (k_lo + k_hi) / 2
+    for name, m in (("easy", k <= mid), ("hard", k > mid)):
+        res[name] = {"k_range": [int(k[m].min()), int(k[m].max())], "count": int(m.sum()),
+                     "accuracy": stats["correct"][m].float().mean().item(),
+                     "mean_steps": stats["halt_step"][m].mean().item(),
+                     "halting_distribution": stats["p"][:, m].mean(1).tolist()}
+    res["by_k"] = [{"k": int(v), "accuracy": stats["correct"][k == v].float().mean().item(),
+                    "mean_steps": stats["halt_step"][k == v].mean().item()} for v in k.unique()]
+    return res

@@ -1,0 +1,274 @@
+"""PonderNet halting math and the generic pondering wrapper.
+
+Notation (Banino et al. 2021):
+    step function  s(x, h_n) -> (y_n, h_{n+1}, lambda_n)
+    lambda_n       chance to halt at step n given it has not halted yet
+    p_n            = lambda_n * prod_{j<n} (1 - lambda_j)   (halt exactly at step n)
+    N              the maximum number of steps; lambda_N = 1, so sum_n p_n = 1.
+
+Everything about halting is computed in log space and in float32, whatever the
+autocast dtype of the step function:
+    log p_n = log sigma(l_n) + sum_{j<n} log sigma(-l_j)     for n < N
+    log p_N =                  sum_{j<N} log sigma(-l_j)     (the remaining mass)
+where l_n is the lambda logit. log sigma(.) is finite for any finite logit, so
+log p is finite and exp(log p) never gives NaN even when p underflows to 0.
+
+Two paths, kept separate:
+    PonderNet.forward   full unroll of all N steps (training and evaluation)
+    ponder()            inference with per-sample early exit: halted samples leave
+                        the batch, only the still-active ones run the next step.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Protocol
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MODES = ("sample", "deterministic", "expected")
+LOG_HALF = math.log(0.5)
+
+
+# ----------------------------------------------------------------------------- pure helpers
+
+def halting_log_probs(lambda_logits: torch.Tensor) -> torch.Tensor:
+    """log p_n from lambda logits. [N, B] -> [N, B], float32.
+
+    log p_n = log lambda_n + sum_{j<n} log(1 - lambda_j), with lambda_N = 1.
+    """
+    l = lambda_logits.float()                                   # [N, B]
+    log_lambda = F.logsigmoid(l)                                # log lambda_n
+    log_not = F.logsigmoid(-l)                                  # log (1 - lambda_n)
+    zeros = torch.zeros_like(log_not[:1])                       # [1, B]
+    log_survive = torch.cat([zeros, log_not[:-1]]).cumsum(0)    # [N, B] log prod_{j<n}(1-lambda_j)
+    # lambda_N = 1: the last step takes all the mass that has not halted before it.
+    log_lambda = torch.cat([log_lambda[:-1], zeros])            # [N, B]
+    return log_lambda + log_survive
+
+
+def halting_lambdas(lambda_logits: torch.Tensor) -> torch.Tensor:
+    """lambda_n = sigma(l_n), with lambda_N = 1. [N, B] -> [N, B] float32."""
+    lam = torch.sigmoid(lambda_logits.float())
+    return torch.cat([lam[:-1], torch.ones_like(lam[:1])])
+
+
+def geometric_prior(lambda_p: float, max_steps: int) -> torch.Tensor:
+    """The paper's geometric prior p_G(n) = lambda_p (1 - lambda_p)^(n-1), n = 1..N. [N].
+
+    Not renormalised: this is what charts draw. The loss uses the renormalised
+    version (see ponder.losses.log_geometric_prior).
+    """
+    n = torch.arange(max_steps, dtype=torch.float64)
+    return (lambda_p * (1.0 - lambda_p) ** n).float()
+
+
+def first_true(mask: torch.Tensor) -> torch.Tensor:
+    """1-based index of the first True along dim 0. [N, B] bool -> [B] long.
+
+    The last row must be all True (lambda_N = 1 guarantees a halt by step N).
+    """
+    n = mask.shape[0]
+    steps = torch.arange(1, n + 1, device=mask.device).unsqueeze(1)   # [N, 1]
+    return torch.where(mask, steps, n + 1).min(0).values               # [B]
+
+
+def halt_mask(lambda_logits: torch.Tensor, mode: str, uniforms: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Where each sample would halt, for a full unroll. [N, B] -> [N, B] bool.
+
+    sample:        halt at n if u_n < lambda_n (u_n ~ U(0,1) given in `uniforms` [N, B]).
+    deterministic: halt at the first n where the CDF sum_{j<=n} p_j >= 0.5, i.e.
+                   sum_{j<=n} log(1 - lambda_j) <= log 0.5 (the median step).
+    The last row is always True (lambda_N = 1).
+    """
+    l = lambda_logits.float()
+    if mode == "sample":
+        if uniforms is None:
+            raise ValueError("mode 'sample' needs uniforms [N, B]")
+        mask = uniforms.to(l.device) < torch.sigmoid(l)
+    elif mode == "deterministic":
+        mask = F.logsigmoid(-l).cumsum(0) <= LOG_HALF
+    else:
+        raise ValueError(f"halt_mask: mode must be 'sample' or 'deterministic', got {mode!r}")
+    mask[-1] = True
+    return mask
+
+
+def expected_steps(log_p: torch.Tensor) -> torch.Tensor:
+    """E[n] = sum_n n p_n. [N, B] -> [B]."""
+    n = torch.arange(1, log_p.shape[0] + 1, device=log_p.device, dtype=torch.float32)
+    return (log_p.exp() * n.unsqueeze(1)).sum(0)
+
+
+# ----------------------------------------------------------------------------- step functions
+
+class StepFunction(Protocol):
+    """What PonderNet needs from a task model.
+
+    encode(x) -> ctx          computed once per input (e.g. a CNN embedding) [B, ...]
+    init_hidden(ctx) -> h     h_1 [B, H]
+    step(ctx, h) -> (y_n, h_{n+1}, lambda_logit_n)   y_n [B, ...], lambda_logit_n [B]
+    loss(y, target) -> [B]    per-sample loss L(y, y_n) for one step
+    probs(y) -> [B, C]        class probabilities of an output
+    """
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor: ...
+    def init_hidden(self, ctx: torch.Tensor) -> torch.Tensor: ...
+    def step(self, ctx: torch.Tensor, h: torch.Tensor): ...
+    def loss(self, y: torch.Tensor, target: torch.Tensor) -> torch.Tensor: ...
+    def probs(self, y: torch.Tensor) -> torch.Tensor: ...
+
+
+@dataclass
+class PonderForward:
+    """A full unroll. y: [N, B, ...] per-step outputs; log_p, lambdas: [N, B] float32."""
+    y: torch.Tensor
+    log_p: torch.Tensor
+    lambdas: torch.Tensor
+    lambda_logits: torch.Tensor
+
+
+@dataclass
+class PonderResult:
+    """Inference output.
+
+    probs      [B, C]  class probabilities of the answer
+    pred       [B]     predicted class
+    halt_step  [B]     1-based step whose output was used (N for 'expected')
+    steps_run  [B]     steps actually computed for each sample
+    expected_steps [B] sum_n n p_n ('expected' mode only, else None)
+    trace_probs  [N, B, C] per-step class probabilities, NaN after the sample halted (trace=True)
+    trace_lambda [N, B]    lambda_n, NaN after halting (trace=True)
+    trace_p      [N, B]    p_n, NaN after halting (trace=True)
+    """
+    probs: torch.Tensor
+    pred: torch.Tensor
+    halt_step: torch.Tensor
+    steps_run: torch.Tensor
+    expected_steps: Optional[torch.Tensor] = None
+    trace_probs: Optional[torch.Tensor] = None
+    trace_lambda: Optional[torch.Tensor] = None
+    trace_p: Optional[torch.Tensor] = None
+
+
+class PonderNet(nn.Module):
+    """Runs a step function for up to N steps and owns the halting distribution."""
+
+    def __init__(self, step_fn: nn.Module, max_steps: int, lambda_p: float):
+        super().__init__()
+        self.step_fn = step_fn
+        self.max_steps = int(max_steps)     # N
+        self.lambda_p = float(lambda_p)     # the prior's lambda_p (kept for charts and losses)
+
+    def forward(self, x: torch.Tensor) -> PonderForward:
+        """Full unroll of all N steps (training / evaluation)."""
+        ctx = self.step_fn.encode(x)
+        h = self.step_fn.init_hidden(ctx)
+        ys, logits = [], []
+        for _ in range(self.max_steps):
+            y, h, l = self.step_fn.step(ctx, h)
+            ys.append(y)
+            logits.append(l)
+        lambda_logits = torch.stack(logits).float()             # [N, B]
+        return PonderForward(
+            y=torch.stack(ys),                                  # [N, B, ...]
+            log_p=halting_log_probs(lambda_logits),             # [N, B]
+            lambdas=halting_lambdas(lambda_logits),             # [N, B]
+            lambda_logits=lambda_logits,
+        )
+
+
+def draw_uniforms(max_steps: int, batch: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """The Bernoulli(lambda_n) draws of 'sample' mode as uniforms u [N, B] (CPU).
+
+    Drawn up front, one per (step, sample), so early exit and a full unroll see the
+    same draws and a seeded generator replays a result exactly.
+    """
+    return torch.rand(max_steps, batch, generator=generator)
+
+
+@torch.no_grad()
+def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
+           generator: Optional[torch.Generator] = None, trace: bool = False,
+           uniforms: Optional[torch.Tensor] = None) -> PonderResult:
+    """Inference. 'sample' and 'deterministic' exit early per sample; 'expected' runs all N.
+
+    sample:        at each step halt with probability lambda_n (u_n < lambda_n); answer y at the halt.
+    deterministic: halt at the median of the halting distribution (CDF >= 0.5).
+    expected:      answer sum_n p_n probs(y_n), the p-weighted mixture (no early exit).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    N = model.max_steps
+    if mode == "expected":
+        return _ponder_expected(model, x, trace)
+    fn = model.step_fn
+    ctx = fn.encode(x)
+    h = fn.init_hidden(ctx)
+    B, dev = ctx.shape[0], ctx.device
+    if mode == "sample" and uniforms is None:
+        uniforms = draw_uniforms(N, B, generator)
+    if uniforms is not None:
+        uniforms = uniforms.to(dev)
+
+    idx = torch.arange(B, device=dev)                     # original index of each active sample
+    log_survive = torch.zeros(B, device=dev)              # log prod_{j<n}(1 - lambda_j), active only
+    halt_step = torch.full((B,), N, dtype=torch.long, device=dev)
+    out_probs = None
+    if trace:
+        t_lam = torch.full((N, B), float("nan"), device=dev)
+        t_p = torch.full((N, B), float("nan"), device=dev)
+        t_probs = None
+    for n in range(N):
+        y, h, l = fn.step(ctx, h)
+        l = l.float()
+        probs = fn.probs(y).float()                       # [b, C]
+        if out_probs is None:
+            out_probs = torch.zeros(B, probs.shape[1], device=dev)
+            if trace:
+                t_probs = torch.full((N, B, probs.shape[1]), float("nan"), device=dev)
+        last = n == N - 1
+        lam = torch.ones_like(l) if last else torch.sigmoid(l)         # lambda_n, lambda_N = 1
+        log_not = F.logsigmoid(-l)                                     # log(1 - lambda_n)
+        if trace:
+            log_lam = torch.zeros_like(l) if last else F.logsigmoid(l)
+            t_lam[n, idx] = lam
+            t_p[n, idx] = (log_lam + log_survive).exp()                # p_n
+            t_probs[n, idx] = probs
+        if last:
+            halt_now = torch.ones_like(l, dtype=torch.bool)
+        elif mode == "sample":
+            halt_now = uniforms[n, idx] < lam
+        else:
+            halt_now = log_survive + log_not <= LOG_HALF
+        log_survive = log_survive + log_not
+        if halt_now.any():
+            done = idx[halt_now]
+            out_probs[done] = probs[halt_now]
+            halt_step[done] = n + 1
+            keep = ~halt_now
+            idx, ctx, h, log_survive = idx[keep], ctx[keep], h[keep], log_survive[keep]
+            if idx.numel() == 0:
+                break
+    res = PonderResult(probs=out_probs, pred=out_probs.argmax(1), halt_step=halt_step,
+                       steps_run=halt_step.clone())
+    if trace:
+        res.trace_probs, res.trace_lambda, res.trace_p = t_probs, t_lam, t_p
+    return res
+
+
+def _ponder_expected(model: PonderNet, x: torch.Tensor, trace: bool) -> PonderResult:
+    out = model(x)
+    probs = model.step_fn.probs(out.y.flatten(0, 1)).float()            # [N*B, C]
+    probs = probs.view(out.y.shape[0], out.y.shape[1], -1)              # [N, B, C]
+    p = out.log_p.exp()                                                 # [N, B]
+    mix = (p.unsqueeze(-1) * probs).sum(0)                              # [B, C]
+    B = mix.shape[0]
+    full = torch.full((B,), model.max_steps, dtype=torch.long, device=mix.device)
+    res = PonderResult(probs=mix, pred=mix.argmax(1), halt_step=full, steps_run=full.clone(),
+                       expected_steps=expected_steps(out.log_p))
+    if trace:
+        res.trace_probs, res.trace_lambda, res.trace_p = probs, out.lambdas, p
+    return res

@@ -1,0 +1,248 @@
+"""The training loop. It knows nothing about the CLI or the UI: progress goes to a callback,
+and it stops cleanly on a cancel flag, a time budget, or a non-finite loss.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional
+
+import torch
+
+from . import data as D
+from .config import PARITY_PRESETS, TrainConfig
+from .halting import PonderNet, expected_steps
+from .losses import ponder_loss
+from .models import build_model
+
+STATUSES = ("completed", "cancelled", "failed")   # a used-up time budget is "completed" (with a reason)
+
+
+@dataclass
+class Progress:
+    """One progress report. Training metrics are over the last logged batch."""
+    step: int                  # optimiser steps done
+    total_steps: int           # steps planned from `epochs` (the time budget may end sooner)
+    epoch: float               # fractional epoch
+    loss: float                # rec + beta * reg
+    rec: float                 # reconstruction loss
+    reg: float                 # KL(p || p_G)
+    accuracy: float            # batch accuracy of the p-weighted prediction
+    mean_steps: float          # batch mean of E[n] = sum_n n p_n
+    elapsed: float             # seconds since training started
+    lr: float
+    halting: Optional[list] = None         # mean p_n over the batch, [N]
+    val_accuracy: Optional[float] = None   # set on epoch ends
+    max_seconds: Optional[float] = None
+
+    def fraction_done(self) -> float:
+        f = self.step / max(self.total_steps, 1)
+        if self.max_seconds:
+            f = max(f, self.elapsed / self.max_seconds)
+        return min(f, 1.0)
+
+
+@dataclass
+class TrainResult:
+    model: PonderNet
+    config: TrainConfig
+    status: str                              # completed / cancelled / failed
+    reason: str = ""
+    steps: int = 0
+    seconds: float = 0.0
+    device: str = "cpu"
+    history: list = field(default_factory=list)   # Progress dicts
+
+    @property
+    def partial(self) -> bool:
+        return self.status in ("cancelled", "failed")
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' asked for, but no CUDA GPU is available")
+    return torch.device(name)
+
+
+def device_name(dev) -> str:
+    """'cuda (NVIDIA H100 80GB HBM3)' or 'cpu': what a card records."""
+    dev = torch.device(dev)
+    if dev.type == "cuda" and torch.cuda.is_available():
+        return f"cuda ({torch.cuda.get_device_name(dev)})"
+    return str(dev)
+
+
+def lr_at(cfg: TrainConfig, progress: float) -> float:
+    """Learning rate at a fraction of training done: 5% linear warm-up then cosine to 2% (onecycle)."""
+    if cfg.lr_schedule == "constant":
+        return cfg.lr
+    warm = 0.05
+    if progress < warm:
+        return cfg.lr * (0.1 + 0.9 * progress / warm)
+    t = min((progress - warm) / (1 - warm), 1.0)
+    return cfg.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+class MnistBatches:
+    """Shuffled MNIST training batches from a uint8 tensor on the device, rotated on the fly."""
+
+    def __init__(self, mnist: D.Mnist, cfg: TrainConfig, device):
+        self.x, self.y = mnist.train_x.to(device), mnist.train_y.to(device)
+        self.val_x, self.val_y = mnist.val_x.to(device), mnist.val_y.to(device)
+        self.cfg, self.device = cfg, device
+        self.g = torch.Generator().manual_seed(cfg.seed)
+        self.per_epoch = math.ceil(len(self.y) / cfg.batch_size)
+
+    def __iter__(self):
+        bs = self.cfg.batch_size
+        while True:
+            perm = torch.randperm(len(self.y), generator=self.g).to(self.device)
+            for i in range(0, len(perm), bs):
+                idx = perm[i:i + bs]
+                angles = D.uniform_angles(len(idx), self.cfg.rotate_train, self.g) if self.cfg.rotate_train else None
+                yield D.mnist_inputs(self.x[idx], angles=angles), self.y[idx]
+
+    def validation(self):
+        return D.mnist_inputs(self.val_x), self.val_y
+
+
+class ParityBatches:
+    """Endless parity batches from the preset's training range, seeded."""
+
+    def __init__(self, cfg: TrainConfig, device):
+        p = PARITY_PRESETS[cfg.parity_preset]
+        self.n, (self.k_lo, self.k_hi) = p["n_elems"], p["train_k"]
+        self.cfg, self.device = cfg, device
+        self.g = torch.Generator().manual_seed(cfg.seed)
+        self.per_epoch = cfg.steps_per_epoch
+        vx, vy, _ = D.parity_eval_set(self.n, *p["test_k"], size=2000, seed=D.EVAL_SEED + 1)
+        self.val = (vx.to(device), vy.to(device))
+
+    def __iter__(self):
+        while True:
+            x, y, _ = D.parity_batch(self.cfg.batch_size, self.n, self.k_lo, self.k_hi, self.g, self.device)
+            yield x, y
+
+    def validation(self):
+        return self.val
+
+
+def batch_accuracy(model: PonderNet, y_steps: torch.Tensor, log_p: torch.Tensor, target: torch.Tensor) -> float:
+    """Accuracy of the p-weighted mixture sum_n p_n probs(y_n). y_steps [N, B, ...], log_p [N, B]."""
+    N, B = log_p.shape
+    probs = model.step_fn.probs(y_steps.flatten(0, 1)).view(N, B, -1)     # [N, B, C]
+    mix = (log_p.exp().unsqueeze(-1) * probs).sum(0)                      # [B, C]
+    return (mix.argmax(1) == target.long()).float().mean().item()
+
+
+@torch.no_grad()
+def validation_accuracy(model: PonderNet, x: torch.Tensor, y: torch.Tensor, autocast, chunk: int = 2500) -> float:
+    was = model.training
+    model.eval()
+    correct = 0
+    for i in range(0, len(y), chunk):
+        with autocast():
+            out = model(x[i:i + chunk])
+        correct += batch_accuracy(model, out.y, out.log_p, y[i:i + chunk]) * len(y[i:i + chunk])
+    model.train(was)
+    return correct / len(y)
+
+
+def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[str] = None,
+          callback: Optional[Callable[[Progress], None]] = None,
+          cancel: Optional[threading.Event] = None, model: Optional[PonderNet] = None) -> TrainResult:
+    """Train a PonderNet. Returns the model (last good weights) and how training ended.
+
+    cancel:   set it from another thread to stop after the current step ("cancelled").
+    cfg.max_seconds: stop when the budget runs out ("timeout"); the LR schedule follows
+              whichever of steps or time is further along, so a budgeted run still anneals.
+    A non-finite loss or gradient stops before the optimiser step ("failed"), so the
+    returned weights are the last good ones.
+    """
+    cfg.validate()
+    torch.manual_seed(cfg.seed)
+    device = pick_device(cfg.device)
+    if model is None:
+        model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p)
+    model.to(device).train()
+    if cfg.task == "mnist":
+        batches = MnistBatches(mnist if mnist is not None else D.load_mnist(data_dir), cfg, device)
+    else:
+        batches = ParityBatches(cfg, device)
+    total = max(1, math.ceil(cfg.epochs * batches.per_epoch))
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    use_amp = device.type == "cuda"
+
+    def autocast():
+        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp)
+
+    forward = torch.compile(model) if cfg.compile else model
+    history, status, reason = [], "completed", ""
+    t0 = time.perf_counter()
+    step = 0
+
+    def report(loss, rec, reg, out, y, val=None):
+        p = Progress(step=step, total_steps=total, epoch=step / batches.per_epoch,
+                     loss=float(loss), rec=float(rec), reg=float(reg),
+                     accuracy=batch_accuracy(model, out.y.detach(), out.log_p.detach(), y),
+                     mean_steps=expected_steps(out.log_p.detach()).mean().item(),
+                     elapsed=time.perf_counter() - t0, lr=opt.param_groups[0]["lr"],
+                     halting=out.log_p.detach().exp().mean(1).tolist(), val_accuracy=val,
+                     max_seconds=cfg.max_seconds)
+        history.append(asdict(p))
+        if callback is not None:
+            callback(p)
+
+    last = None        # (loss, rec, reg, out, y) of the last good step
+    for x, y in batches:
+        elapsed = time.perf_counter() - t0
+        if cancel is not None and cancel.is_set():
+            status, reason = "cancelled", f"cancelled at step {step}"
+            break
+        if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
+            reason = f"stopped by the time budget of {cfg.max_seconds:g} s at step {step}"
+            break
+        if step >= total:
+            break
+        frac = step / total
+        if cfg.max_seconds:
+            frac = max(frac, elapsed / cfg.max_seconds)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(cfg, frac)
+
+        with autocast():
+            out = forward(x)
+        N, B = out.log_p.shape
+        step_losses = model.step_fn.loss(out.y.flatten(0, 1), y.repeat(N)).view(N, B)   # [N, B]
+        loss, rec, reg = ponder_loss(step_losses, out.log_p, cfg.lambda_p, cfg.beta)
+        loss_v = loss.item()
+        if not math.isfinite(loss_v):
+            status, reason = "failed", f"loss became {loss_v} at step {step + 1}"
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        if not torch.isfinite(gnorm):
+            status, reason = "failed", f"gradient norm became {gnorm.item()} at step {step + 1}"
+            break
+        opt.step()
+        step += 1
+        last = (loss_v, rec.item(), reg.item(), out, y)
+        epoch_end = step % batches.per_epoch == 0
+        if step % cfg.log_every == 0 or epoch_end or step == total:
+            val = validation_accuracy(model, *batches.validation(), autocast) if (epoch_end or step == total) else None
+            report(*last, val)
+
+    if last is not None and (not history or history[-1]["step"] != step):
+        report(*last, validation_accuracy(model, *batches.validation(), autocast))
+    model.eval()
+    return TrainResult(model=model, config=cfg, status=status, reason=reason, steps=step,
+                       seconds=time.perf_counter() - t0, device=str(device), history=history)

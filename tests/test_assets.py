@@ -1,0 +1,50 @@
+"""Every shipped model loads; the default one is accurate (the full test set is measured in its card)."""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ponder.checkpoint import load_checkpoint
+from ponder.config import PARITY_PRESETS
+from ponder.evaluate import evaluate_mnist, evaluate_parity
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+MODELS = sorted(p.name for p in ASSETS.iterdir() if (p / "run.json").exists())
+
+
+def test_assets_present_and_small():
+    assert "mnist-default" in MODELS and "mnist-rot22" in MODELS
+    assert {f"sweep-lp{lp:g}" for lp in (0.1, 0.2, 0.3, 0.5, 0.7, 0.9)} <= set(MODELS)
+    assert any(m.startswith("parity-") for m in MODELS)
+    size = sum(f.stat().st_size for f in ASSETS.rglob("*") if f.is_file())
+    assert size <= 10 * 1024 * 1024
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_shipped_model_loads_with_a_card(name):
+    ck = load_checkpoint(ASSETS / name)
+    card = ck.card
+    for key in ("train", "device", "train_seconds", "metrics", "status"):
+        assert key in card
+    assert card["train"]["seed"] is not None
+    assert "accuracy" in card["metrics"]["test"]
+    x = torch.zeros(2, 1, 28, 28) if ck.task == "mnist" else torch.zeros(2, card["model"]["n_elems"])
+    with torch.no_grad():
+        assert torch.isfinite(ck.model(x).log_p).all()
+
+
+def test_default_model_first_1000_test_images(mnist):
+    ck = load_checkpoint(ASSETS / "mnist-default")
+    assert ck.card["lambda_p"] == 0.2 and ck.card["max_steps"] == 20 and ck.card["train"]["beta"] == 0.01
+    res = evaluate_mnist(ck.model, mnist, "sample", limit=1000)
+    assert res["accuracy"] >= 0.985
+    assert ck.card["metrics"]["test"]["accuracy"] >= 0.99       # the full 10k test set, in the card
+    assert ck.card["metrics"]["test"]["n"] == 10000
+
+
+def test_shipped_parity_model_matches_card():
+    name = next(m for m in MODELS if m.startswith("parity-") and "extrapolation" not in m)
+    ck = load_checkpoint(ASSETS / name)
+    res = evaluate_parity(ck.model, PARITY_PRESETS[ck.card["train"]["parity_preset"]], size=2000)
+    assert res["accuracy"] >= 0.97

@@ -1,0 +1,83 @@
+"""MNIST loading (local folder, decompression, split), rotations, parity data."""
+import shutil
+
+import pytest
+import torch
+
+from conftest import DATA_DIR
+from ponder import data as D
+
+
+def test_split_sizes_and_disjoint(mnist):
+    assert mnist.train_x.shape == (55000, 28, 28) and mnist.train_x.dtype == torch.uint8
+    assert mnist.val_x.shape == (5000, 28, 28) and mnist.test_x.shape == (10000, 28, 28)
+    assert mnist.train_y.shape == (55000,) and mnist.test_y.max() == 9
+    # no validation image is also a training image (compare raw bytes of a sample)
+    train_rows = {bytes(r) for r in mnist.train_x[:5000].flatten(1).numpy()}
+    assert not any(bytes(r) in train_rows for r in mnist.val_x[:500].flatten(1).numpy())
+    # the split is seeded: the same every load
+    again = D.load_mnist(DATA_DIR, download=False)
+    assert torch.equal(again.val_y, mnist.val_y)
+
+
+def test_decompresses_gz_into_raw(tmp_path):
+    src = f"{DATA_DIR}/MNIST/raw"
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for name in D.MNIST_FILES:
+        shutil.copy(f"{src}/{name}.gz", raw / f"{name}.gz")
+    m = D.load_mnist(str(tmp_path), download=False)
+    assert all((raw / name).exists() for name in D.MNIST_FILES)
+    assert not list(raw.glob("*.tmp"))
+    assert m.test_x.shape == (10000, 28, 28)
+
+
+def test_missing_folder_names_folder_and_remedies(tmp_path):
+    with pytest.raises(D.DataError) as e:
+        D.load_mnist(str(tmp_path / "nothing"), download=False)
+    msg = str(e.value)
+    assert "nothing" in msg and "--data-dir" in msg and "download" in msg
+
+
+def test_mnist_inputs_normalised(mnist):
+    x = D.mnist_inputs(mnist.test_x[:1000])
+    assert x.shape == (1000, 1, 28, 28)
+    assert abs(x.mean().item()) < 0.1 and abs(x.std().item() - 1) < 0.1
+
+
+def test_rotate_each_matches_torchvision_fixed():
+    torch.manual_seed(0)
+    x = torch.rand(8, 1, 28, 28)
+    for a in (22.5, -45.0, 90.0, 180.0):
+        assert torch.allclose(D.rotate_fixed(x, a), D.rotate_each(x, torch.full((8,), a)), atol=1e-4)
+    # 90 degrees counter-clockwise moves the top row to the left column
+    img = torch.zeros(1, 1, 28, 28)
+    img[0, 0, 2, 10:18] = 1.0                       # a horizontal bar near the top
+    r = D.rotate_fixed(img, 90.0)[0, 0]
+    assert r[:, :14].sum() > 5 * r[:, 14:].sum()    # it lands on the left
+    assert torch.equal(D.rotate_fixed(img, 0.0), img)
+
+
+def test_uniform_angles_range_and_seed():
+    a = D.uniform_angles(10000, 22.5, torch.Generator().manual_seed(0))
+    assert a.abs().max() <= 22.5 and a.min() < -20 and a.max() > 20
+    assert torch.equal(a, D.uniform_angles(10000, 22.5, torch.Generator().manual_seed(0)))
+
+
+def test_parity_target_counts_plus_ones_not_nonzeros():
+    x, y, k = D.parity_batch(2000, 16, 1, 16, torch.Generator().manual_seed(0))
+    assert ((x != 0).sum(1) == k).all()
+    assert set(x.unique().tolist()) <= {-1.0, 0.0, 1.0}
+    assert torch.equal(y, ((x == 1).sum(1) % 2).float())
+    # the two definitions differ on many samples (so the test above would catch the wrong one)
+    assert (y != ((x != 0).sum(1) % 2).float()).float().mean() > 0.3
+    # hand example: (+1, -1, 0, +1) has two +1s -> even -> 0; (+1, -1, -1) one +1 -> odd -> 1
+    assert ((torch.tensor([[1., -1, 0, 1], [1, -1, -1, 0]]) == 1).sum(1) % 2).tolist() == [0, 1]
+
+
+def test_parity_k_range_and_fixed_eval_set():
+    x, y, k = D.parity_batch(5000, 96, 49, 96, torch.Generator().manual_seed(1))
+    assert k.min() >= 49 and k.max() <= 96
+    a = D.parity_eval_set(8, 1, 8, size=100)
+    b = D.parity_eval_set(8, 1, 8, size=100)
+    assert all(torch.equal(u, v) for u, v in zip(a, b))

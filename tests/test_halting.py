@@ -1,0 +1,138 @@
+"""The PonderNet wrapper: full unroll vs early-exit inference, modes, replay, initialisation."""
+import pytest
+import torch
+
+from conftest import tiny_model
+from ponder.halting import (draw_uniforms, geometric_prior, expected_steps, first_true, halt_mask, halting_log_probs, ponder)
+from ponder.losses import kl_to_prior
+
+
+def _inputs(task, b=64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if task == "mnist":
+        return torch.randn(b, 1, 28, 28, generator=g)
+    return torch.randint(-1, 2, (b, 8), generator=g).float()
+
+
+def test_first_true():
+    m = torch.tensor([[False, True, False], [True, False, False], [True, True, True]])
+    assert first_true(m).tolist() == [2, 1, 3]
+
+
+def test_halt_mask_deterministic_is_median():
+    # lambda = (0.25, 0.5, ...): CDF after step 1 = 0.25, after step 2 = 0.625 -> median step 2
+    l = torch.logit(torch.tensor([[0.25], [0.5], [0.5]]))
+    assert first_true(halt_mask(l, "deterministic")).item() == 2
+    # sample: u = (0.3, 0.4, 0.9): 0.3 < 0.25? no; 0.4 < 0.5 yes -> step 2
+    assert first_true(halt_mask(l, "sample", torch.tensor([[0.3], [0.4], [0.9]]))).item() == 2
+    # never below lambda -> forced halt at N
+    assert first_true(halt_mask(l, "sample", torch.tensor([[0.9], [0.9], [0.9]]))).item() == 3
+
+
+@pytest.mark.parametrize("task", ["mnist", "parity"])
+@pytest.mark.parametrize("mode", ["sample", "deterministic"])
+def test_early_exit_equals_full_unroll_then_gather(task, mode):
+    model = tiny_model(task, max_steps=8, lambda_p=0.3)
+    x = _inputs(task)
+    u = draw_uniforms(8, 64, torch.Generator().manual_seed(3))
+    res = ponder(model, x, mode, uniforms=u, trace=True)
+    with torch.no_grad():
+        out = model(x)
+    steps = first_true(halt_mask(out.lambda_logits, mode, u))                     # [B]
+    assert 1 < steps.float().mean() < 8 and len(steps.unique()) >= 2              # halting varies
+    probs = model.step_fn.probs(out.y.flatten(0, 1)).view(8, 64, -1)              # [N, B, C]
+    gathered = probs[steps - 1, torch.arange(64)]                                 # [B, C]
+    assert torch.equal(res.halt_step, steps)
+    assert torch.equal(res.pred, gathered.argmax(1))
+    assert torch.allclose(res.probs, gathered, atol=1e-5)
+    # traces: p_n and lambda_n match the full unroll up to each sample's halt, NaN after
+    for b in range(64):
+        s = steps[b]
+        assert torch.allclose(res.trace_p[:s, b], out.log_p[:s, b].exp(), atol=1e-5)
+        assert torch.allclose(res.trace_lambda[:s, b], out.lambdas[:s, b], atol=1e-5)
+        assert torch.isnan(res.trace_p[s:, b]).all()
+
+
+def test_early_exit_really_skips_compute():
+    model = tiny_model("parity", max_steps=10, lambda_p=0.3)
+    sizes = []
+    step = model.step_fn.step
+
+    def counting_step(ctx, h):
+        sizes.append(ctx.shape[0])
+        return step(ctx, h)
+
+    model.step_fn.step = counting_step
+    res = ponder(model, _inputs("parity", 256), "sample", torch.Generator().manual_seed(0))
+    # every sample runs exactly its halting step count, no more
+    assert sum(sizes) == res.halt_step.sum().item()
+    assert sum(sizes) < 256 * 10
+    assert sizes == sorted(sizes, reverse=True)
+
+
+def test_sample_replays_with_same_seed():
+    model = tiny_model("mnist")
+    x = _inputs("mnist", 32)
+    a = ponder(model, x, "sample", torch.Generator().manual_seed(7))
+    b = ponder(model, x, "sample", torch.Generator().manual_seed(7))
+    c = ponder(model, x, "sample", torch.Generator().manual_seed(8))
+    assert torch.equal(a.halt_step, b.halt_step) and torch.equal(a.pred, b.pred)
+    assert not torch.equal(a.halt_step, c.halt_step)
+
+
+def test_expected_mode_is_p_weighted_mixture():
+    model = tiny_model("mnist", max_steps=6)
+    x = _inputs("mnist", 16)
+    res = ponder(model, x, "expected", trace=True)
+    with torch.no_grad():
+        out = model(x)
+    probs = torch.softmax(out.y, -1)                                              # [N, B, 10]
+    mix = (out.log_p.exp().unsqueeze(-1) * probs).sum(0)
+    assert torch.allclose(res.probs, mix, atol=1e-6)
+    assert torch.allclose(res.probs.sum(1), torch.ones(16), atol=1e-5)
+    assert torch.allclose(res.expected_steps, expected_steps(out.log_p))
+    assert (res.steps_run == 6).all()
+
+
+def test_full_unroll_shapes_and_invariants():
+    model = tiny_model("mnist", max_steps=7)
+    out = model(_inputs("mnist", 5))
+    assert out.y.shape == (7, 5, 10) and out.log_p.shape == (7, 5) and out.lambdas.shape == (7, 5)
+    assert torch.allclose(out.log_p.exp().sum(0), torch.ones(5), atol=1e-5)
+    assert (out.lambdas[-1] == 1).all()
+
+
+def test_autocast_bf16_keeps_halting_in_fp32():
+    model = tiny_model("mnist", max_steps=20, lambda_std=30.0)     # large logits
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(_inputs("mnist", 8))
+    assert out.log_p.dtype == torch.float32 and torch.isfinite(out.log_p).all()
+    assert torch.allclose(out.log_p.exp().sum(0), torch.ones(8), atol=1e-4)
+
+
+@pytest.mark.parametrize("task", ["mnist", "parity"])
+def test_untrained_model_starts_near_prior(task):
+    # lambda head bias = logit(lambda_p), tiny weights: p is ~the geometric prior, not a halt at step 1
+    model = tiny_model(task, max_steps=20, lambda_p=0.2, lambda_std=0)
+    with torch.no_grad():
+        out = model(_inputs(task, 32))
+    assert torch.allclose(out.lambdas[:-1], torch.full((19, 32), 0.2), atol=0.01)
+    # p_n = lambda_p (1 - lambda_p)^(n-1) for n < N: the geometric prior itself
+    geo = geometric_prior(0.2, 20)[:-1].unsqueeze(1)
+    assert torch.allclose(out.log_p[:-1].exp(), geo.expand(19, 32), atol=0.005)
+    # only the forced halt at N differs (0.8^19 = 0.0144 vs the renormalised prior's 0.0029): KL is small
+    assert kl_to_prior(out.log_p, 0.2).item() < 0.02
+    assert abs(expected_steps(out.log_p).mean().item() - 1 / 0.2) < 0.3
+
+
+def test_halting_log_probs_long_and_extreme():
+    l = torch.full((100, 2), -50.0)          # never halts: all mass ends on step N
+    p = halting_log_probs(l).exp()
+    assert p[-1].tolist() == pytest.approx([1.0, 1.0])
+    l = torch.full((100, 2), 50.0)           # halts at once
+    assert halting_log_probs(l).exp()[0].tolist() == pytest.approx([1.0, 1.0])
+
+
+def test_bad_mode():
+    with pytest.raises(ValueError, match="mode"):
+        ponder(tiny_model("mnist"), _inputs("mnist", 2), "greedy")

@@ -1,0 +1,128 @@
+"""Losses and the halting distribution, checked against values worked out by hand."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ponder.halting import geometric_prior, halting_lambdas, halting_log_probs
+from ponder.losses import (kl_to_prior, kl_to_prior_per_sample, log_geometric_prior, ponder_loss,
+                           reconstruction_loss)
+
+
+def logit(p):
+    return math.log(p / (1 - p))
+
+
+def test_halting_n2_by_hand():
+    # lambda_1 = 0.5 (logit 0); lambda_2 is forced to 1 whatever its logit (7.0 here).
+    # p_1 = 0.5, p_2 = (1 - 0.5) * 1 = 0.5
+    log_p = halting_log_probs(torch.tensor([[0.0], [7.0]]))
+    assert torch.allclose(log_p.exp().squeeze(1), torch.tensor([0.5, 0.5]))
+    assert torch.allclose(halting_lambdas(torch.tensor([[0.0], [7.0]])).squeeze(1), torch.tensor([0.5, 1.0]))
+
+
+def test_halting_n3_by_hand():
+    # lambda = (0.25, 0.5, forced 1):
+    # p_1 = 0.25, p_2 = 0.75 * 0.5 = 0.375, p_3 = 0.75 * 0.5 * 1 = 0.375
+    l = torch.tensor([[logit(0.25)], [0.0], [-3.0]])
+    assert torch.allclose(halting_log_probs(l).exp().squeeze(1), torch.tensor([0.25, 0.375, 0.375]))
+
+
+def test_prior_by_hand():
+    # lambda_p = 0.5, N = 3: unnormalised 0.5, 0.25, 0.125; Z = 0.875 -> 4/7, 2/7, 1/7
+    assert torch.allclose(log_geometric_prior(0.5, 3).exp(), torch.tensor([4 / 7, 2 / 7, 1 / 7]))
+    # the chart prior is not renormalised: lambda_p (1 - lambda_p)^(n - 1)
+    assert torch.allclose(geometric_prior(0.2, 3), torch.tensor([0.2, 0.16, 0.128]))
+
+
+def test_kl_n2_by_hand():
+    # p = (0.5, 0.5); prior lambda_p = 0.5, N = 2: (0.5, 0.25) / 0.75 = (2/3, 1/3)
+    # KL(p || p_G) = 0.5 ln(0.5 / (2/3)) + 0.5 ln(0.5 / (1/3)) = 0.5 ln(0.75 * 1.5) = 0.5 ln 1.125 = 0.0588915
+    log_p = halting_log_probs(torch.tensor([[0.0], [0.0]]))
+    assert kl_to_prior(log_p, 0.5).item() == pytest.approx(0.0588915, abs=1e-6)
+
+
+def test_kl_n3_by_hand():
+    # p = (0.25, 0.375, 0.375); p_G = (4/7, 2/7, 1/7)
+    # KL = 0.25 ln(0.25*7/4) + 0.375 ln(0.375*7/2) + 0.375 ln(0.375*7)
+    #    = 0.25 ln 0.4375 + 0.375 ln 1.3125 + 0.375 ln 2.625
+    #    = 0.25 (-0.826679) + 0.375 (0.271934) + 0.375 (0.965081) = -0.206670 + 0.101975 + 0.361906 = 0.257211
+    log_p = halting_log_probs(torch.tensor([[logit(0.25)], [0.0], [0.0]]))
+    assert kl_to_prior(log_p, 0.5).item() == pytest.approx(0.257211, abs=1e-5)
+    # the reverse direction KL(p_G || p) is a different number: 4/7 ln(16/7) + 2/7 ln(16/21) + 1/7 ln(8/21) = 0.2582...
+    rev = (4 / 7) * math.log(16 / 7) + (2 / 7) * math.log(16 / 21) + (1 / 7) * math.log(8 / 21)
+    assert abs(rev - 0.257211) > 1e-4
+
+
+def test_reconstruction_n3_by_hand():
+    # p = (0.25, 0.375, 0.375), L_n = (1, 2, 4): 0.25*1 + 0.375*2 + 0.375*4 = 2.5
+    log_p = halting_log_probs(torch.tensor([[logit(0.25)], [0.0], [0.0]]))
+    assert reconstruction_loss(torch.tensor([[1.0], [2.0], [4.0]]), log_p).item() == pytest.approx(2.5, abs=1e-6)
+    # two samples: the batch mean. Sample 2 has lambda = (0.5, 0.5, 1) -> p = (0.5, 0.25, 0.25),
+    # L = (2, 2, 0) -> 0.5*2 + 0.25*2 + 0.25*0 = 1.5; mean (2.5 + 1.5) / 2 = 2.0
+    log_p2 = halting_log_probs(torch.tensor([[logit(0.25), 0.0], [0.0, 0.0], [0.0, 0.0]]))
+    assert reconstruction_loss(torch.tensor([[1.0, 2.0], [2.0, 2.0], [4.0, 0.0]]), log_p2).item() == pytest.approx(2.0)
+
+
+def test_total_is_rec_plus_beta_reg():
+    log_p = halting_log_probs(torch.randn(6, 4))
+    losses = torch.rand(6, 4)
+    total, rec, reg = ponder_loss(losses, log_p, 0.3, beta=0.1)
+    assert total.item() == pytest.approx(rec.item() + 0.1 * reg.item(), rel=1e-6)
+
+
+def test_kl_matches_torch_kl_div_oracle():
+    torch.manual_seed(0)
+    for n in (2, 5, 20, 100):
+        log_p = halting_log_probs(torch.randn(n, 8) * 3)
+        for lp in (0.05, 0.2, 0.9):
+            log_q = log_geometric_prior(lp, n)
+            # F.kl_div(input, target, log_target=True) = sum target.exp() * (target - input) = KL(target || input.exp())
+            oracle = F.kl_div(log_q.unsqueeze(1).expand(n, 8), log_p, log_target=True, reduction="none").sum(0)
+            assert torch.allclose(kl_to_prior_per_sample(log_p, log_q), oracle, atol=1e-5)
+
+
+def test_invariants_and_kl_zero_at_prior():
+    torch.manual_seed(1)
+    log_p = halting_log_probs(torch.randn(20, 64) * 5)
+    p = log_p.exp()
+    assert (p >= 0).all()
+    assert torch.allclose(p.sum(0), torch.ones(64), atol=1e-5)
+    assert (kl_to_prior_per_sample(log_p, log_geometric_prior(0.2, 20)) >= -1e-6).all()
+    # logits giving exactly the renormalised prior: lambda_n = q_n / (1 - sum_{j<n} q_j)
+    q = log_geometric_prior(0.2, 20).double().exp()
+    tail = 1 - torch.cat([torch.zeros(1, dtype=torch.float64), q.cumsum(0)[:-1]])
+    lam = (q / tail).clamp(1e-9, 1 - 1e-9)
+    log_p_prior = halting_log_probs(torch.logit(lam).float().unsqueeze(1))
+    assert kl_to_prior(log_p_prior, 0.2).item() == pytest.approx(0.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("lambda_p", [1e-4, 0.2, 0.999, 1.0])
+@pytest.mark.parametrize("n", [1, 2, 100])
+def test_no_nan_extremes(lambda_p, n):
+    # logits at +-50 (p underflows to 0 for most steps), N up to 100, lambda_p in (0, 1]
+    for l in (torch.full((n, 3), 50.0), torch.full((n, 3), -50.0), (torch.rand(n, 3) - 0.5) * 100):
+        l.requires_grad_(True)
+        log_p = halting_log_probs(l)
+        assert torch.isfinite(log_p).all()
+        assert torch.allclose(log_p.exp().sum(0), torch.ones(3), atol=1e-5)
+        total, rec, reg = ponder_loss(torch.rand(n, 3), log_p, lambda_p, 0.01)
+        assert torch.isfinite(total) and reg.item() >= -1e-5
+        total.backward()
+        assert torch.isfinite(l.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_logits_computed_in_fp32(dtype):
+    l = ((torch.rand(100, 16) - 0.5) * 100).to(dtype)
+    log_p = halting_log_probs(l)
+    assert log_p.dtype == torch.float32
+    assert torch.isfinite(log_p).all()
+    assert torch.allclose(log_p.exp().sum(0), torch.ones(16), atol=1e-5)
+
+
+def test_bad_lambda_p_rejected():
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="lambda_p"):
+            log_geometric_prior(bad, 5)
