@@ -5,7 +5,7 @@
 # `python -m ponder reproduce --from-assets` to re-measure their cards on this machine.
 set -u
 OUT=${OUT:-results-gpu}
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2   # several processes share the CPU cores
 mkdir -p "$OUT"
 nvidia-smi -L 2>/dev/null || true
 MNIST=mnist-default,mnist-rot22,sweep-lp0.1,sweep-lp0.2,sweep-lp0.3,sweep-lp0.5,sweep-lp0.7,sweep-lp0.9

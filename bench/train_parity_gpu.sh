@@ -3,7 +3,7 @@
 # Big batches cost the same time per step on a GPU here, so they use batch 1024.
 set -u
 OUT=${OUT:-results-gpu}
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2   # several processes share the CPU cores
 mkdir -p "$OUT"
 SECS=${SECS:-420}
 for preset in medium medium-extrapolation large paper extrapolation; do

@@ -180,12 +180,14 @@ def parity_batch(batch: int, n_elems: int, k_lo: int, k_hi: int,
     x [B, n_elems]: k entries in {-1, +1} at random positions, the rest 0, k ~ U{k_lo..k_hi}.
     y [B]: 1.0 if the number of +1 entries is odd, else 0.0 (the count of +1s, not of non-zeros).
     k [B]: the number of non-zero entries.
-    Drawn on the CPU with `generator` (repeatable), then moved to `device`.
+    Drawn where `generator` lives (a CUDA generator draws on the GPU, no host work), then
+    moved to `device`. The same generator state gives the same batch.
     """
-    k = torch.randint(k_lo, k_hi + 1, (batch,), generator=generator)                 # [B]
-    ranks = torch.rand(batch, n_elems, generator=generator).argsort(1).argsort(1)    # [B, n] random ranks
-    nonzero = ranks < k.unsqueeze(1)                                                 # [B, n] k True per row
-    signs = torch.randint(0, 2, (batch, n_elems), generator=generator) * 2 - 1        # [B, n] +-1
+    gdev = generator.device if generator is not None else torch.device("cpu")
+    k = torch.randint(k_lo, k_hi + 1, (batch,), generator=generator, device=gdev)                  # [B]
+    ranks = torch.rand(batch, n_elems, generator=generator, device=gdev).argsort(1).argsort(1)     # [B, n] random ranks
+    nonzero = ranks < k.unsqueeze(1)                                                               # [B, n] k True per row
+    signs = torch.randint(0, 2, (batch, n_elems), generator=generator, device=gdev) * 2 - 1         # [B, n] +-1
     x = torch.where(nonzero, signs, 0).float()
     y = ((x == 1).sum(1) % 2).float()
     return x.to(device), y.to(device), k.to(device)

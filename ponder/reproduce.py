@@ -173,14 +173,17 @@ def results_markdown(r: dict) -> str:
             lines += ["", steps_vs_angle_sentence(fixed), ""]
     sweep = [(n, m) for n, m in models.items() if m["role"] == "sweep"]
     if sweep:
-        lines += ["## lambda_p sweep", "", "| lambda_p | 1/lambda_p | mean steps | expected steps | accuracy | status |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["## lambda_p sweep", "",
+                  "| lambda_p | 1/lambda_p | prior mean, truncated at N | mean steps (sampled) | E[n] under learned p | accuracy | status |",
+                  "|---|---|---|---|---|---|---|"]
         for name, m in sorted(sweep, key=lambda nm: nm[1]["lambda_p"]):
             t = m["metrics"]
+            prior_mean = sum(n * q for n, q in enumerate(t["prior"], 1))
             status = m["status"] + (f" ({m['reason']})" if m["status"] == "failed" else "")
-            lines.append(f"| {m['lambda_p']:g} | {1 / m['lambda_p']:.2f} | {t['mean_steps']:.2f} | "
+            lines.append(f"| {m['lambda_p']:g} | {1 / m['lambda_p']:.2f} | {prior_mean:.2f} | {t['mean_steps']:.2f} | "
                          f"{t['expected_steps']:.2f} | {t['accuracy']:.4f} | {status} |")
-        lines.append("")
+        failed = [n for n, m in sweep if m["status"] == "failed"]
+        lines += ["", f"Failed runs: {', '.join(failed) if failed else 'none (every run finished with a finite loss)'}.", ""]
     for name, m in models.items():
         if m["role"] != "parity":
             continue

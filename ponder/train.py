@@ -121,7 +121,9 @@ class ParityBatches:
         p = PARITY_PRESETS[cfg.parity_preset]
         self.n, (self.k_lo, self.k_hi) = p["n_elems"], p["train_k"]
         self.cfg, self.device = cfg, device
-        self.g = torch.Generator().manual_seed(cfg.seed)
+        # on a GPU the batches are drawn there (a CUDA generator), so the host never bottlenecks
+        gdev = device if torch.device(device).type == "cuda" else "cpu"
+        self.g = torch.Generator(device=gdev).manual_seed(cfg.seed)
         self.per_epoch = cfg.steps_per_epoch
         vx, vy, _ = D.parity_eval_set(self.n, *p["test_k"], size=2000, seed=D.EVAL_SEED + 1)
         self.val = (vx.to(device), vy.to(device))
