@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import signal
 import sys
+import threading
 from dataclasses import fields
 
-from .config import PARITY_PRESETS, TASKS, ConfigError, TrainConfig
+from .config import DEVICES, MAX_SEED, PARITY_PRESETS, TASKS, ConfigError, TrainConfig
 
 
 class _Parser(argparse.ArgumentParser):
@@ -17,9 +20,39 @@ class _Parser(argparse.ArgumentParser):
 
 def _floats(s: str):
     try:
-        return [float(v) for v in s.split(",") if v.strip()]
+        vals = [float(v) for v in s.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {s!r}") from None
+    if not all(math.isfinite(v) and -360.0 <= v <= 360.0 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected angles in [-360, 360] degrees, got {s!r}")
+    return vals
+
+
+def _ranges(s: str):
+    vals = _floats(s)
+    if not all(0.0 <= v <= 180.0 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected ranges in [0, 180] degrees, got {s!r}")
+    return vals
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {s!r}")
+    return v
+
+
+def _seed(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
+    if not 0 <= v <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"seed must be an integer in [0, 2**63 - 1], got {s!r}")
+    return v
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--rotate-train", type=float, default=d.rotate_train, help="rotate training images by U(-d, d) degrees")
     t.add_argument("--parity-preset", default=d.parity_preset, help=f"one of {', '.join(PARITY_PRESETS)}")
     t.add_argument("--steps-per-epoch", type=int, default=d.steps_per_epoch, help="parity: batches per epoch")
-    t.add_argument("--seed", type=int, default=None, help=f"(default {d.seed})")
+    t.add_argument("--seed", type=_seed, default=None, help=f"(default {d.seed})")
     t.add_argument("--device", default=d.device, help="auto, cpu, cuda or mps")
     t.add_argument("--compile", action="store_true", help="torch.compile the model (GPU)")
     t.add_argument("--no-eval", action="store_true", help="skip the test-set evaluation after training")
@@ -53,11 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("run", help="run folder (or assets/<model>)")
     e.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw")
     e.add_argument("--rotations", type=_floats, default=[], help="fixed angles, e.g. 0,22.5,45,67.5,90")
-    e.add_argument("--uniform", type=_floats, default=[], help="uniform ranges +-d, e.g. 22.5,45")
+    e.add_argument("--uniform", type=_ranges, default=[], help="uniform ranges +-d, e.g. 22.5,45")
     e.add_argument("--mode", default="sample", choices=["sample", "deterministic", "expected"])
-    e.add_argument("--limit", type=int, default=None, help="only the first N test items")
-    e.add_argument("--seed", type=int, default=0, help="seed of the halting draws in 'sample' mode")
-    e.add_argument("--device", default="auto")
+    e.add_argument("--limit", type=_positive_int, default=None, help="only the first N test items")
+    e.add_argument("--seed", type=_seed, default=0, help="seed of the halting draws in 'sample' mode")
+    e.add_argument("--device", default="auto", choices=DEVICES)
     e.add_argument("--json", action="store_true", help="print one JSON object")
 
     r = sub.add_parser("reproduce", help="retrain or re-evaluate the shipped models; write results.md/json")
@@ -65,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--from-assets", action="store_true", help="only re-evaluate the models in assets/")
     r.add_argument("--out", default="results", help="output folder (default results)")
     r.add_argument("--data-dir", default=None)
-    r.add_argument("--device", default="auto")
+    r.add_argument("--device", default="auto", choices=DEVICES)
     r.add_argument("--only", default=None, help="comma-separated model names (default: all)")
     return p
 
@@ -95,15 +128,18 @@ def main(argv=None) -> int:
 
 
 def _one_line(e: Exception):
-    from .checkpoint import CheckpointError
+    from .checkpoint import CheckpointError, SaveError
     from .data import DataError
-    if isinstance(e, (ConfigError, CheckpointError, DataError)):
-        return str(e)
-    if isinstance(e, OSError):
-        return f"{e.strerror or e} ({e.filename})" if getattr(e, "filename", None) else str(e)
-    if isinstance(e, RuntimeError) and "device" in str(e):
-        return str(e)
-    return None
+    from .runs import RunNameError
+    if isinstance(e, (ConfigError, CheckpointError, DataError, RunNameError, SaveError)):
+        msg = str(e)
+    elif isinstance(e, OSError):
+        msg = f"{e.strerror or e} ({e.filename})" if getattr(e, "filename", None) else str(e)
+    elif isinstance(e, RuntimeError) and "device" in str(e):
+        msg = str(e)
+    else:
+        return None
+    return " ".join(msg.split()) or e.__class__.__name__     # always one line
 
 
 def config_from_args(args) -> TrainConfig:
@@ -128,6 +164,7 @@ def cmd_train(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} exists and is not a folder")
+    created = _check_writable(out)            # fail before training, not after it
     mnist = D.load_mnist(args.data_dir) if cfg.task == "mnist" else None
     bar = None if args.quiet else tqdm(total=100, unit="%", bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
 
@@ -141,28 +178,122 @@ def cmd_train(args) -> int:
         bar.set_postfix_str(post, refresh=False)
         bar.refresh()
 
-    res = train(cfg, mnist=mnist, callback=on_progress)
-    if bar is not None:
-        bar.close()
-    metrics = {}
-    if not args.no_eval:
-        if cfg.task == "mnist":
-            m = evaluate_mnist(res.model, mnist)
-        else:
-            m = evaluate_parity(res.model, PARITY_PRESETS[cfg.parity_preset])
-        metrics = {"test": {k: v for k, v in m.items() if k not in ("by_class", "by_k")}}
-    save_run(out, res.model, cfg, status=res.status, reason=res.reason, device=device_name(res.device),
-             train_seconds=res.seconds, steps=res.steps, history=res.history, metrics=metrics)
+    cancel = threading.Event()
+    try:
+        with _ctrl_c_cancels(cancel):
+            res = train(cfg, mnist=mnist, callback=on_progress, cancel=cancel)
+    except BaseException:
+        _remove_if_empty(out, created)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
     line = f"{res.status}: {res.steps} steps in {res.seconds:.1f} s on {res.device}"
     if res.reason:
         line += f" ({res.reason})"
     print(line)
-    if metrics:
-        t = metrics["test"]
+    # save first, evaluate after: a crash or Ctrl-C in the evaluation does not lose the model
+    save = dict(status=res.status, reason=res.reason, device=device_name(res.device),
+                train_seconds=res.seconds, steps=res.steps, history=res.history)
+    wanted = out
+    out = save_or_rescue(out, res.model, cfg, **save)
+    if out is None:
+        return 4
+    if not args.no_eval:
+        from .checkpoint import update_card
+        if cfg.task == "mnist":
+            m = evaluate_mnist(res.model, mnist)
+        else:
+            m = evaluate_parity(res.model, PARITY_PRESETS[cfg.parity_preset])
+        t = {k: v for k, v in m.items() if k not in ("by_class", "by_k")}
+        try:
+            update_card(out, metrics={"test": t})
+        except OSError as e:
+            print(f"ponder: warning: could not add the test metrics to {out}: {_one_line(e)}", file=sys.stderr)
         print(f"test accuracy {t['accuracy']:.4f}, mean halting step {t['mean_steps']:.2f} "
               f"(median {t['median_steps']:.0f}, std {t['std_steps']:.2f}), mode {t['mode']}")
     print(f"saved {out}")
+    if out != wanted:
+        return 4                    # saved, but not where asked
     return 0 if res.status != "failed" else 3
+
+
+def _check_writable(out) -> bool:
+    """Create --out (if needed) and write a probe file in it. Returns whether it was created here.
+
+    Raises SaveError with a one-line message when the folder cannot be used (unwritable, a file
+    in the way, read-only file system), so a long training run never starts for nothing.
+    """
+    import os
+    import tempfile
+
+    from .checkpoint import SaveError
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".write-test-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise SaveError(out, e, "cannot write the run folder") from None
+    return created
+
+
+def _remove_if_empty(out, created: bool) -> None:
+    if created:
+        try:
+            out.rmdir()
+        except OSError:
+            pass
+
+
+class _ctrl_c_cancels:
+    """First Ctrl-C: finish the current step, stop and save the run as 'cancelled'. Second: abort."""
+
+    def __init__(self, cancel: threading.Event):
+        self.cancel, self.old = cancel, None
+
+    def _handler(self, signum, frame):
+        if self.cancel.is_set():
+            raise KeyboardInterrupt
+        self.cancel.set()
+        print("\nstopping after this step and saving (Ctrl-C again to abort without saving)", file=sys.stderr)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            signal.signal(signal.SIGINT, self.old)
+        return False
+
+
+def save_or_rescue(out, model, cfg, **save):
+    """save_run(out, ...); if that fails (disk full, folder gone or unwritable), save to a fresh
+    temporary folder instead and say where, so the trained model is not lost.
+
+    Returns the folder written, or None when both failed (the messages are printed).
+    """
+    import tempfile
+    from pathlib import Path
+
+    from .checkpoint import save_run
+    try:
+        return save_run(out, model, cfg, **save)
+    except OSError as e:
+        first = _one_line(e)
+    try:
+        rescue = Path(tempfile.mkdtemp(prefix="ponder-unsaved-"))
+        save_run(rescue, model, cfg, name=Path(out).name, **save)
+    except OSError as e2:
+        print(f"ponder: error: could not save the run: {first}; the fallback save failed too: "
+              f"{_one_line(e2)}", file=sys.stderr)
+        return None
+    print(f"ponder: error: could not save the run to {out}: {first}; saved it to {rescue} instead "
+          f"(move it where you want it)", file=sys.stderr)
+    return rescue
 
 
 def cmd_evaluate(args) -> int:

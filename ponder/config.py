@@ -7,6 +7,7 @@ from typing import Optional
 
 TASKS = ("mnist", "parity")
 DEVICES = ("auto", "cpu", "cuda", "mps")
+MAX_SEED = 2 ** 63 - 1
 
 
 class ConfigError(ValueError):
@@ -79,7 +80,7 @@ class TrainConfig:
         return cls(task=task, **base)
 
     def validate(self) -> "TrainConfig":
-        _check(self.task in TASKS, "task", f"one of {', '.join(TASKS)}", self.task)
+        _check(_choice(self.task, TASKS), "task", f"one of {', '.join(TASKS)}", self.task)
         _check(_finite(self.lambda_p) and 0.0 < self.lambda_p <= 1.0, "lambda_p", "(0, 1]", self.lambda_p)
         _check(_finite(self.beta) and self.beta >= 0.0, "beta", ">= 0", self.beta)
         _check(_int(self.max_steps) and 1 <= self.max_steps <= 200, "max_steps", "an integer in [1, 200]", self.max_steps)
@@ -90,14 +91,17 @@ class TrainConfig:
         _check(self.max_seconds is None or (_finite(self.max_seconds) and self.max_seconds > 0),
                "max_seconds", "> 0 (or unset)", self.max_seconds)
         _check(_finite(self.rotate_train) and 0.0 <= self.rotate_train <= 180.0, "rotate_train", "[0, 180] degrees", self.rotate_train)
-        _check(_int(self.seed) and self.seed >= 0, "seed", "an integer >= 0", self.seed)
-        _check(self.device in DEVICES, "device", f"one of {', '.join(DEVICES)}", self.device)
+        _check(_int(self.seed) and 0 <= self.seed <= MAX_SEED, "seed", "an integer in [0, 2**63 - 1]", self.seed)
+        _check(_choice(self.device, DEVICES), "device", f"one of {', '.join(DEVICES)}", self.device)
         _check(_finite(self.grad_clip) and self.grad_clip > 0, "grad_clip", "> 0", self.grad_clip)
-        _check(_finite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", ">= 0", self.weight_decay)
-        _check(self.parity_preset in PARITY_PRESETS, "parity_preset", f"one of {', '.join(PARITY_PRESETS)}", self.parity_preset)
+        # an upper bound: Adam adds weight_decay * w to the gradient after clipping, and a huge
+        # value (~1e38) overflows that sum and writes NaN into the weights in one step
+        _check(_finite(self.weight_decay) and 0 <= self.weight_decay <= 1, "weight_decay", "in [0, 1]", self.weight_decay)
+        _check(_choice(self.parity_preset, PARITY_PRESETS), "parity_preset", f"one of {', '.join(PARITY_PRESETS)}", self.parity_preset)
         _check(_int(self.steps_per_epoch) and self.steps_per_epoch >= 1, "steps_per_epoch", "an integer >= 1", self.steps_per_epoch)
         _check(_int(self.log_every) and self.log_every >= 1, "log_every", "an integer >= 1", self.log_every)
-        _check(self.lr_schedule in ("onecycle", "constant"), "lr_schedule", "onecycle or constant", self.lr_schedule)
+        _check(_choice(self.lr_schedule, ("onecycle", "constant")), "lr_schedule", "onecycle or constant", self.lr_schedule)
+        _check(isinstance(self.compile, bool), "compile", "true or false", self.compile)
         return self
 
     def model_config(self):
@@ -111,6 +115,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
+        if not isinstance(d, dict):
+            raise ConfigError(f"a training config must be a mapping of field names to values, got {type(d).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -119,9 +125,11 @@ class TrainConfig:
 
 
 def model_config_from_dict(task: str, d: dict):
-    cls = {"mnist": MnistConfig, "parity": ParityConfig}.get(task)
+    cls = {"mnist": MnistConfig, "parity": ParityConfig}.get(task) if isinstance(task, str) else None
     if cls is None:
         raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
+    if not isinstance(d, dict):
+        raise ConfigError(f"a {task} model config must be a mapping of field names to values, got {type(d).__name__}")
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(d) - known)
     if unknown:
@@ -137,13 +145,33 @@ def model_config_from_dict(task: str, d: dict):
 
 
 def _finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:          # an int too large for a float (e.g. 10**400)
+        return False
+
+
+def _choice(v, allowed) -> bool:
+    """v is a string among allowed (no TypeError for unhashable junk such as lists)."""
+    return isinstance(v, str) and v in allowed
 
 
 def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _short_repr(value, limit: int = 60) -> str:
+    """repr for an error message: one line, at most `limit` characters, never raises."""
+    try:
+        r = repr(value)
+    except Exception:                     # e.g. ints over Python's 4300-digit str limit
+        r = f"<{type(value).__name__}>"
+    r = " ".join(r.split())
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
 def _check(ok: bool, name: str, allowed: str, value) -> None:
     if not ok:
-        raise ConfigError(f"{name} must be {allowed}, got {value!r}")
+        raise ConfigError(f"{name} must be {allowed}, got {_short_repr(value)}")

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .checkpoint import CARD, HISTORY, WEIGHTS, CheckpointError, load_checkpoint, read_card
+from .checkpoint import (CARD, HISTORY, WEIGHTS, CheckpointError, SaveError, load_checkpoint, read_card,
+                         update_card)
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 MAX_NAME = 64
@@ -32,9 +33,12 @@ def runs_root() -> Path:
 
 def safe_name(name: str) -> str:
     """A file-system-safe run name: [A-Za-z0-9._-], no leading '.', at most 64 characters."""
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name or "")).strip(".-_")[:MAX_NAME].strip(".-_")
+    if not isinstance(name, str) and name is not None:
+        raise RunNameError(f"run name must be text, got {type(name).__name__}")
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name or "")[:4 * MAX_NAME]).strip(".-_")[:MAX_NAME].strip(".-_")
     if not s:
-        raise RunNameError(f"run name {name!r} has no usable characters (use letters, digits, '.', '_', '-')")
+        shown = repr(name) if len(str(name or "")) <= MAX_NAME else repr(str(name)[:MAX_NAME]) + "..."
+        raise RunNameError(f"run name {shown} has no usable characters (use letters, digits, '.', '_', '-')")
     return s
 
 
@@ -44,11 +48,22 @@ def inside(root: Path, path: Path) -> bool:
     return path_r == root_r or root_r in path_r.parents
 
 
+def _files_inside(root: Path, run_dir: Path) -> bool:
+    """The run folder and its files are no symlinks and stay inside root once resolved."""
+    if run_dir.is_symlink() or not inside(root, run_dir):
+        return False
+    for f in (CARD, WEIGHTS, HISTORY):
+        p = run_dir / f
+        if p.is_symlink() or (p.exists() and not inside(root, p)):
+            return False
+    return True
+
+
 def run_path(root: Path, name: str) -> Path:
     """The folder of an existing run by name, refusing anything that leaves the runs folder."""
     p = Path(root) / safe_name(name)
-    if p.is_symlink() or not inside(root, p):
-        raise RunNameError(f"run {name!r} points outside the runs folder {root}")
+    if not _files_inside(Path(root), p):
+        raise RunNameError(f"run {safe_name(name)!r} points outside the runs folder {root} (symlink)")
     return p
 
 
@@ -58,18 +73,37 @@ def new_run_dir(root: Optional[Path] = None, name: str = "run") -> Path:
     mkdir without exist_ok makes this safe when two sessions start runs at the same moment.
     """
     root = Path(root or runs_root())
-    root.mkdir(parents=True, exist_ok=True)
-    base = safe_name(name)
+    base = safe_name(name)                  # a bad name fails before anything is created
+    _make_root(root)
     for i in range(1, 10000):
-        cand = root / (base if i == 1 else f"{base}-{i}")
+        suffix = "" if i == 1 else f"-{i}"
+        cand = root / (base[:MAX_NAME - len(suffix)] + suffix)
         try:
             cand.mkdir()
         except FileExistsError:
             continue
+        except OSError as e:
+            raise SaveError(root, e, "cannot create a run folder in the runs folder") from None
         if not inside(root, cand):
-            raise RunNameError(f"run {name!r} points outside the runs folder {root}")
+            raise RunNameError(f"run {base!r} points outside the runs folder {root}")
         return cand
     raise RunNameError(f"too many runs named {base!r}")
+
+
+def _make_root(root: Path) -> None:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SaveError(root, e, "cannot create the runs folder") from None
+    if not root.is_dir():
+        raise SaveError(root, OSError(20, "not a folder"), "cannot use as the runs folder")
+
+
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:                 # removed while listing
+        return 0.0
 
 
 @dataclass
@@ -86,8 +120,13 @@ def list_models(root: Optional[Path] = None, assets: Path = ASSETS) -> list:
     for source, folder in (("shipped", Path(assets)), ("run", Path(root or runs_root()))):
         if not folder.is_dir():
             continue
-        dirs = [d for d in folder.iterdir() if d.is_dir() and not d.is_symlink() and (d / CARD).exists()]
-        dirs.sort(key=(lambda d: d.name) if source == "shipped" else (lambda d: -(d / CARD).stat().st_mtime))
+        try:
+            # no hidden folders (imports in progress, .tmp leftovers), no symlinks out of the folder
+            dirs = [d for d in folder.iterdir() if not d.name.startswith(".") and d.is_dir()
+                    and (d / CARD).is_file() and _files_inside(folder, d)]
+        except OSError:
+            continue
+        dirs.sort(key=(lambda d: d.name) if source == "shipped" else (lambda d: -_mtime(d / CARD)))
         for d in dirs:
             try:
                 card = read_card(d)
@@ -106,24 +145,81 @@ def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Pat
     shapes checked), and only then renamed into the runs folder. Raises CheckpointError.
     """
     root = Path(root or runs_root())
+    label = safe_name(name)                           # RunNameError before anything is read or written
+    sizes = [_size(x) for x in (weights, card, history)]
+    if sum(sizes) > max_bytes:
+        raise CheckpointError(f"upload '{label}': {sum(sizes)} bytes is over the {max_bytes} byte limit")
+    weights, card, history = (_as_bytes(x, what, label) for x, what in ((weights, WEIGHTS), (card, CARD), (history, HISTORY)))
     total = len(weights) + len(card) + len(history or b"")
     if total > max_bytes:
-        raise CheckpointError(f"upload '{name}': {total} bytes is over the {max_bytes} byte limit")
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=root, prefix=".import-"))
+        raise CheckpointError(f"upload '{label}': {total} bytes is over the {max_bytes} byte limit")
+    _make_root(root)
+    _remove_stale_imports(root)
     try:
-        (tmp / WEIGHTS).write_bytes(weights)
-        (tmp / CARD).write_bytes(card)
-        if history:
-            (tmp / HISTORY).write_bytes(history)
+        tmp = Path(tempfile.mkdtemp(dir=root, prefix=".import-"))
+    except OSError as e:
+        raise SaveError(root, e, "cannot write to the runs folder") from None
+    try:
+        try:
+            (tmp / WEIGHTS).write_bytes(weights)
+            (tmp / CARD).write_bytes(card)
+            if history:
+                (tmp / HISTORY).write_bytes(history)
+        except OSError as e:
+            raise SaveError(root, e, "cannot write to the runs folder") from None
         load_checkpoint(tmp)                       # raises CheckpointError on anything wrong
-        dest = new_run_dir(root, name)
-        dest.rmdir()
-        os.replace(tmp, dest)
+        dest = new_run_dir(root, label)            # ours alone (mkdir); move the files into it
+        try:
+            update_card(tmp, name=dest.name)       # the card names the run by its folder
+            for f in (WEIGHTS, HISTORY, CARD):     # the card last: listing skips folders without one
+                if (tmp / f).exists():
+                    os.replace(tmp / f, dest / f)
+        except BaseException as e:
+            shutil.rmtree(dest, ignore_errors=True)
+            if isinstance(e, OSError) and not isinstance(e, SaveError):
+                raise SaveError(dest, e, "cannot write the imported run") from None
+            raise
         return dest
     except CheckpointError as e:
-        raise CheckpointError(str(e).replace(str(tmp / WEIGHTS), f"upload '{name}' ({WEIGHTS})")
-                              .replace(str(tmp / CARD), f"upload '{name}' ({CARD})").replace(str(tmp), f"upload '{name}'")) from None
+        raise CheckpointError(str(e).replace(str(tmp / WEIGHTS), f"upload '{label}' ({WEIGHTS})")
+                              .replace(str(tmp / CARD), f"upload '{label}' ({CARD})").replace(str(tmp), f"upload '{label}'")) from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_stale_imports(root: Path, older_than: float = 3600.0) -> None:
+    """Remove .import-* folders that a killed import left behind (old ones only)."""
+    import time
+    try:
+        for p in root.glob(".import-*"):
+            if p.is_dir() and not p.is_symlink() and time.time() - p.stat().st_mtime > older_than:
+                shutil.rmtree(p, ignore_errors=True)
+    except OSError:
+        pass
+
+
+def _size(x) -> int:
+    """Bytes in an upload without reading it (bytes, or a file object such as Streamlit's UploadedFile)."""
+    if x is None:
+        return 0
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return len(x)
+    size = getattr(x, "size", None)
+    return size if isinstance(size, int) else 0
+
+
+def _as_bytes(x, what: str, label: str) -> Optional[bytes]:
+    if x is None:
+        if what == HISTORY:
+            return None
+        raise CheckpointError(f"upload '{label}' ({what}): missing")
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x)
+    for attr in ("getvalue", "read"):
+        f = getattr(x, attr, None)
+        if callable(f):
+            data = f()
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                return bytes(data)
+    raise CheckpointError(f"upload '{label}' ({what}): expected file contents (bytes), got {type(x).__name__}")
