@@ -1,0 +1,124 @@
+"""Turn a drawing (or an uploaded picture) into a 28x28 digit the way MNIST was made.
+
+MNIST: grey levels, white ink on black, the digit cropped to its bounding box, scaled to fit a
+20x20 box keeping its aspect ratio (anti-aliased), then placed in a 28x28 image so that its
+centre of mass is at the centre. The network's normalisation (mean/std) is applied by
+ponder.data.mnist_inputs, exactly as in training.
+
+Pure numpy / PIL / torch; no Streamlit. Returns None for a blank or too faint image, so a page
+can show a hint instead of an error.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+from PIL import Image
+
+from ponder import data as D
+
+BOX = 20                 # the digit is scaled to fit a BOX x BOX square
+SIZE = 28                # inside a SIZE x SIZE image
+MIN_INK = 32.0           # the brightest ink must reach this grey level (of 255), else "blank"
+INK_FRACTION = 0.2       # pixels brighter than this fraction of the brightest one make the bounding box
+MAX_SIDE = 2048          # larger pictures are shrunk first (keeps uploads cheap)
+
+
+def to_grey(img) -> Optional[np.ndarray]:
+    """Any image array -> float32 [H, W] in 0..255, ink bright on a dark background. None if unusable.
+
+    Accepts [H, W], [H, W, 1], [H, W, 2] (grey + alpha), [H, W, 3] RGB or [H, W, 4] RGBA, of uint8,
+    bool, ints or floats (floats up to 1.0 are read as 0..1). A transparent background (the canvas
+    without a background colour) counts as black and the alpha channel as ink; an opaque picture
+    with a light background (dark ink on paper) is inverted.
+    """
+    if img is None:
+        return None
+    a = np.asarray(img)
+    if a.dtype == object or a.size == 0 or a.ndim not in (2, 3) or min(a.shape[:2]) < 1:
+        return None
+    if a.ndim == 3 and a.shape[2] not in (1, 2, 3, 4):
+        return None
+    kind = a.dtype.kind
+    a = np.nan_to_num(a.astype(np.float32), nan=0.0, posinf=255.0, neginf=0.0)
+    if kind in "fb" and a.max() <= 1.0:          # floats in 0..1 (and booleans) -> 0..255
+        a = a * 255.0
+    a = np.clip(a, 0.0, 255.0)
+    if a.ndim == 2:
+        lum, alpha = a, None
+    else:
+        c = a.shape[2]
+        lum = a[..., :3] @ np.array([0.299, 0.587, 0.114], np.float32) if c >= 3 else a[..., 0]
+        alpha = a[..., 3] / 255.0 if c == 4 else (a[..., 1] / 255.0 if c == 2 else None)
+    if alpha is not None and (alpha < 0.5).mean() > 0.01:
+        # a transparent background: the ink is wherever something was painted
+        return (alpha * 255.0).astype(np.float32)
+    if alpha is not None:
+        lum = lum * alpha
+    border = np.concatenate([lum[0], lum[-1], lum[:, 0], lum[:, -1]])
+    if np.median(border) > 127.0:              # dark ink on a light background
+        lum = 255.0 - lum
+    return lum.astype(np.float32)
+
+
+def preprocess_canvas(img) -> Optional[np.ndarray]:
+    """A drawing -> uint8 [28, 28] MNIST-style digit, or None for a blank / too faint picture."""
+    grey = to_grey(img)
+    if grey is None:
+        return None
+    if max(grey.shape) > MAX_SIDE:             # shrink huge uploads first (keeps the aspect ratio)
+        s = MAX_SIDE / max(grey.shape)
+        size = (max(1, round(grey.shape[1] * s)), max(1, round(grey.shape[0] * s)))
+        grey = np.asarray(Image.fromarray(np.ascontiguousarray(grey, np.float32)).resize(size, Image.BILINEAR), np.float32)
+    top = float(grey.max())
+    if not np.isfinite(top) or top < MIN_INK:
+        return None
+    rows, cols = np.nonzero(grey > INK_FRACTION * top)
+    crop = grey[rows.min():rows.max() + 1, cols.min():cols.max() + 1] * (255.0 / top)   # full contrast
+    h, w = crop.shape
+    s = BOX / max(h, w)
+    size = (max(1, min(BOX, round(w * s))), max(1, min(BOX, round(h * s))))
+    small = np.asarray(Image.fromarray(np.ascontiguousarray(crop, np.float32)).resize(size, Image.LANCZOS), np.float32)
+    small = np.clip(small, 0.0, 255.0)
+    return _centre_by_mass(small)
+
+
+preprocess = preprocess_canvas     # short alias
+
+
+def _centre_by_mass(small: np.ndarray) -> Optional[np.ndarray]:
+    """Place [h, w] (h, w <= 20) in a 28x28 image with its centre of mass at the centre."""
+    h, w = small.shape
+    mass = float(small.sum())
+    if not mass > 0:
+        return None
+    ys, xs = np.arange(h) + 0.5, np.arange(w) + 0.5
+    cy = float((small.sum(1) * ys).sum() / mass)
+    cx = float((small.sum(0) * xs).sum() / mass)
+    top = int(np.clip(round(SIZE / 2 - cy), 0, SIZE - h))
+    left = int(np.clip(round(SIZE / 2 - cx), 0, SIZE - w))
+    out = np.zeros((SIZE, SIZE), np.float32)
+    out[top:top + h, left:left + w] = small
+    out = np.round(out).astype(np.uint8)
+    return out if out.max() > 0 else None
+
+
+def model_input(digit_uint8: np.ndarray, angle: float = 0.0) -> torch.Tensor:
+    """uint8 [28, 28] -> the network input [1, 1, 28, 28], rotated counter-clockwise by `angle` degrees."""
+    x = torch.as_tensor(np.ascontiguousarray(digit_uint8), dtype=torch.uint8).unsqueeze(0)
+    return D.mnist_inputs(x, angle=float(angle))
+
+
+def seen_image(x: torch.Tensor) -> np.ndarray:
+    """The network input [1, 1, 28, 28] back to a displayable uint8 [28, 28] (what the model sees)."""
+    img = (x[0, 0] * D.MNIST_STD + D.MNIST_MEAN).clamp(0, 1) * 255.0
+    return img.round().to(torch.uint8).numpy()
+
+
+def centre_of_mass(img: np.ndarray) -> tuple[float, float]:
+    """(row, col) centre of mass in pixel-centre coordinates (the image centre of a 28x28 is (14, 14))."""
+    a = np.asarray(img, np.float64)
+    m = a.sum()
+    ys, xs = np.arange(a.shape[0]) + 0.5, np.arange(a.shape[1]) + 0.5
+    return float((a.sum(1) * ys).sum() / m), float((a.sum(0) * xs).sum() / m)

@@ -1,0 +1,80 @@
+"""MNIST for the explorer, and the example digits shipped in assets/examples (no Streamlit here).
+
+MNIST is read from $PONDER_DATA (or ./data) and never downloaded: the explorer must work offline.
+The load is memoised per process so training threads and pages share one copy (~50 MB).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ponder.data import DataError, Mnist, default_data_dir, load_mnist
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples" / "mnist-test-digits.npz"
+
+_lock = threading.Lock()
+_cache: dict = {}
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("PONDER_DATA") or default_data_dir()).expanduser()
+
+
+def missing_data_message() -> str:
+    """Where to put MNIST, in one sentence."""
+    return (f"MNIST was not found in {data_dir().resolve()}/MNIST/raw/. Put the four MNIST .gz files "
+            f"there (train-images-idx3-ubyte.gz, ...) or point PONDER_DATA at a folder that holds "
+            f"MNIST/raw/, then reload.")
+
+
+def mnist_dataset() -> Mnist:
+    """MNIST from the local folder, loaded once per process and folder. Raises DataError."""
+    key = str(data_dir())
+    with _lock:
+        if key not in _cache:
+            _cache[key] = load_mnist(key, download=False)
+        return _cache[key]
+
+
+def mnist_or_none() -> tuple[Optional[Mnist], str]:
+    """(MNIST, "") or (None, a message saying where to put the data)."""
+    try:
+        return mnist_dataset(), ""
+    except (DataError, OSError, RuntimeError, ValueError):
+        return None, missing_data_message()
+
+
+@dataclass
+class DigitPool:
+    """Test digits to pick from: the MNIST test set, or the bundled examples without it."""
+    x: np.ndarray          # uint8 [M, 28, 28]
+    y: np.ndarray          # int64 [M]
+    index: np.ndarray      # position in the MNIST test set [M]
+    source: str            # "MNIST test set" or "bundled examples"
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def choose(self, label: Optional[int], rng: np.random.Generator) -> int:
+        """A random position in the pool, of the given class (None: any class)."""
+        where = np.arange(len(self.y)) if label is None else np.flatnonzero(self.y == label)
+        if len(where) == 0:
+            where = np.arange(len(self.y))
+        return int(rng.choice(where))
+
+
+def example_digits() -> DigitPool:
+    with np.load(EXAMPLES) as f:
+        return DigitPool(f["x"].astype(np.uint8), f["y"].astype(np.int64), f["index"].astype(np.int64),
+                         "bundled examples")
+
+
+def digit_pool(mnist: Optional[Mnist]) -> DigitPool:
+    if mnist is None:
+        return example_digits()
+    return DigitPool(mnist.test_x.numpy(), mnist.test_y.numpy(), np.arange(len(mnist.test_y)), "MNIST test set")

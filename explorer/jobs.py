@@ -1,0 +1,301 @@
+"""Background training jobs for the explorer.
+
+A JobRegistry lives once per process (the pages hold it in st.cache_resource), so a job survives
+reruns and page switches. A Job trains one or more configs one after the other (a sweep is a
+queue of short runs) in a daemon thread that never calls st.*: it reports through
+ponder.train.train's callback into the job's buffer, behind a threading.Lock. Pages read
+snapshots (plain copies) and poll them.
+
+Limits: one active job per browser session, and at most `max_jobs` active jobs in the process
+($PONDER_MAX_JOBS, default 1). Cancel sets a threading.Event that train() checks every step; what
+was trained so far is saved as a partial run. Every run that produced a model is saved with
+save_run into new_run_dir(runs_root(), name) -- completed, cancelled (partial) or failed alike --
+so it shows up in every model picker.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from ponder.checkpoint import save_run
+from ponder.config import PARITY_PRESETS, TrainConfig
+from ponder.evaluate import evaluate_mnist, evaluate_parity
+from ponder.runs import new_run_dir, runs_root
+from ponder.train import Progress, device_name, train
+
+ACTIVE = ("queued", "running")
+EVAL_LIMIT = 2000          # test images (or parity problems) measured when a run is saved
+
+
+class JobLimitError(RuntimeError):
+    """A job cannot start now; the message says why in plain words."""
+
+
+def max_jobs_from_env(default: int = 1) -> int:
+    try:
+        return max(1, int(os.environ.get("PONDER_MAX_JOBS", default)))
+    except ValueError:
+        return default
+
+
+@dataclass
+class RunState:
+    """One training run inside a job."""
+    name: str
+    config: TrainConfig
+    status: str = "queued"          # queued / running / completed / cancelled / failed
+    phase: str = ""                 # what it is doing now: loading data, training, evaluating, saving
+    reason: str = ""                # why it ended that way (time budget, cancel, NaN loss, error)
+    progress: list = field(default_factory=list)   # Progress dicts (+ 'fraction')
+    run_dir: Optional[str] = None   # where it was saved
+    started: Optional[float] = None
+    seconds: float = 0.0
+    steps: int = 0
+    metrics: Optional[dict] = None  # test metrics measured after training
+
+    @property
+    def partial(self) -> bool:
+        return self.status in ("cancelled", "failed")
+
+
+@dataclass
+class JobView:
+    """A snapshot of a job: plain data, safe to read without the lock."""
+    id: str
+    session: str
+    kind: str
+    status: str                     # queued / running / done
+    runs: list                      # RunState copies
+    created: float
+    finished: Optional[float]
+    cancel_requested: bool
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def current(self) -> Optional[RunState]:
+        """The running run, else the last one that started."""
+        for r in self.runs:
+            if r.status == "running":
+                return r
+        started = [r for r in self.runs if r.status != "queued"]
+        return started[-1] if started else (self.runs[0] if self.runs else None)
+
+
+class Job:
+    def __init__(self, session: str, kind: str, specs: Sequence[tuple], root: Path,
+                 mnist_loader: Callable, eval_limit: int = EVAL_LIMIT):
+        self.id = uuid.uuid4().hex[:12]
+        self.session, self.kind, self.root = session, kind, Path(root)
+        self.runs = [RunState(name=n, config=c) for n, c in specs]
+        self.status = "queued"
+        self.created, self.finished = time.time(), None
+        self.lock = threading.Lock()
+        self.cancel_event = threading.Event()
+        self.mnist_loader = mnist_loader
+        self.eval_limit = eval_limit
+        self.thread = threading.Thread(target=self._work, name=f"ponder-job-{self.id}", daemon=True)
+
+    # -- read side (pages) ------------------------------------------------------------------
+    def snapshot(self) -> JobView:
+        with self.lock:
+            runs = [RunState(name=r.name, config=copy.copy(r.config), status=r.status, phase=r.phase,
+                             reason=r.reason, progress=list(r.progress), run_dir=r.run_dir, started=r.started,
+                             seconds=r.seconds, steps=r.steps, metrics=r.metrics) for r in self.runs]
+            return JobView(id=self.id, session=self.session, kind=self.kind, status=self.status, runs=runs,
+                           created=self.created, finished=self.finished,
+                           cancel_requested=self.cancel_event.is_set())
+
+    @property
+    def active(self) -> bool:
+        with self.lock:
+            return self.status in ACTIVE
+
+    def cancel(self) -> None:
+        self.cancel_event.set()
+
+    def join(self, timeout: Optional[float] = None) -> bool:
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    # -- the thread ---------------------------------------------------------------------------
+    def _set(self, run: RunState, **kw) -> None:
+        with self.lock:
+            for k, v in kw.items():
+                setattr(run, k, v)
+
+    def _work(self) -> None:
+        with self.lock:
+            self.status = "running"
+        try:
+            for run in self.runs:
+                if self.cancel_event.is_set():
+                    self._set(run, status="cancelled", reason="cancelled before it started", phase="")
+                    continue
+                self._train_one(run)
+        finally:
+            with self.lock:
+                self.status = "done"
+                self.finished = time.time()
+
+    def _train_one(self, run: RunState) -> None:
+        cfg = run.config
+        self._set(run, status="running", phase="loading data" if cfg.task == "mnist" else "training",
+                  started=time.time())
+        t0 = time.time()
+
+        def on_progress(p: Progress) -> None:
+            row = asdict(p)
+            row["fraction"] = p.fraction_done()
+            with self.lock:
+                run.progress.append(row)
+                run.phase = "training"
+                run.steps = p.step
+
+        try:
+            mnist = self.mnist_loader() if cfg.task == "mnist" else None
+            self._set(run, phase="training")
+            result = train(cfg, mnist=mnist, callback=on_progress, cancel=self.cancel_event)
+        except Exception as e:                      # bad device, missing data, out of memory, ...
+            self._set(run, status="failed", phase="", reason=_one_line(e), seconds=time.time() - t0)
+            return
+        status, reason = result.status, result.reason
+        if status == "cancelled":
+            reason = reason or "cancelled"
+        self._set(run, phase="evaluating", seconds=result.seconds, steps=result.steps)
+        metrics = None
+        if result.steps > 0:
+            try:
+                metrics = {"test": self._evaluate(result.model, cfg, mnist)}
+            except Exception as e:                  # a run is still saved without its metrics
+                reason = (reason + "; " if reason else "") + f"evaluation failed: {_one_line(e)}"
+        if status == "cancelled" and result.steps == 0:
+            self._set(run, status="cancelled", phase="", reason="cancelled before the first step; nothing to save")
+            return
+        self._set(run, phase="saving")
+        try:
+            run_dir = new_run_dir(self.root, run.name)
+            save_run(run_dir, result.model, cfg, status=status, reason=reason,
+                     device=device_name(result.device), train_seconds=result.seconds, steps=result.steps,
+                     history=result.history, metrics=metrics, name=run_dir.name)
+        except Exception as e:
+            self._set(run, status="failed", phase="", reason=f"{reason + '; ' if reason else ''}"
+                      f"could not save the run: {_one_line(e)}")
+            return
+        self._set(run, status=status, reason=reason, phase="", run_dir=str(run_dir), metrics=metrics)
+
+    def _evaluate(self, model, cfg: TrainConfig, mnist) -> dict:
+        model = model.to("cpu").eval()
+        if cfg.task == "mnist":
+            res = evaluate_mnist(model, mnist, "sample", limit=self.eval_limit)
+        else:
+            res = evaluate_parity(model, PARITY_PRESETS[cfg.parity_preset], "sample", size=self.eval_limit)
+        res.pop("by_class", None)
+        return res
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or e.__class__.__name__
+    if not str(e).strip():
+        text = e.__class__.__name__ + ": " + (traceback.format_exception_only(e)[-1].strip())
+    return text[:500]
+
+
+def _default_mnist_loader():
+    from .data import mnist_dataset
+    return mnist_dataset()
+
+
+class JobRegistry:
+    """All jobs of this process. Thread-safe; pages call submit / session_job / cancel."""
+
+    def __init__(self, max_jobs: Optional[int] = None, mnist_loader: Optional[Callable] = None,
+                 eval_limit: int = EVAL_LIMIT):
+        self.max_jobs = max_jobs or max_jobs_from_env()
+        self.mnist_loader = mnist_loader or _default_mnist_loader
+        self.eval_limit = eval_limit
+        self._lock = threading.Lock()
+        self._jobs: dict = {}                 # id -> Job, in submission order
+
+    def submit(self, session: str, specs: Sequence[tuple], kind: str = "train",
+               root: Optional[Path] = None) -> Job:
+        """Start a job training [(name, TrainConfig), ...] one after the other.
+
+        Raises ConfigError for a bad config, JobLimitError when this session already has a job
+        running or the machine is at its limit.
+        """
+        specs = [(str(n), c.validate()) for n, c in specs]
+        if not specs:
+            raise ValueError("nothing to train")
+        root = Path(root or runs_root())
+        with self._lock:
+            mine = [j for j in self._jobs.values() if j.session == session and j.active]
+            if mine:
+                raise JobLimitError("You already have a training job running. Wait for it to finish or "
+                                    "cancel it on the Train page.")
+            active = [j for j in self._jobs.values() if j.active]
+            if len(active) >= self.max_jobs:
+                raise JobLimitError(f"The machine is busy: {len(active)} training job"
+                                    f"{'s are' if len(active) > 1 else ' is'} running (limit {self.max_jobs}, "
+                                    f"set PONDER_MAX_JOBS to change it). Try again when "
+                                    f"{'they finish' if len(active) > 1 else 'it finishes'}.")
+            job = Job(session, kind, specs, root, self.mnist_loader, self.eval_limit)
+            self._jobs[job.id] = job
+            self._forget_old()
+            job.thread.start()
+        return job
+
+    def _forget_old(self, keep: int = 50) -> None:
+        done = [k for k, j in self._jobs.items() if not j.active]
+        for k in done[:-keep] if len(done) > keep else []:
+            del self._jobs[k]
+
+    def get(self, job_id: str) -> Optional[Job]:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def session_job(self, session: str, kind: Optional[str] = None) -> Optional[Job]:
+        """This session's newest job (of that kind)."""
+        with self._lock:
+            jobs = [j for j in self._jobs.values() if j.session == session and (kind is None or j.kind == kind)]
+        return jobs[-1] if jobs else None
+
+    def active_jobs(self) -> list:
+        with self._lock:
+            return [j for j in self._jobs.values() if j.active]
+
+    def busy_message(self, session: str) -> str:
+        """'' when this session may start a job now, else why not."""
+        with self._lock:
+            if any(j.session == session and j.active for j in self._jobs.values()):
+                return "You already have a training job running."
+            n = sum(j.active for j in self._jobs.values())
+        if n >= self.max_jobs:
+            return (f"The machine is busy: {n} training job{'s' if n > 1 else ''} running (limit {self.max_jobs}). "
+                    f"Try again when it finishes.")
+        return ""
+
+    def cancel_session(self, session: str) -> bool:
+        job = self.session_job(session)
+        if job is not None and job.active:
+            job.cancel()
+            return True
+        return False
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Cancel every job and wait for the threads (tests)."""
+        with self._lock:
+            jobs = list(self._jobs.values())
+        for j in jobs:
+            j.cancel()
+        for j in jobs:
+            j.join(timeout)

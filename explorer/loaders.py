@@ -1,0 +1,128 @@
+"""Cached loaders: st.cache_resource for models, datasets and the job registry (shared objects),
+st.cache_data for evaluation results (plain numbers, copied per session).
+
+Cache keys carry a file stamp (mtime and size of the run's files), so a run saved again under
+the same folder is reloaded.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import streamlit as st
+
+from ponder.checkpoint import CARD, WEIGHTS, Checkpoint, load_checkpoint, read_history
+from ponder.config import PARITY_PRESETS
+from ponder.evaluate import evaluate_mnist, evaluate_parity
+from ponder.runs import ModelEntry, list_models
+
+from . import compute
+from .data import data_dir, missing_data_message, mnist_dataset
+from .jobs import JobRegistry
+
+
+def stamp(path) -> tuple:
+    """Changes when a run folder's weights or card change."""
+    out = []
+    for f in (WEIGHTS, CARD):
+        try:
+            s = (Path(path) / f).stat()
+            out += [s.st_mtime_ns, s.st_size]
+        except OSError:
+            out += [0, 0]
+    return tuple(out)
+
+
+@st.cache_resource(max_entries=16, show_spinner="Loading the model…")
+def _checkpoint(path: str, file_stamp: tuple) -> Checkpoint:
+    return load_checkpoint(path, device="cpu")
+
+
+def checkpoint(entry_or_path) -> Checkpoint:
+    """The loaded model of a ModelEntry or run folder (cached per process)."""
+    path = str(entry_or_path.path if isinstance(entry_or_path, ModelEntry) else entry_or_path)
+    return _checkpoint(path, stamp(path))
+
+
+def models(task: Optional[str] = None) -> list:
+    """The user's runs (newest first) then the shipped models, read fresh each time so a finished
+    job appears at once."""
+    entries = [e for e in list_models() if task is None or e.card.get("task") == task]
+    return [e for e in entries if e.source != "shipped"] + [e for e in entries if e.source == "shipped"]
+
+
+@st.cache_resource(show_spinner="Loading MNIST…")
+def _mnist(folder: str):
+    return mnist_dataset()
+
+
+def mnist():
+    """(Mnist, "") or (None, where to put the data). Never downloads."""
+    try:
+        return _mnist(str(data_dir())), ""
+    except Exception:            # DataError, unreadable files: the page shows where to put the data
+        return None, missing_data_message()
+
+
+@st.cache_resource
+def job_registry() -> JobRegistry:
+    """The process-wide registry of training jobs (survives reruns and page switches)."""
+    return JobRegistry()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _history(path: str, file_stamp: tuple) -> list:
+    return read_history(path)
+
+
+def history(entry: ModelEntry) -> list:
+    return _history(str(entry.path), stamp(entry.path))
+
+
+@st.cache_data(max_entries=32, show_spinner="Evaluating the model on rotated digits (cached afterwards)…")
+def rotation_results(path: str, file_stamp: tuple, angles: tuple, ranges: tuple, limit: Optional[int],
+                     mode: str, seed: int) -> list:
+    ck = _checkpoint(path, file_stamp)
+    data, _ = mnist()
+    x, y = data.test_x, data.test_y
+    if limit:
+        x, y = x[:limit], y[:limit]
+    return compute.rotation_study(ck.model, x, y, angles, ranges, mode, seed)
+
+
+@st.cache_data(max_entries=32, show_spinner="Evaluating parity test sets (cached afterwards)…")
+def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int) -> dict:
+    ck = _checkpoint(path, file_stamp)
+    n = ck.card["model"]["n_elems"]
+    preset = PARITY_PRESETS.get(ck.card.get("train", {}).get("parity_preset"), {})
+    train_k = preset.get("train_k") if preset.get("n_elems") == n else (1, n)
+    res = compute.parity_set_stats(ck.model, n, compute.parity_sets(n, train_k), size, mode, seed)
+    res["train_k"] = list(train_k)
+    return res
+
+
+@st.cache_data(max_entries=64, show_spinner="Measuring the model on test data (cached afterwards)…")
+def measured_metrics(path: str, file_stamp: tuple, limit: int = 1000) -> dict:
+    """Test metrics for a run whose card has none (e.g. an imported one). {} if it cannot be measured."""
+    ck = _checkpoint(path, file_stamp)
+    if ck.task == "mnist":
+        data, _ = mnist()
+        if data is None:
+            return {}
+        res = evaluate_mnist(ck.model, data, "sample", limit=limit)
+    else:
+        preset = PARITY_PRESETS.get(ck.card.get("train", {}).get("parity_preset"))
+        if not preset or preset["n_elems"] != ck.card["model"]["n_elems"]:
+            return {}
+        res = evaluate_parity(ck.model, preset, "sample", size=limit)
+    res.pop("by_class", None)
+    return res
+
+
+def test_metrics(entry: ModelEntry) -> dict:
+    """The card's test metrics, or measured now (cached) when the card has none."""
+    t = compute.test_metrics(entry.card)
+    if t.get("halting_distribution"):
+        return t
+    return measured_metrics(str(entry.path), stamp(entry.path))
+

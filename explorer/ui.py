@@ -1,0 +1,282 @@
+"""Small *_ui() helpers: each draws a few widgets and returns plain values.
+
+Shared state: the chosen model (per task), λp and the page live in st.query_params, so a view
+can be shared as a link (e.g. /rotation?model=mnist-rot22), and in session state, so a choice
+survives switching pages (navigation clears the query string).
+"""
+from __future__ import annotations
+
+import math
+import random
+import uuid
+from typing import Optional, Sequence
+
+import streamlit as st
+import torch
+
+from ponder.config import PARITY_PRESETS, TrainConfig
+from ponder.halting import MODES
+from ponder.runs import ModelEntry, RunNameError, safe_name
+
+from . import compute, loaders
+
+PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
+DEFAULT_MODEL = {"mnist": "mnist-default", "parity": "parity-medium", None: "mnist-default"}
+MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inference; a seeded draw). "
+             "deterministic: halt at the median of the halting distribution (first n with P(halted by n) ≥ 0.5). "
+             "expected: run all N steps and answer the p-weighted mixture Σ p_n · y_n.")
+
+
+def app_guard(url_path: str) -> None:
+    """Send a page that Streamlit ran on its own through streamlit_app.py (call it first in a page).
+
+    With a pages/ folder, the first visit after a server start that opens /<page> directly is run
+    in Streamlit's old multipage mode: the page script alone, without st.navigation or the page
+    config. Switch to the app with ?page=<page>, which streamlit_app.py turns into that page.
+    """
+    if not st.session_state.get("_via_app"):
+        params = {k: st.query_params.get_all(k) for k in st.query_params}
+        params["page"] = url_path
+        st.switch_page("streamlit_app.py", query_params=params)
+
+
+def session_id() -> str:
+    """A stable id for this browser session (jobs are owned by it)."""
+    if "_session_id" not in st.session_state:
+        st.session_state["_session_id"] = uuid.uuid4().hex
+    return st.session_state["_session_id"]
+
+
+def chart(fig, caption: str, key: Optional[str] = None) -> None:
+    """A Plotly chart with its one-line caption underneath."""
+    st.plotly_chart(fig, width="stretch", config=PLOTLY_CONFIG, key=key)
+    st.caption(caption)
+
+
+# ----------------------------------------------------------------------------- query params
+
+def query_float(name: str, lo: float, hi: float) -> Optional[float]:
+    try:
+        v = float(st.query_params.get(name, ""))
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and lo <= v <= hi else None
+
+
+def lambda_p_ui(label: str = "λp (prior's halting probability per step)", key: str = "lp",
+                container=None) -> float:
+    """The λp slider, kept in the URL (?lp=0.2) and across pages."""
+    box = container or st
+    if key not in st.session_state:
+        st.session_state[key] = query_float("lp", 0.01, 1.0) or st.session_state.get("_lp", 0.2)
+    lp = box.slider(label, 0.01, 1.0, step=0.01, key=key,
+                    help="The geometric prior p_G(n) = λp(1−λp)^(n−1) says 'halt with probability λp at each "
+                         "step'; its mean is 1/λp steps.")
+    st.session_state["_lp"] = lp
+    st.query_params["lp"] = f"{lp:g}"
+    return lp
+
+
+def remembered_lambda_p() -> float:
+    return query_float("lp", 0.01, 1.0) or st.session_state.get("_lp", 0.2)
+
+
+# ----------------------------------------------------------------------------- model pickers
+
+def entry_label(e: ModelEntry) -> str:
+    c = e.card
+    t = compute.test_metrics(c)
+    status = c.get("status", "")
+    mark = {"cancelled": " · partial (cancelled)", "failed": " · FAILED"}.get(status, "")
+    acc = f" · {t['accuracy']:.1%}" if t.get("accuracy") is not None else ""
+    return f"{e.name} · λp {c.get('lambda_p'):g}{acc}{mark}"
+
+
+def _initial(names: Sequence[str], mem_key: str, default: Optional[str]) -> str:
+    for want in (st.query_params.get("model"), st.session_state.get(mem_key), default):
+        if want in names:
+            return want
+    return names[0]
+
+
+def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optional[ModelEntry]:
+    """Sidebar picker over shipped models and the user's runs of a task; its config in the tooltip."""
+    entries = loaders.models(task)
+    if not entries:
+        st.sidebar.warning(f"No {task or ''} models found: train one on the Train page.")
+        return None
+    by = {e.name: e for e in entries}
+    wkey, mem = f"pick_model_{task or 'any'}", f"_model_{task or 'any'}"
+    chosen = st.session_state.get(wkey)
+    if chosen not in by:
+        chosen = _initial(list(by), mem, DEFAULT_MODEL.get(task))
+    # written every run: widget ids differ per page, so a picker met on a new page starts from this
+    st.session_state[wkey] = chosen
+    current = by[chosen]
+    name = st.sidebar.selectbox(label, list(by), key=wkey, format_func=lambda n: entry_label(by[n]),
+                                help=compute.describe_card(current.card))
+    st.session_state[mem] = name
+    st.query_params["model"] = name
+    entry = by[name]
+    tr = entry.card.get("train", {})
+    st.sidebar.caption(f"{entry.source} · {entry.card.get('task')} · λp {entry.card.get('lambda_p'):g} · "
+                       f"N {entry.card.get('max_steps')} · β {tr.get('beta')} · the (?) shows its full config")
+    if entry.card.get("status") in ("cancelled", "failed"):
+        st.sidebar.warning(f"Partial run ({entry.card['status']}): {entry.card.get('reason') or 'no reason given'}")
+    return entry
+
+
+def models_multiselect_ui(label: str = "Models and runs", default: Sequence[str] = ("mnist-default", "mnist-rot22"),
+                          key: str = "compare_models") -> list:
+    """Several models/runs (any task), kept in the URL as ?models=a&models=b."""
+    entries = loaders.models()
+    by = {e.name: e for e in entries}
+    if key not in st.session_state:
+        want = [n for n in st.query_params.get_all("models") if n in by] or \
+               [n for n in st.session_state.get("_" + key, []) if n in by] or [n for n in default if n in by]
+        st.session_state[key] = want or list(by)[:2]
+    else:
+        st.session_state[key] = [n for n in st.session_state[key] if n in by]
+    names = st.multiselect(label, list(by), key=key, format_func=lambda n: entry_label(by[n]),
+                           help="Shipped models (assets/) and every run trained here (runs folder).")
+    st.session_state["_" + key] = names
+    st.query_params["models"] = names
+    return [by[n] for n in names]
+
+
+# ----------------------------------------------------------------------------- ponder controls
+
+def mode_ui(key: str = "mode") -> str:
+    if key not in st.session_state:
+        q = st.query_params.get("mode")
+        st.session_state[key] = q if q in MODES else "sample"
+    mode = st.segmented_control("Halting mode", MODES, key=key, required=True, help=MODE_HELP)
+    return mode or "sample"
+
+
+def _new_seed(key: str) -> None:
+    st.session_state[key] = random.randrange(100000)
+
+
+def seed_ui(key: str = "seed", enabled: bool = True) -> int:
+    """The seed of the halting draws, visible and editable, and a 'Sample again' button."""
+    if key not in st.session_state:
+        st.session_state[key] = 0
+    c1, c2 = st.columns([1.2, 1], vertical_alignment="bottom")
+    seed = c1.number_input("Seed of the halting draws", 0, 10**9, step=1, key=key, disabled=not enabled,
+                           help="The same seed replays the same sampled halting step.")
+    c2.button("Sample again", icon=":material/casino:", key=key + "_again", on_click=_new_seed, args=(key,), disabled=not enabled,
+              help="Draw the halting step again with a new seed (shown on the left).")
+    return int(seed)
+
+
+def digit_source_ui() -> str:
+    if "digit_source" not in st.session_state:
+        st.session_state["digit_source"] = "Draw"
+    return st.segmented_control("Input", ["Draw", "MNIST test digit"], key="digit_source", required=True) or "Draw"
+
+
+def _pick_random(pool_len: int, labels, want) -> None:
+    import numpy as np
+    rng = np.random.default_rng()
+    where = np.arange(pool_len) if want == "any" else np.flatnonzero(np.asarray(labels) == int(want))
+    st.session_state["digit_pos"] = int(rng.choice(where if len(where) else np.arange(pool_len)))
+
+
+def digit_picker_ui(pool) -> int:
+    """Pick a test digit by class or at random; returns its position in the pool."""
+    if "digit_pos" not in st.session_state or st.session_state["digit_pos"] >= len(pool):
+        st.session_state["digit_pos"] = 0
+    c1, c2 = st.columns([1, 1], vertical_alignment="bottom")
+    want = c1.selectbox("Class", ["any"] + list(range(10)), key="digit_class")
+    if want != "any" and int(pool.y[st.session_state["digit_pos"]]) != int(want):
+        _pick_random(len(pool), pool.y, want)
+    c2.button("Random digit", icon=":material/shuffle:", on_click=_pick_random, args=(len(pool), pool.y, want), key="digit_random")
+    return int(st.session_state["digit_pos"])
+
+
+def rotation_ui(key: str = "angle") -> float:
+    return float(st.slider("Rotation (degrees, counter-clockwise)", -180, 180, 0, step=5, key=key,
+                           help="Applied to the drawing or the test digit before the model sees it."))
+
+
+# ----------------------------------------------------------------------------- training forms
+
+def devices() -> list:
+    return ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def task_ui(key: str = "train_task") -> str:
+    return st.sidebar.radio("Task", ["mnist", "parity"], key=key, horizontal=True,
+                            format_func=lambda t: {"mnist": "MNIST", "parity": "Parity"}[t])
+
+
+def train_form_ui(task: str) -> Optional[tuple]:
+    """The sidebar training form. Returns (run name, TrainConfig) when Start is pressed, else None.
+
+    Defaults give a useful model in about a minute on 2 CPU cores (MNIST: ~99% test accuracy).
+    Widget keys start with tf_<task>_ so each task keeps its own defaults.
+    """
+    d = TrainConfig.for_task(task)
+    budget = 60 if task == "mnist" else 120
+    k = f"tf_{task}_"
+    with st.sidebar.form(f"train_form_{task}"):
+        name = st.text_input("Run name", value=f"{task}-lp{remembered_lambda_p():g}", max_chars=64, key=k + "name")
+        lp = st.slider("λp (prior)", 0.01, 1.0, float(remembered_lambda_p()), 0.01, key=k + "lp")
+        beta = st.number_input("β (weight of the KL term)", 0.0, 10.0, float(d.beta), 0.005, format="%.3f",
+                               key=k + "beta")
+        n = st.number_input("N (most steps)", 1, 200, int(d.max_steps), 1, key=k + "n")
+        hidden = st.number_input("Hidden size", 4, 1024, int(d.hidden), 8, key=k + "hidden")
+        batch = st.number_input("Batch size", 8, 4096, int(d.batch_size), 16, key=k + "batch")
+        lr = st.number_input("Learning rate", 1e-5, 1.0, float(d.lr), 1e-4, format="%.4f", key=k + "lr")
+        epochs = st.number_input("Epochs", 0.001, 100.0, float(d.epochs), 0.5, format="%.3f", key=k + "epochs",
+                                 help="MNIST: passes over 55,000 images. Parity: blocks of 500 batches.")
+        seconds = st.number_input("Time budget (s, 0 = none)", 0, 24 * 3600, budget, 10, key=k + "seconds",
+                                  help="Training stops at whichever comes first: the epochs or the budget.")
+        rot = st.slider("Training rotation ±d (degrees)", 0, 180, 0, 5, disabled=task != "mnist", key=k + "rot",
+                        help="Each training image is rotated by its own angle drawn uniformly in ±d.")
+        preset = st.selectbox("Parity preset", list(PARITY_PRESETS), disabled=task != "parity", key=k + "preset",
+                              format_func=lambda p: f"{p} (n={PARITY_PRESETS[p]['n_elems']})")
+        seed = st.number_input("Seed", 0, 2**31 - 1, 0, 1, key=k + "seed")
+        device = st.selectbox("Device", devices(), key=k + "device")
+        go = st.form_submit_button("Start training", icon=":material/play_arrow:", type="primary",
+                                   width="stretch", key="tf_start")
+    if not go:
+        return None
+    st.session_state["_lp"] = lp
+    st.query_params["lp"] = f"{lp:g}"
+    cfg = TrainConfig.for_task(task, lambda_p=float(lp), beta=float(beta), max_steps=int(n), hidden=int(hidden),
+                               batch_size=int(batch), lr=float(lr), epochs=float(epochs),
+                               max_seconds=float(seconds) or None, rotate_train=float(rot) if task == "mnist" else 0.0,
+                               seed=int(seed), device=device, parity_preset=preset)
+    try:
+        return safe_name(name), cfg
+    except RunNameError as e:
+        st.sidebar.error(str(e))
+        return None
+
+
+SWEEP_CHOICES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+
+def sweep_form_ui() -> Optional[list]:
+    """λp values and a short MNIST config per run. Returns [(name, TrainConfig)] on submit."""
+    with st.form("sweep_form"):
+        values = st.multiselect("λp values to train", SWEEP_CHOICES, default=[0.1, 0.3, 0.5, 0.9], key="sw_values")
+        c1, c2, c3, c4 = st.columns(4)
+        epochs = c1.number_input("Epochs per run", 0.001, 20.0, 0.5, 0.25, format="%.3f", key="sw_epochs")
+        seconds = c2.number_input("Time budget per run (s)", 0, 3600, 20, 5, key="sw_seconds",
+                                  help="Each run stops at its epochs or this budget, whichever comes first.")
+        n = c3.number_input("N", 1, 200, 20, 1, key="sw_n")
+        beta = c4.number_input("β", 0.0, 10.0, 0.01, 0.005, format="%.3f", key="sw_beta")
+        go = st.form_submit_button("Train the sweep (queued, one run after the other)", icon=":material/play_arrow:",
+                                   type="primary", key="sw_start")
+    if not go:
+        return None
+    if not values:
+        st.warning("Pick at least one λp value.")
+        return None
+    return [(f"sweep-lp{v:g}", TrainConfig.for_task("mnist", lambda_p=float(v), epochs=float(epochs),
+                                                    max_seconds=float(seconds) or None, max_steps=int(n),
+                                                    beta=float(beta), device="auto"))
+            for v in sorted(values)]

@@ -1,0 +1,221 @@
+"""Groups of charts and panels that pages draw (Streamlit layout around explorer.figures)."""
+from __future__ import annotations
+
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+import streamlit as st
+from PIL import Image
+
+from ponder.checkpoint import CheckpointError, read_card
+
+from . import compute, figures as F, loaders
+from .jobs import JobView, RunState
+from .ui import chart
+
+
+# ----------------------------------------------------------------------------- one input
+
+def seen_image_ui(img28: np.ndarray, caption: str) -> None:
+    big = Image.fromarray(np.asarray(img28, np.uint8)).resize((168, 168), Image.NEAREST)
+    st.image(big, caption=caption, width=168)
+
+
+def answer_ui(tr: compute.Trace, class_names: Sequence[str], truth: Optional[int] = None) -> None:
+    """The answer, the halting step and E[n], in words and metrics."""
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Prediction", class_names[tr.pred], help=f"Probability of this answer: {tr.confidence:.1%}")
+    if tr.mode == "expected":
+        c2.metric("Steps run", f"all {tr.max_steps}", help="Expected mode runs every step and mixes the answers.")
+    else:
+        c2.metric("Halted at step", f"{tr.halt_step} / {tr.max_steps}", help=f"{tr.mode} mode")
+    c3.metric("E[n]", f"{tr.expected_steps:.2f}", help=f"Expected number of steps Σ n·p_n; the prior's mean is "
+              f"1/λp = {1 / tr.lambda_p:.2f}.")
+    verdict = ""
+    if truth is not None:
+        verdict = " :green[**Right.**]" if tr.pred == truth else f" :red[**Wrong**: the label is {class_names[truth]}.]"
+    conf = f" ({tr.confidence:.1%} confident)"
+    if tr.mode == "sample":
+        text = (f"Sampled with seed **{tr.seed}**: at each step it halted with probability λ_n; the draw "
+                f"stopped it at step **{tr.halt_step}**, answering **{class_names[tr.pred]}**{conf}.{verdict}")
+    elif tr.mode == "deterministic":
+        text = (f"Deterministic: it halts at the first step where P(halted by n) ≥ 0.5, step "
+                f"**{tr.halt_step}**, answering **{class_names[tr.pred]}**{conf}.{verdict}")
+    else:
+        text = (f"Expected: it ran all {tr.max_steps} steps and answers the p-weighted mixture of every "
+                f"step's answer: **{class_names[tr.pred]}**{conf}.{verdict}")
+    st.markdown(text)
+
+
+def trace_charts_ui(tr: compute.Trace, class_names: Sequence[str], truth: Optional[int] = None,
+                    key: str = "trace") -> None:
+    """The four per-step charts of one input: answers, λ_n, p_n vs prior, cumulative halting."""
+    halt = tr.halt_step if tr.mode != "expected" else None
+    c1, c2 = st.columns(2)
+    with c1:
+        chart(F.step_probs_heatmap(tr.probs, class_names, halt_step=halt, truth=truth,
+                                   title="Per-step answer: class probabilities at step n"),
+              "Each row is what the network would answer if it stopped at step n (rows sum to 1); "
+              "the dotted box marks where it halted.", key=f"{key}_heat")
+        chart(F.halting_fig(tr.p, tr.lambda_p, halt_step=halt, title="Learned p_n vs prior"),
+              f"Bars: probability of halting exactly at step n for this input; line: the geometric prior "
+              f"λp(1−λp)^(n−1) with λp = {tr.lambda_p:g}.", key=f"{key}_p")
+    with c2:
+        chart(F.lambda_fig(tr.lambdas, tr.lambda_p, halt_step=halt),
+              "λ_n is the network's chance to halt at step n if it is still running (λ_N = 1 by "
+              "definition); the dashed line is the prior's constant λp.", key=f"{key}_lambda")
+        chart(F.cumulative_fig(tr.p, halt_step=halt),
+              f"Probability of having halted by step n; deterministic mode stops where it crosses 0.5. "
+              f"E[n] = {tr.expected_steps:.2f}.", key=f"{key}_cdf")
+
+
+# ----------------------------------------------------------------------------- training jobs
+
+def _fmt_s(s: Optional[float]) -> str:
+    if s is None or not np.isfinite(s):
+        return "?"
+    s = max(0, int(round(s)))
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def run_progress_ui(run: RunState, key: str) -> None:
+    """Progress bar, elapsed / remaining time, live curves and the current halting distribution."""
+    last = run.progress[-1] if run.progress else None
+    frac = float(last["fraction"]) if last else 0.0
+    if run.status == "running":
+        elapsed = time.time() - run.started if run.started else 0.0
+        remaining = elapsed * (1 - frac) / frac if frac > 0.01 else None
+        step = f"step {last['step']:,} of {last['total_steps']:,}" if last else run.phase or "starting"
+        st.progress(min(max(frac, 0.0), 1.0),
+                    text=f"**{run.name}** · {run.phase or 'starting'} · {step} · elapsed {_fmt_s(elapsed)}"
+                         f" · remaining ≈ {_fmt_s(remaining) if remaining is not None else '…'}")
+    else:
+        run_result_ui(run)
+    if not run.progress:
+        return
+    cfg = run.config
+    c1, c2 = st.columns([2.2, 1])
+    with c1:
+        chart(F.training_fig(run.progress, cfg.lambda_p, cfg.max_steps),
+              "Live training curves: total loss = reconstruction + β·KL, batch and validation accuracy, "
+              "and the batch's mean expected halting step against the prior's mean.", key=f"{key}_curves")
+    with c2:
+        chart(F.halting_fig(last["halting"], cfg.lambda_p, title=f"Halting distribution at step {last['step']}",
+                            max_ticks=10),
+              "Mean learned p_n over the last batch (bars) against the geometric prior (line).",
+              key=f"{key}_halt")
+
+
+def run_result_ui(run: RunState) -> None:
+    where = f" Saved as **runs/{run.run_dir.rsplit('/', 1)[-1]}**." if run.run_dir else " Not saved."
+    t = (run.metrics or {}).get("test", {})
+    acc = (f" Test accuracy {t['accuracy']:.2%} on {t.get('n', '?')} samples, mean halting step "
+           f"{t['mean_steps']:.2f}." if t.get("accuracy") is not None else "")
+    head = f"**{run.name}**: {run.steps:,} steps in {_fmt_s(run.seconds)}."
+    if run.status == "completed":
+        st.success(f"{head} Completed{' (' + run.reason + ')' if run.reason else ''}.{acc}{where}")
+    elif run.status == "cancelled":
+        st.warning(f"{head} **Partial run — cancelled** ({run.reason}).{acc}{where}")
+    elif run.status == "failed":
+        st.error(f"{head} **Failed**: {run.reason}.{acc}{where}")
+    else:
+        st.info(f"**{run.name}**: {run.status}.")
+
+
+def job_ui(view: JobView, cancel, key: str = "job") -> None:
+    """A job's runs: the running one live, the finished ones as result boxes, queued ones listed."""
+    if view.active:
+        c1, c2 = st.columns([4, 1], vertical_alignment="center")
+        c1.markdown(f"**Training job** ({len(view.runs)} run{'s' if len(view.runs) > 1 else ''}) — "
+                    + ("stopping…" if view.cancel_requested else "running"))
+        if c2.button("Cancel", icon=":material/stop:", key=f"{key}_cancel", disabled=view.cancel_requested,
+                     help="Stops within a second; what was trained so far is saved as a partial run."):
+            cancel()
+            st.toast("Cancelling: the run stops after the current step and is saved as partial.")
+    cur = view.current
+    for i, run in enumerate(view.runs):
+        if run is cur:
+            run_progress_ui(run, key=f"{key}_{i}")
+        elif run.status == "queued":
+            st.caption(f":material/schedule: queued: {run.name} (λp {run.config.lambda_p:g})")
+        else:
+            run_result_ui(run)
+
+
+def job_live_ui(registry, session: str, kind: str, every: float = 1.0, key: str = "job") -> Optional[JobView]:
+    """Poll this session's job of a kind with st.fragment(run_every=...) while it is active."""
+    job = registry.session_job(session, kind)
+    if job is None:
+        return None
+
+    @st.fragment(run_every=every if job.active else None)
+    def live():
+        view = job.snapshot()
+        job_ui(view, job.cancel, key=key)
+        seen = f"_seen_done_{kind}"
+        if not view.active and st.session_state.get(seen) != view.id:
+            st.session_state[seen] = view.id
+            st.rerun()                           # the whole page: pickers list the new run, polling stops
+
+    live()
+    return job.snapshot()
+
+
+# ----------------------------------------------------------------------------- λp sweep
+
+def job_sweep_rows(view: JobView) -> list:
+    rows = []
+    for run in view.runs:
+        card = None
+        if run.run_dir:
+            try:
+                card = read_card(run.run_dir)
+            except CheckpointError:
+                card = None
+        status = run.status
+        if status == "running":
+            last = run.progress[-1] if run.progress else None
+            status = f"running {last['fraction']:.0%}" if last else "running"
+        row = compute.sweep_row(f"runs/{run.run_dir.rsplit('/', 1)[-1]}" if run.run_dir else run.name, card,
+                                status=status, reason=run.reason, lambda_p=run.config.lambda_p)
+        rows.append(row)
+    return rows
+
+
+def entry_sweep_rows(entries) -> list:
+    rows = []
+    for e in entries:
+        card = dict(e.card)
+        card.setdefault("metrics", {})
+        t = loaders.test_metrics(e) if card.get("status") != "failed" else compute.test_metrics(card)
+        card["metrics"] = {**card["metrics"], "test": t}
+        rows.append(compute.sweep_row(e.name, card))
+    return rows
+
+
+def sweep_results_ui(rows: list, n_steps: int = 20, key: str = "sweep") -> None:
+    if not rows:
+        st.info("No sweep runs to show yet.")
+        return
+    rows = sorted(rows, key=lambda r: r["lambda_p"])
+    table = [{"run": r["name"], "λp": r["lambda_p"], "1/λp": round(1 / r["lambda_p"], 2), "status": r["status"],
+              "accuracy": r["accuracy"], "mean steps": r["mean_steps"], "E[n]": r["expected_steps"],
+              "reason": r["reason"]} for r in rows]
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={"accuracy": st.column_config.NumberColumn(format="%.4f"),
+                                "mean steps": st.column_config.NumberColumn(format="%.2f"),
+                                "E[n]": st.column_config.NumberColumn(format="%.2f")})
+    failed = [r for r in rows if r["status"] == "failed"]
+    for r in failed:
+        st.error(f"{r['name']} (λp {r['lambda_p']:g}) failed: {r['reason'] or 'no reason recorded'}")
+    chart(F.sweep_grid_fig(rows), "Each finished run's learned halting distribution (bars, mean over test "
+          "images) over the geometric prior of its λp (line); failed or unfinished runs say why.",
+          key=f"{key}_grid")
+    c1, c2 = st.columns(2)
+    with c1:
+        chart(F.sweep_steps_fig(rows, n_steps), "Mean sampled halting step per run against λp; the dashed "
+              "curve is the prior's mean 1/λp, the dotted one that mean truncated at N.", key=f"{key}_steps")
+    with c2:
+        chart(F.sweep_accuracy_fig(rows), "Test accuracy of each finished run against its λp.",
+              key=f"{key}_acc")

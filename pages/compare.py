@@ -1,0 +1,50 @@
+"""Compare runs: halting distributions, per-step accuracy and training curves of several models."""
+import streamlit as st
+
+from explorer import figures, loaders, ui
+
+ui.app_guard("compare")
+st.title("Compare runs")
+entries = ui.models_multiselect_ui()
+if len(entries) < 2:
+    st.info("Pick two or more models or runs to compare.")
+    if not entries:
+        st.stop()
+
+metrics = {e.name: loaders.test_metrics(e) for e in entries}
+series = [{"name": e.name, "p": metrics[e.name]["halting_distribution"], "lambda_p": e.card["lambda_p"],
+           "per_step_accuracy": metrics[e.name].get("per_step_accuracy")}
+          for e in entries if metrics[e.name].get("halting_distribution")]
+if len(series) < len(entries):
+    st.caption("No test metrics for: " + ", ".join(e.name for e in entries if not metrics[e.name].get(
+        "halting_distribution")) + " (no card metrics, and MNIST is not available to measure them).")
+
+st.dataframe([{"model": e.name, "task": e.card["task"], "status": e.card.get("status"), "λp": e.card["lambda_p"],
+               "N": e.card["max_steps"], "accuracy": metrics[e.name].get("accuracy"),
+               "mean steps": metrics[e.name].get("mean_steps"), "test n": metrics[e.name].get("n"),
+               "train s": e.card.get("train_seconds"), "device": e.card.get("device")} for e in entries],
+             hide_index=True)
+c1, c2 = st.columns(2)
+with c1:
+    ui.chart(figures.overlay_halting_fig(series), "Mean learned halting distribution p_n on each model's test "
+             "set (solid), with the geometric prior of each distinct λp (dashed, prior colour).")
+with c2:
+    acc = [s for s in series if s["per_step_accuracy"]]
+    low = min([min(s["per_step_accuracy"]) for s in acc] + [1.0])
+    ui.chart(figures.overlay_steps_fig(acc, "per_step_accuracy", "Accuracy if it stopped at step n",
+                                       "accuracy", [max(0.0, low - 0.02), 1.0]),
+             "Test accuracy of the answer each model would give if forced to stop at step n.")
+
+histories = {e.name: loaders.history(e) for e in entries}
+histories = {k: v for k, v in histories.items() if v}
+st.subheader("Training curves")
+c1, c2, c3 = st.columns(3)
+with c1:
+    ui.chart(figures.overlay_training_fig(histories, "loss", "Training loss", "loss", log=True),
+             "Total loss (reconstruction + β·KL) per training step, log scale.")
+with c2:
+    ui.chart(figures.overlay_training_fig(histories, "accuracy", "Batch accuracy", "accuracy"),
+             "Accuracy of the p-weighted answer on each logged training batch.")
+with c3:
+    ui.chart(figures.overlay_training_fig(histories, "mean_steps", "Mean halting step", "E[n]"),
+             "Batch mean of the expected halting step E[n] = Σ n·p_n during training.")

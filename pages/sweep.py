@@ -1,0 +1,50 @@
+"""λp sweep: the geometric prior at a glance, then runs trained at several λp (or the shipped sweep)."""
+import streamlit as st
+
+from explorer import figures, loaders, ui, views
+from explorer.jobs import JobLimitError
+from ponder.config import ConfigError
+
+ui.app_guard("sweep")
+st.title("λp sweep")
+registry, session = loaders.job_registry(), ui.session_id()
+
+c1, c2 = st.columns([1, 2.2], gap="large")
+with c1:
+    lp = ui.lambda_p_ui()
+    n = st.number_input("N (most steps)", 1, 200, 20, key="sweep_prior_n")
+    st.markdown(f"Prior mean **1/λp = {1 / lp:.2f}** steps; truncated at N = {n}: "
+                f"**{figures.truncated_prior_mean(lp, n):.2f}**.")
+with c2:
+    ui.chart(figures.prior_fig(lp, n), f"The geometric prior λp(1−λp)^(n−1) for λp = {lp:g}: the halting "
+             f"distribution the KL term pulls the network towards; dashed line at its mean 1/λp.")
+
+st.subheader("Train a sweep")
+st.caption("Short MNIST runs, one per λp, queued one after the other in the background (your one job).")
+specs = ui.sweep_form_ui()
+if specs:
+    try:
+        registry.submit(session, specs, kind="sweep")
+    except (JobLimitError, ConfigError) as e:
+        st.error(str(e))
+
+st.subheader("Results")
+job = registry.session_job(session, "sweep")
+sources = (["This session's sweep"] if job else []) + ["Shipped sweep (assets/sweep-lp*)", "Saved sweep runs (runs/sweep-*)"]
+source = st.radio("Show", sources, horizontal=True, key=f"sweep_source_{bool(job)}")
+if source.startswith("This session"):
+    @st.fragment(run_every=2.0 if job.active else None)
+    def live_results():
+        view = job.snapshot()
+        if view.active:
+            views.job_ui(view, job.cancel, key="sweep_job")
+        views.sweep_results_ui(views.job_sweep_rows(view), view.runs[0].config.max_steps, key="sweep_live")
+        if not view.active and st.session_state.get("_seen_done_sweep") != view.id:
+            st.session_state["_seen_done_sweep"] = view.id
+            st.rerun()
+    live_results()
+else:
+    shipped = source.startswith("Shipped")
+    entries = [e for e in loaders.models("mnist") if (e.source == "shipped") == shipped
+               and e.path.name.startswith("sweep-")]
+    views.sweep_results_ui(views.entry_sweep_rows(entries), max((e.card["max_steps"] for e in entries), default=20))

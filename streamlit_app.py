@@ -1,0 +1,27 @@
+"""The explorer: `streamlit run streamlit_app.py`. Page config and navigation only; pages/ holds the pages."""
+import streamlit as st
+
+st.set_page_config(page_title="PonderNet explorer", page_icon=":material/psychology:", layout="wide")
+
+PAGES = [
+    st.Page("pages/digit.py", title="Ponder a digit", icon=":material/draw:", default=True),
+    st.Page("pages/train.py", title="Train", icon=":material/model_training:"),
+    st.Page("pages/sweep.py", title="λp sweep", icon=":material/ssid_chart:"),
+    st.Page("pages/rotation.py", title="Rotation study", icon=":material/rotate_right:"),
+    st.Page("pages/compare.py", title="Compare runs", icon=":material/compare_arrows:"),
+    st.Page("pages/parity.py", title="Parity", icon=":material/calculate:"),
+]
+page = st.navigation(PAGES)
+
+# A shared link may name its page as ?page=rotation (as well as by its path): go there once.
+wanted = st.query_params.get("page")
+paths = {p.url_path or "digit": p for p in PAGES}
+current = page.url_path or "digit"
+if wanted in paths and wanted != current and not st.session_state.get("_page_from_link"):
+    st.session_state["_page_from_link"] = True
+    st.switch_page(paths[wanted], query_params={k: st.query_params.get_all(k) for k in st.query_params})
+st.session_state["_page_from_link"] = True
+st.session_state["_via_app"] = True           # see explorer.ui.app_guard
+st.query_params["page"] = current
+
+page.run()

@@ -1,0 +1,105 @@
+"""The real thing: `streamlit run` on 127.0.0.1 and Debian's Chromium driven by Playwright.
+
+Draws a 7 with mouse events on the canvas and waits for the prediction, the halting step and the
+per-step chart. Uses /usr/bin/chromium (never `playwright install`); skipped only without it.
+"""
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                 reason=f"Debian's Chromium is not installed at {CHROMIUM} "
+                                        "(apt-get install chromium); the real-browser test needs it")]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("browser")
+    port = free_port()
+    env = dict(os.environ, PONDER_RUNS=str(tmp / "runs"),
+               PONDER_DATA=os.environ.get("PONDER_DATA") or str(ROOT.parent / "shared" / "data"))
+    log = open(tmp / "streamlit.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
+                             "--server.address", "127.0.0.1", "--server.port", str(port),
+                             "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                pytest.fail("streamlit did not start:\n" + (tmp / "streamlit.log").read_text()[-3000:])
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.close()
+
+
+def draw(page, box, points, steps=10):
+    """A mouse stroke through points given as fractions of the canvas box."""
+    def at(fx, fy):
+        return box["x"] + fx * box["width"], box["y"] + fy * box["height"]
+
+    page.mouse.move(*at(*points[0]))
+    page.mouse.down()
+    for (ax, ay), (bx, by) in zip(points, points[1:]):
+        for i in range(1, steps + 1):
+            t = i / steps
+            page.mouse.move(*at(ax + (bx - ax) * t, ay + (by - ay) * t))
+    page.mouse.up()
+
+
+def test_draw_a_digit_and_see_the_prediction_and_the_per_step_chart(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1600})
+            page.goto(server)
+            page.get_by_text("Draw a digit in the black box").wait_for(timeout=60000)    # blank canvas: a hint
+            canvas = page.locator("canvas.upper-canvas").first
+            canvas.wait_for(timeout=60000)
+            box = canvas.bounding_box()
+            draw(page, box, [(0.3, 0.22), (0.72, 0.22), (0.62, 0.45), (0.5, 0.8)])      # a 7
+            page.get_by_text("Per-step answer: class probabilities at step n").wait_for(timeout=60000)
+            assert page.locator("[data-testid=stPlotlyChart]").count() == 4
+            metrics = dict(zip(page.locator("[data-testid=stMetricLabel]").all_inner_texts(),
+                               page.locator("[data-testid=stMetricValue]").all_inner_texts()))
+            metrics = {k.strip(): v.strip() for k, v in metrics.items()}
+            assert metrics["Prediction"] == "7", metrics
+            assert re.fullmatch(r"\d+ / 20", metrics["Halted at step"]), metrics
+            assert page.get_by_text("What the model sees").count() == 1
+        finally:
+            browser.close()

@@ -1,0 +1,165 @@
+"""explorer/jobs.py: background training jobs, limits, cancel, queued sweeps, failures kept."""
+import threading
+import time
+
+import pytest
+
+from ponder.checkpoint import load_checkpoint, read_card, read_history
+from ponder.config import ConfigError, TrainConfig
+from ponder.data import DataError
+from ponder.runs import list_models
+from explorer.jobs import JobLimitError, JobRegistry, max_jobs_from_env
+
+TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",
+            log_every=5)
+
+
+def tiny(**kw):
+    return TrainConfig(**{**TINY, **kw})
+
+
+@pytest.fixture
+def registry():
+    reg = JobRegistry(max_jobs=1, eval_limit=200)
+    yield reg
+    reg.shutdown()
+
+
+def wait_done(job, timeout=120):
+    assert job.join(timeout), "job did not finish"
+    return job.snapshot()
+
+
+def test_a_job_trains_saves_and_is_listed(registry, tmp_path):
+    job = registry.submit("s1", [("my run", tiny())], root=tmp_path)
+    view = wait_done(job)
+    [run] = view.runs
+    assert view.status == "done" and run.status == "completed" and run.steps == 20
+    assert run.progress and run.progress[-1]["step"] == 20 and run.progress[-1]["fraction"] == 1.0
+    assert run.metrics["test"]["n"] == 200
+    card = read_card(run.run_dir)
+    assert card["status"] == "completed" and card["name"] == "my-run" and card["metrics"]["test"]["accuracy"] >= 0
+    assert read_history(run.run_dir)[-1]["step"] == 20
+    assert [e.name for e in list_models(tmp_path, assets=tmp_path / "none")] == ["runs/my-run"]
+    load_checkpoint(run.run_dir)
+
+
+def test_progress_is_reported_while_running_and_threads_never_touch_streamlit(registry, tmp_path):
+    job = registry.submit("s1", [("live", tiny(epochs=4))], root=tmp_path)
+    seen = set()
+    while not job.join(0.05):
+        v = job.snapshot()
+        seen.add((v.status, v.runs[0].status))
+    assert ("running", "running") in seen
+    assert job.thread.daemon and job.thread.name.startswith("ponder-job-")
+
+
+def test_one_job_per_session_and_a_global_limit(registry, tmp_path):
+    job = registry.submit("s1", [("a", tiny(epochs=200))], root=tmp_path)
+    with pytest.raises(JobLimitError, match="already have a training job"):
+        registry.submit("s1", [("b", tiny())], root=tmp_path)
+    with pytest.raises(JobLimitError, match="machine is busy.*limit 1"):
+        registry.submit("s2", [("b", tiny())], root=tmp_path)
+    assert registry.busy_message("s2").startswith("The machine is busy")
+    assert registry.busy_message("s1").startswith("You already")
+    job.cancel()
+    wait_done(job)
+    assert registry.busy_message("s2") == ""
+    wait_done(registry.submit("s2", [("b", tiny())], root=tmp_path))
+
+
+def test_limit_from_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("PONDER_MAX_JOBS", "2")
+    assert max_jobs_from_env() == 2
+    monkeypatch.setenv("PONDER_MAX_JOBS", "many")
+    assert max_jobs_from_env() == 1
+    monkeypatch.setenv("PONDER_MAX_JOBS", "2")
+    reg = JobRegistry(eval_limit=100)
+    try:
+        a = reg.submit("s1", [("a", tiny(epochs=200))], root=tmp_path)
+        b = reg.submit("s2", [("b", tiny(epochs=200))], root=tmp_path)     # two may run at once
+        with pytest.raises(JobLimitError):
+            reg.submit("s3", [("c", tiny())], root=tmp_path)
+    finally:
+        reg.shutdown()
+    assert not a.active and not b.active
+
+
+def test_cancel_stops_within_a_second_and_keeps_a_partial_run(registry, tmp_path):
+    job = registry.submit("s1", [("long", tiny(epochs=1000))], root=tmp_path)
+    deadline = time.time() + 60
+    while not job.snapshot().runs[0].progress and time.time() < deadline:
+        time.sleep(0.05)
+    assert job.snapshot().runs[0].progress, "no progress reported"
+    t0 = time.perf_counter()
+    registry.cancel_session("s1")
+    while job.snapshot().runs[0].phase == "training":
+        time.sleep(0.01)
+    stopped = time.perf_counter() - t0
+    assert stopped < 1.0, f"training went on for {stopped:.2f} s after cancel"
+    run = wait_done(job).runs[0]
+    assert run.status == "cancelled" and run.partial and "cancelled at step" in run.reason and run.steps > 0
+    card = read_card(run.run_dir)
+    assert card["status"] == "cancelled" and card["steps"] == run.steps
+    assert job.snapshot().cancel_requested
+
+
+def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tmp_path):
+    def no_mnist():
+        raise DataError("MNIST not found in /nowhere")
+
+    reg = JobRegistry(max_jobs=1, mnist_loader=no_mnist, eval_limit=100)
+    specs = [("sweep-lp0.3", tiny(lambda_p=0.3)), ("sweep-mnist", TrainConfig(task="mnist", epochs=0.01)),
+             ("sweep-lp0.6", tiny(lambda_p=0.6))]
+    job = reg.submit("s1", specs, kind="sweep", root=tmp_path)
+    assert job.snapshot().runs[2].status == "queued"                     # waits its turn
+    view = wait_done(job)
+    assert [r.status for r in view.runs] == ["completed", "failed", "completed"]
+    assert "MNIST not found" in view.runs[1].reason and view.runs[1].run_dir is None
+    a, c = view.runs[0], view.runs[2]
+    assert a.started + a.seconds <= c.started + 0.5                      # one after the other
+    assert read_card(c.run_dir)["lambda_p"] == 0.6
+    assert reg.session_job("s1", "sweep") is job and reg.session_job("s1", "train") is None
+
+
+def test_a_diverging_run_is_saved_as_failed_with_its_reason(registry, tmp_path, monkeypatch):
+    import explorer.jobs as J
+    from ponder.train import TrainResult, train as real_train
+
+    def diverging(cfg, **kw):                 # train a little, then report the non-finite loss train() reports
+        res = real_train(cfg, **kw)
+        return TrainResult(model=res.model, config=cfg, status="failed", reason="loss became nan at step 21",
+                           steps=res.steps, seconds=res.seconds, device=res.device, history=res.history)
+
+    monkeypatch.setattr(J, "train", diverging)
+    run = wait_done(registry.submit("s1", [("nan", tiny())], root=tmp_path)).runs[0]
+    assert run.status == "failed" and run.reason == "loss became nan at step 21"
+    card = read_card(run.run_dir)
+    assert card["status"] == "failed" and card["reason"] == "loss became nan at step 21"
+
+
+def test_bad_configs_are_refused_before_anything_starts(registry, tmp_path):
+    with pytest.raises(ConfigError, match="lambda_p"):
+        registry.submit("s1", [("x", tiny(lambda_p=0.0))], root=tmp_path)
+    with pytest.raises(ValueError):
+        registry.submit("s1", [], root=tmp_path)
+    assert registry.active_jobs() == []
+
+
+def test_concurrent_submits_respect_the_limit(registry, tmp_path):
+    barrier, started, refused = threading.Barrier(4), [], []
+
+    def go(i):
+        barrier.wait()
+        try:
+            started.append(registry.submit(f"s{i}", [(f"r{i}", tiny(epochs=100))], root=tmp_path))
+        except JobLimitError:
+            refused.append(i)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(started) == 1 and len(refused) == 3
+    registry.shutdown()

@@ -1,0 +1,163 @@
+"""explorer/figures.py: the data inside the figures, checked without Streamlit."""
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+import torch
+
+from conftest import tiny_model
+from explorer import compute, figures as F
+from ponder.halting import geometric_prior
+
+
+def _prior_traces(fig):
+    return [t for t in fig.data if getattr(t, "marker", None) is not None and t.marker.color == F.PRIOR_COLOR
+            or getattr(t, "line", None) is not None and getattr(t.line, "color", None) == F.PRIOR_COLOR]
+
+
+def _assert_integer_step_axis(axis):
+    assert axis.tickformat == "d"
+    assert axis.tickmode == "linear" and float(axis.dtick).is_integer() and axis.tick0 == 1
+
+
+@pytest.mark.parametrize("lp,n", [(0.2, 20), (0.5, 8), (0.05, 100), (1.0, 3)])
+def test_prior_bars_are_the_geometric_prior(lp, n):
+    fig = F.prior_fig(lp, n)
+    [bars] = [t for t in fig.data if isinstance(t, go.Bar)]
+    steps = np.arange(1, n + 1)
+    assert list(bars.x) == list(steps)
+    assert np.allclose(bars.y, lp * (1 - lp) ** (steps - 1))
+    assert np.allclose(bars.y, geometric_prior(lp, n).double().numpy(), atol=1e-7)    # the core's version
+    assert bars.marker.color == F.PRIOR_COLOR
+    assert any(f"{1 / lp:.2f}" in (s.text or "") for s in fig.layout.annotations)     # the mean 1/λp
+    _assert_integer_step_axis(fig.layout.xaxis)
+
+
+def test_halting_fig_overlays_the_prior_of_the_models_lambda_p():
+    p = np.array([0.5, 0.3, 0.15, 0.05])
+    fig = F.halting_fig(p, 0.3, halt_step=2)
+    bars = [t for t in fig.data if isinstance(t, go.Bar)]
+    assert len(bars) == 1 and bars[0].marker.color == F.LEARNED_COLOR and np.allclose(bars[0].y, p)
+    [prior] = _prior_traces(fig)
+    assert np.allclose(prior.y, 0.3 * 0.7 ** np.arange(4))
+    assert all(t.hovertemplate for t in fig.data)
+    _assert_integer_step_axis(fig.layout.xaxis)
+
+
+def test_heatmap_rows_sum_to_one_for_a_real_trace():
+    model = tiny_model("mnist", max_steps=6)
+    tr = compute.trace_input(model, torch.randn(1, 1, 28, 28), "sample", seed=3)
+    fig = F.step_probs_heatmap(tr.probs, [str(c) for c in range(10)], halt_step=tr.halt_step)
+    z = np.array(fig.data[0].z)
+    assert z.shape == (6, 10)                                   # step x class
+    assert np.allclose(z.sum(1), 1.0, atol=1e-5)
+    assert list(fig.data[0].y) == list(range(1, 7)) and list(fig.data[0].x) == [str(c) for c in range(10)]
+    assert "%{z" in fig.data[0].hovertemplate
+    assert fig.layout.yaxis.tickformat == "d" and fig.layout.yaxis.dtick == 1
+    assert any(s.type == "rect" for s in fig.layout.shapes)     # the halting step is marked
+
+
+def test_lambda_and_cumulative_figures():
+    lam = [0.1, 0.2, 0.5, 1.0]
+    fig = F.lambda_fig(lam, 0.2, halt_step=3)
+    assert np.allclose(fig.data[0].y, lam)
+    assert any(abs(s.y0 - 0.2) < 1e-12 and s.line.color == F.PRIOR_COLOR for s in fig.layout.shapes)
+    p = np.array([0.1, 0.18, 0.36, 0.36])
+    fig = F.cumulative_fig(p)
+    assert np.allclose(fig.data[0].y, np.cumsum(p)) and abs(fig.data[0].y[-1] - 1) < 1e-12
+    assert any(s.y0 == 0.5 == s.y1 for s in fig.layout.shapes)                 # the 0.5 line
+    assert any("median step 3" in (a.text or "") for a in fig.layout.annotations)
+    _assert_integer_step_axis(fig.layout.xaxis)
+
+
+def test_training_fig_has_the_three_losses_accuracy_and_mean_steps():
+    hist = [dict(step=s, loss=1 / s, rec=0.9 / s, reg=0.01, accuracy=0.5 + s / 100, mean_steps=5 - s / 50,
+                 val_accuracy=0.9 if s == 40 else None, halting=[0.5, 0.5]) for s in (10, 20, 30, 40)]
+    fig = F.training_fig(hist, lambda_p=0.2, n_steps=20)
+    names = [t.name for t in fig.data]
+    for want in ("total loss", "reconstruction", "KL(p‖p_G)", "batch accuracy", "validation accuracy", "mean E[n]",
+                 "prior mean"):
+        assert want in names
+    val = next(t for t in fig.data if t.name == "validation accuracy")
+    assert list(val.x) == [40] and list(val.y) == [0.9]
+    prior = next(t for t in fig.data if t.name == "prior mean")
+    assert prior.line.color == F.PRIOR_COLOR and abs(prior.y[0] - F.truncated_prior_mean(0.2, 20)) < 1e-12
+
+
+def test_truncated_prior_mean():
+    assert abs(F.truncated_prior_mean(0.5, 200) - 2.0) < 1e-9
+    assert abs(F.truncated_prior_mean(0.2, 20) - 4.77) < 0.01         # README's sweep table
+
+
+def test_sweep_figures_keep_failed_runs():
+    rows = [compute.sweep_row("a", {"lambda_p": 0.2, "status": "completed", "metrics": {"test": {
+                "accuracy": 0.99, "mean_steps": 4.7, "halting_distribution": [0.3, 0.3, 0.4]}}}),
+            compute.sweep_row("b", None, status="failed", reason="loss became nan at step 3", lambda_p=0.9)]
+    grid = F.sweep_grid_fig(rows)
+    assert any("loss became nan" in (a.text or "") for a in grid.layout.annotations)
+    assert any(isinstance(t, go.Bar) and t.marker.color == F.LEARNED_COLOR for t in grid.data)
+    assert any(t.line.color == F.PRIOR_COLOR for t in grid.data if isinstance(t, go.Scatter))
+    steps = F.sweep_steps_fig(rows, 20)
+    learned = next(t for t in steps.data if t.name.startswith("mean halting step"))
+    assert list(learned.x) == [0.2] and list(learned.y) == [4.7]               # the failed run has no point
+    ref = next(t for t in steps.data if t.name == "1/λp")
+    assert np.allclose(np.array(ref.y) * np.array(ref.x), 1.0)
+    acc = F.sweep_accuracy_fig(rows)
+    assert list(acc.data[0].y) == [0.99]
+
+
+def _rows():
+    rng = np.random.default_rng(0)
+    rows = []
+    for kind, a, acc in (("fixed", 0, 0.99), ("fixed", 90, 0.2), ("uniform", 45, 0.9)):
+        s = rng.integers(1, 8, 200).astype(float)
+        rows.append(dict(kind=kind, angle=a, n=200, accuracy=acc, halting=[0.5, 0.3, 0.2], steps=s.tolist(),
+                         confidence=rng.uniform(0, 1, 200).tolist(), correct=(rng.uniform(0, 1, 200) < acc).tolist(),
+                         **compute._box_stats(s)))
+    return rows
+
+
+def test_rotation_figures():
+    rows = _rows()
+    acc = F.rotation_accuracy_fig(rows)
+    fixed = next(t for t in acc.data if t.name == "fixed angle θ")
+    assert list(fixed.x) == [0, 90] and list(fixed.y) == [0.99, 0.2]
+    box = F.rotation_steps_fig(rows)
+    b = next(t for t in box.data if isinstance(t, go.Box))
+    assert list(b.x) == ["0°", "90°", "±45°"]
+    assert all(lo <= q1 <= m <= q3 <= hi for lo, q1, m, q3, hi in zip(b.lowerfence, b.q1, b.median, b.q3, b.upperfence))
+    heat = F.rotation_halting_fig(rows)
+    assert np.array(heat.data[0].z).shape == (3, 3)
+    sc = F.confidence_scatter_fig(rows[1]["steps"], rows[1]["confidence"], rows[1]["correct"])
+    right, wrong = sc.data
+    assert len(right.x) + len(wrong.x) == 200 and right.marker.color == F.CORRECT_COLOR
+    assert np.all(np.abs(np.array(right.x) - np.array(right.customdata)) < 0.2)      # jitter only
+
+
+def test_overlays_and_parity_figures():
+    series = [{"name": "a", "p": [0.6, 0.4], "lambda_p": 0.5, "per_step_accuracy": [0.9, 0.95]},
+              {"name": "b", "p": [0.2, 0.8], "lambda_p": 0.5, "per_step_accuracy": [0.8, 0.97]}]
+    fig = F.overlay_halting_fig(series)
+    assert [t.name for t in fig.data][:2] == ["a", "b"]
+    assert len(_prior_traces(fig)) == 1                                              # one prior per λp
+    fig = F.overlay_steps_fig(series, "per_step_accuracy", "t", "accuracy")
+    assert list(fig.data[1].y) == [0.8, 0.97]
+    fig = F.parity_input_fig([1, -1, 0, 1, 1])
+    assert "3 of them +1" in fig.layout.title.text and "odd" in fig.layout.title.text
+    fig = F.sets_halting_fig({"easy": [0.5, 0.5], "hard": [0.1, 0.9]}, 0.2)
+    assert len(_prior_traces(fig)) == 1
+    fig = F.by_k_fig([{"k": 1, "accuracy": 1.0, "mean_steps": 3.0}, {"k": 2, "accuracy": 0.5, "mean_steps": 4.0}],
+                     train_k=(1, 1))
+    assert list(fig.data[0].y) == [3.0, 4.0]
+
+
+def test_every_trace_has_hover_text():
+    rows = _rows()
+    figs = [F.prior_fig(0.3, 10), F.halting_fig([0.5, 0.5], 0.3), F.lambda_fig([0.5, 1.0]), F.cumulative_fig([0.5, 0.5]),
+            F.step_probs_heatmap(np.full((3, 2), 0.5)), F.rotation_accuracy_fig(rows), F.rotation_halting_fig(rows),
+            F.sweep_steps_fig([], 20), F.parity_input_fig([1, 0])]
+    for fig in figs:
+        for t in fig.data:
+            assert t.hovertemplate or t.hoverinfo, (fig.layout.title.text, t.name)
+    assert math.isclose(sum(F.geometric_prior(0.5, 60)), 1.0, rel_tol=1e-9)
