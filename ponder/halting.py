@@ -201,6 +201,9 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+        # NaN would make every lambda_n NaN: no sample would ever halt and every answer is NaN
+        raise ValueError("the input contains NaN or infinite values")
     N = model.max_steps
     if mode == "expected":
         return _ponder_expected(model, x, trace)

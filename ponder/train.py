@@ -166,8 +166,8 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
     cancel:   set it from another thread to stop after the current step ("cancelled").
     cfg.max_seconds: stop when the budget runs out ("timeout"); the LR schedule follows
               whichever of steps or time is further along, so a budgeted run still anneals.
-    A non-finite loss or gradient stops before the optimiser step ("failed"), so the
-    returned weights are the last good ones.
+    A non-finite loss or gradient stops before the optimiser step ("failed"); an update that
+    makes a weight non-finite is undone; either way the returned weights are the last good ones.
     """
     cfg.validate()
     torch.manual_seed(cfg.seed)
@@ -204,6 +204,8 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
             callback(p)
 
     last = None        # (loss, rec, reg, out, y) of the last good step
+    params = [p for p in model.parameters()]
+    good = [p.detach().clone() for p in params]      # last weights known to be finite
     for x, y in batches:
         elapsed = time.perf_counter() - t0
         if cancel is not None and cancel.is_set():
@@ -236,6 +238,16 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
             status, reason = "failed", f"gradient norm became {gnorm.item()} at step {step + 1}"
             break
         opt.step()
+        if not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
+            # finite loss and gradient, yet the update overflowed: put the last good weights back
+            with torch.no_grad():
+                for p, g in zip(params, good):
+                    p.copy_(g)
+            status, reason = "failed", f"the weights became non-finite after the update at step {step + 1}"
+            break
+        with torch.no_grad():
+            for p, g in zip(params, good):
+                g.copy_(p)
         step += 1
         last = (loss_v, rec.item(), reg.item(), out, y)
         epoch_end = step % batches.per_epoch == 0

@@ -175,3 +175,40 @@ def test_cli_diverging_run_exits_3_and_keeps_the_failed_run(tmp_path, capsys):
     ck = load_checkpoint(out)
     assert ck.card["status"] == "failed" and "at step" in ck.card["reason"]
     assert all(torch.isfinite(p).all() for p in ck.model.parameters())
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_update_that_makes_weights_non_finite_is_undone(monkeypatch, value):
+    """Loss and gradient are finite but the optimiser step writes NaN/inf into a weight (as a
+    huge learning rate can): the run fails at that step and returns the weights from before it."""
+    model = tiny_model("parity", max_steps=6)
+    calls, snapshot = {"n": 0}, {}
+    real_step = torch.optim.Adam.step
+
+    def poisoned_step(self, *a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            snapshot.update(weights(model))
+        out = real_step(self, *a, **kw)
+        if calls["n"] == 3:
+            with torch.no_grad():
+                model.step_fn.out_head.weight.view(-1)[0] = value
+        return out
+
+    monkeypatch.setattr(torch.optim.Adam, "step", poisoned_step)
+    res = train(cfg(), model=model)
+    assert res.status == "failed" and "non-finite after the update at step 3" in res.reason, res.reason
+    assert res.steps == 2
+    assert all(torch.equal(v, snapshot[k]) for k, v in weights(res.model).items())
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("mode", ["sample", "deterministic", "expected"])
+def test_ponder_refuses_non_finite_inputs(bad, mode):
+    from ponder.halting import ponder
+    model = tiny_model("mnist", max_steps=4).eval()
+    x = torch.zeros(2, 1, 28, 28)
+    x[1, 0, 5, 5] = bad
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        ponder(model, x, mode)
+    ponder(model, torch.zeros(2, 1, 28, 28), mode)          # finite input still works
