@@ -110,6 +110,8 @@ class StepFunction(Protocol):
     encode(x) -> ctx          computed once per input (e.g. a CNN embedding) [B, ...]
     init_hidden(ctx) -> h     h_1 [B, H]
     step(ctx, h) -> (y_n, h_{n+1}, lambda_logit_n)   y_n [B, ...], lambda_logit_n [B]
+    unroll(ctx, h, N) -> (y [N, B, ...], lambda_logits [N, B])   optional: all N steps at once, the
+                              same values as N step() calls; PonderNet.forward uses it when present
     loss(y, target) -> [B]    per-sample loss L(y, y_n) for one step
     probs(y) -> [B, C]        class probabilities of an output
     """
@@ -166,14 +168,19 @@ class PonderNet(nn.Module):
         """Full unroll of all N steps (training / evaluation)."""
         ctx = self.step_fn.encode(x)
         h = self.step_fn.init_hidden(ctx)
-        ys, logits = [], []
-        for _ in range(self.max_steps):
-            y, h, l = self.step_fn.step(ctx, h)
-            ys.append(y)
-            logits.append(l)
-        lambda_logits = torch.stack(logits).float()             # [N, B]
+        unroll = getattr(self.step_fn, "unroll", None)
+        if unroll is not None:                                  # the step function's own all-steps path
+            y, lambda_logits = unroll(ctx, h, self.max_steps)   # [N, B, ...], [N, B]
+        else:
+            ys, logits = [], []
+            for _ in range(self.max_steps):
+                y, h, l = self.step_fn.step(ctx, h)
+                ys.append(y)
+                logits.append(l)
+            y, lambda_logits = torch.stack(ys), torch.stack(logits)
+        lambda_logits = lambda_logits.float()                   # [N, B]
         return PonderForward(
-            y=torch.stack(ys),                                  # [N, B, ...]
+            y=y,                                                # [N, B, ...]
             log_p=halting_log_probs(lambda_logits),             # [N, B]
             lambdas=halting_lambdas(lambda_logits),             # [N, B]
             lambda_logits=lambda_logits,
@@ -217,9 +224,10 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
         uniforms = uniforms.to(dev)
 
     idx = torch.arange(B, device=dev)                     # original index of each active sample
+    need_survive = trace or mode == "deterministic"       # sample mode needs only lambda_n
     log_survive = torch.zeros(B, device=dev)              # log prod_{j<n}(1 - lambda_j), active only
     halt_step = torch.full((B,), N, dtype=torch.long, device=dev)
-    out_probs = None
+    out_y = None                                          # [B, ...] the output at each sample's halt
     if trace:
         t_lam = torch.full((N, B), float("nan"), device=dev)
         t_p = torch.full((N, B), float("nan"), device=dev)
@@ -227,15 +235,16 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
     for n in range(N):
         y, h, l = fn.step(ctx, h)
         l = l.float()
-        probs = fn.probs(y).float()                       # [b, C]
-        if out_probs is None:
-            out_probs = torch.zeros(B, probs.shape[1], device=dev)
-            if trace:
-                t_probs = torch.full((N, B, probs.shape[1]), float("nan"), device=dev)
+        if out_y is None:
+            out_y = torch.zeros((B, *y.shape[1:]), device=dev)
         last = n == N - 1
-        lam = torch.ones_like(l) if last else torch.sigmoid(l)         # lambda_n, lambda_N = 1
-        log_not = F.logsigmoid(-l)                                     # log(1 - lambda_n)
+        if need_survive:
+            log_not = F.logsigmoid(-l)                                 # log(1 - lambda_n)
         if trace:
+            probs = fn.probs(y).float()                                # [b, C]
+            if t_probs is None:
+                t_probs = torch.full((N, B, probs.shape[1]), float("nan"), device=dev)
+            lam = torch.ones_like(l) if last else torch.sigmoid(l)     # lambda_n, lambda_N = 1
             log_lam = torch.zeros_like(l) if last else F.logsigmoid(l)
             t_lam[n, idx] = lam
             t_p[n, idx] = (log_lam + log_survive).exp()                # p_n
@@ -243,18 +252,23 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
         if last:
             halt_now = torch.ones_like(l, dtype=torch.bool)
         elif mode == "sample":
-            halt_now = uniforms[n, idx] < lam
+            halt_now = uniforms[n, idx] < torch.sigmoid(l)             # u_n < lambda_n
         else:
             halt_now = log_survive + log_not <= LOG_HALF
-        log_survive = log_survive + log_not
-        if halt_now.any():
-            done = idx[halt_now]
-            out_probs[done] = probs[halt_now]
+        if need_survive:
+            log_survive = log_survive + log_not
+        hit = halt_now.nonzero().squeeze(1)                            # positions in the active batch
+        if len(hit):
+            done = idx[hit]
+            out_y[done] = y.index_select(0, hit).float()
             halt_step[done] = n + 1
-            keep = ~halt_now
-            idx, ctx, h, log_survive = idx[keep], ctx[keep], h[keep], log_survive[keep]
-            if idx.numel() == 0:
+            if len(hit) == len(idx):
                 break
+            keep = (~halt_now).nonzero().squeeze(1)                    # the rest runs the next step
+            idx, ctx, h = idx[keep], ctx.index_select(0, keep), h.index_select(0, keep)
+            if need_survive:
+                log_survive = log_survive[keep]
+    out_probs = fn.probs(out_y).float()                                # [B, C], once for all samples
     res = PonderResult(probs=out_probs, pred=out_probs.argmax(1), halt_step=halt_step,
                        steps_run=halt_step.clone())
     if trace:

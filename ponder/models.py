@@ -29,7 +29,16 @@ def init_lambda_head(head: nn.Linear, lambda_p: float) -> None:
 class MnistStep(nn.Module):
     """CNN embedding computed once per image, then a GRU cell run over the steps.
 
-    x [B, 1, 28, 28] -> ctx [B, E];  h [B, H];  y_n [B, 10] class logits;  lambda_logit_n [B]
+    x [B, 1, 28, 28] -> ctx [B, 3H];  h [B, H];  y_n [B, 10] class logits;  lambda_logit_n [B]
+
+    The cell sees the same embedding e at every step, so its input projection is computed once,
+    in encode(): ctx = W_ih e + b_ih, with the r and z gates' hidden biases folded in. A step then
+    only multiplies the hidden state. The parameters are nn.GRUCell's (checkpoints load as before)
+    and so are the gate equations:
+        r = sigma(gi_r + gh_r),  z = sigma(gi_z + gh_z),  n = tanh(gi_n + r * gh_n),
+        h' = (1 - z) * n + z * h = lerp(n, h, z),        gi = W_ih e + b_ih,  gh = W_hh h + b_hh.
+    unroll() runs all N steps for PonderNet.forward and applies the two heads once to the stacked
+    states; step() is the same update one step at a time, for early-exit inference.
     """
 
     def __init__(self, cfg: MnistConfig, lambda_p: float):
@@ -44,17 +53,52 @@ class MnistStep(nn.Module):
         self.lambda_head = nn.Linear(cfg.hidden, 1)
         init_lambda_head(self.lambda_head, lambda_p)
 
-    def encode(self, x):
-        z = F.max_pool2d(F.relu(self.conv1(x)), 2)              # [B, C1, 14, 14]
-        z = F.max_pool2d(F.relu(self.conv2(z)), 2)              # [B, C2, 7, 7]
+    def embed(self, x):
+        if x.device.type == "cpu" and x.dim() == 4:
+            # channels-last activations on CPU: oneDNN's max-pool and convolutions run faster on
+            # them than on NCHW (docs/benchmarks.md, Profile); the same values
+            x = x.to(memory_format=torch.channels_last)
+        # relu after the max-pool: the same values as before it (relu is monotone), on 4x fewer elements
+        z = F.relu(F.max_pool2d(self.conv1(x), 2))              # [B, C1, 14, 14]
+        z = F.relu(F.max_pool2d(self.conv2(z), 2))              # [B, C2, 7, 7]
         return self.drop(F.relu(self.fc(z.flatten(1))))         # [B, E]
+
+    def encode(self, x):
+        H = self.cfg.hidden
+        bias = self.cell.bias_ih + F.pad(self.cell.bias_hh[:2 * H], (0, H))     # b_ih + [b_hr, b_hz, 0]
+        return F.linear(self.embed(x), self.cell.weight_ih, bias)               # [B, 3H], once per image
 
     def init_hidden(self, ctx):
         return ctx.new_zeros(ctx.shape[0], self.cfg.hidden)     # [B, H]
 
+    def _parts(self, ctx):
+        """ctx split into the r,z and n columns, W_hh into the same rows (transposed for addmm), b_hn.
+
+        Split once per unroll, not once per step: each split of a tensor that needs a gradient costs
+        a zero-filled gradient buffer in the backward pass.
+        """
+        H, w = self.cfg.hidden, self.cell.weight_hh             # w [3H, H]
+        return ctx[:, :2 * H], ctx[:, 2 * H:], w[:2 * H].t(), w[2 * H:].t(), self.cell.bias_hh[2 * H:]
+
+    @staticmethod
+    def _update(h, ctx_rz, ctx_n, w_rz, w_n, b_n):
+        r, z = torch.sigmoid(torch.addmm(ctx_rz, h, w_rz)).chunk(2, 1)          # [B, H] each
+        n = torch.tanh(torch.addcmul(ctx_n, r, torch.addmm(b_n, h, w_n)))       # [B, H]
+        return torch.lerp(n, h, z)                              # h_{n+1} = (1 - z) n + z h   [B, H]
+
     def step(self, ctx, h):
-        h = self.cell(ctx, h)                                   # h_{n+1} [B, H]
+        h = self._update(h, *self._parts(ctx))
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
+
+    def unroll(self, ctx, h, n_steps: int):
+        """All steps at once: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls."""
+        parts = self._parts(ctx)
+        hs = []
+        for _ in range(n_steps):
+            h = self._update(h, *parts)
+            hs.append(h)
+        hs = torch.stack(hs)                                    # [N, B, H]
+        return self.out_head(hs), self.lambda_head(hs).squeeze(-1)
 
     def loss(self, y, target):
         return F.cross_entropy(y.float(), target, reduction="none")      # [B]

@@ -1,0 +1,178 @@
+"""Where the time of one training step goes (the profile behind the optimisations).
+
+Two views of the default model's training step (N = 20, batch 128):
+  phases  the step of ponder/train.py written out with a clock between its parts: batch, CNN
+          embedding forward, the N recurrent steps forward, halting + loss, backward, gradient
+          clipping, Adam, the finite-weights safety copy. Also for (a)'s CNN as a plain
+          classifier, so the pondering overhead shows phase by phase.
+  ops     torch.profiler over the real ponder.train.train loop: the top operators by self time.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Optional
+
+import torch
+
+from ponder import data as D
+from ponder.config import TrainConfig
+from ponder.halting import halting_log_probs
+from ponder.losses import ponder_loss
+from ponder.models import build_model
+from ponder.train import MnistBatches, train
+
+from . import common
+from .throughput import classifier_model
+
+PHASES = ("batch", "embed_fwd", "recurrent_fwd", "loss_fwd", "backward", "clip", "adam", "safety")
+
+
+@dataclass
+class ProfileConfig:
+    batch_size: int = 128
+    max_steps: int = 20       # N
+    warm: int = 10            # untimed steps first
+    steps: int = 40           # timed steps (phases)
+    profiled_steps: int = 10  # steps under torch.profiler (ops)
+    top: int = 15             # operators listed
+    threads: Optional[int] = None
+    seed: int = 0
+
+    @classmethod
+    def quick(cls, **kw) -> "ProfileConfig":
+        return cls(**{**dict(batch_size=32, warm=1, steps=2, profiled_steps=2, top=8), **kw})
+
+
+def phase_times(model, batches, cfg: ProfileConfig) -> dict:
+    """ms per step of each phase, the step of ponder/train.py written out with clocks in between."""
+    fn = model.step_fn
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    params = list(model.parameters())
+    good = [p.detach().clone() for p in params]
+    totals = dict.fromkeys(PHASES, 0.0)
+    it = iter(batches)
+
+    def one(record: bool):
+        marks = [time.perf_counter()]
+        x, y = next(it)                                                       # x [B, 1, 28, 28]
+        marks.append(time.perf_counter())
+        ctx = fn.encode(x)                                                    # [B, ...]
+        marks.append(time.perf_counter())
+        h = fn.init_hidden(ctx)
+        if hasattr(fn, "unroll"):                                             # what PonderNet.forward runs
+            y_steps, lam = fn.unroll(ctx, h, model.max_steps)                 # [N, B, 10], [N, B]
+        else:
+            ys, logits = [], []
+            for _ in range(model.max_steps):
+                out, h, l = fn.step(ctx, h)
+                ys.append(out)
+                logits.append(l)
+            y_steps, lam = torch.stack(ys), torch.stack(logits)
+        marks.append(time.perf_counter())
+        lam = lam.float()
+        log_p = halting_log_probs(lam)                                        # [N, B]
+        N, B = log_p.shape
+        step_losses = fn.loss(y_steps.flatten(0, 1), y.repeat(N)).view(N, B)  # [N, B]
+        loss, _, _ = ponder_loss(step_losses, log_p, model.lambda_p, 0.01)
+        math.isfinite(loss.item())
+        marks.append(time.perf_counter())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        marks.append(time.perf_counter())
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        bool(torch.isfinite(gnorm))
+        marks.append(time.perf_counter())
+        opt.step()
+        marks.append(time.perf_counter())
+        bool(torch.stack([torch.isfinite(p).all() for p in params]).all())
+        with torch.no_grad():
+            for p, g in zip(params, good):
+                g.copy_(p)
+        marks.append(time.perf_counter())
+        if record:
+            for k, a, b in zip(PHASES, marks, marks[1:]):
+                totals[k] += b - a
+
+    for _ in range(cfg.warm):
+        one(False)
+    for _ in range(cfg.steps):
+        one(True)
+    out = {k: 1000 * v / cfg.steps for k, v in totals.items()}
+    out["total"] = sum(out.values())
+    return out
+
+
+def op_table(cfg: ProfileConfig, mnist) -> list:
+    """torch.profiler over `profiled_steps` steps of the real training loop (after `warm` steps)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    tcfg = TrainConfig(batch_size=cfg.batch_size, max_steps=cfg.max_steps, device="cpu", seed=cfg.seed,
+                       log_every=math.gcd(cfg.warm, cfg.profiled_steps))
+    per_epoch = math.ceil(len(mnist.train_y) / cfg.batch_size)
+    end = cfg.warm + cfg.profiled_steps
+    tcfg.epochs = (end + 2 * tcfg.log_every) / per_epoch         # the last planned step would validate
+    prof = profile(activities=[ProfilerActivity.CPU])
+    cancel = threading.Event()
+
+    def on_progress(p):
+        if p.step == cfg.warm:
+            prof.start()
+        if p.step >= end:
+            prof.stop()
+            cancel.set()
+
+    torch.manual_seed(cfg.seed)
+    model = build_model("mnist", tcfg.model_config(), cfg.max_steps, tcfg.lambda_p)
+    train(tcfg, mnist=mnist, callback=on_progress, cancel=cancel, model=model)
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events) or 1.0
+    rows = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:cfg.top]
+    return [{"op": e.key, "calls_per_step": e.count / cfg.profiled_steps,
+             "self_ms_per_step": e.self_cpu_time_total / 1000 / cfg.profiled_steps,
+             "self_percent": 100 * e.self_cpu_time_total / total} for e in rows]
+
+
+def layout_check(cfg: ProfileConfig, repeats: int = 10) -> dict:
+    """max_pool2d forward + backward on (a)'s first conv output [B, 16, 28, 28], NCHW vs channels-last:
+    the measurement behind MnistStep's channels-last activations on CPU."""
+    import torch.nn.functional as F
+
+    z = torch.randn(cfg.batch_size, 16, 28, 28)
+    out = {}
+    for name, t in (("nchw", z), ("channels_last", z.contiguous(memory_format=torch.channels_last))):
+        t = t.detach().requires_grad_()
+
+        def go():
+            F.max_pool2d(t, 2).sum().backward()
+        go()
+        out[f"{name}_ms"] = 1000 * common.best_of(go, repeats)
+    out["speedup"] = out["nchw_ms"] / out["channels_last_ms"]
+    return out
+
+
+def run(cfg: ProfileConfig, mnist=None, data_dir: Optional[str] = None, out=None, quick: bool = False) -> dict:
+    threads = common.set_threads(cfg.threads)
+    machine = common.machine_info("cpu")
+    mnist = mnist if mnist is not None else common.load_mnist(data_dir)
+    tcfg = TrainConfig(batch_size=cfg.batch_size, max_steps=cfg.max_steps, device="cpu", seed=cfg.seed)
+    phases = {}
+    for key, factory in (("a_default", lambda: build_model("mnist", tcfg.model_config(), cfg.max_steps, tcfg.lambda_p)),
+                         ("d_classifier", lambda: classifier_model(tcfg.model_config()))):
+        torch.manual_seed(cfg.seed)
+        model = factory().train()
+        phases[key] = phase_times(model, MnistBatches(mnist, tcfg, "cpu"), cfg)
+    ops = op_table(cfg, mnist)
+    layout = layout_check(cfg, repeats=3 if quick else 10)
+    common.print_table(["phase", "(a) ms/step", "(d) ms/step", "(a) share"],
+                       [[k, phases["a_default"][k], phases["d_classifier"][k],
+                         f"{100 * phases['a_default'][k] / phases['a_default']['total']:.0f}%"] for k in (*PHASES, "total")],
+                       title=f"One training step by phase, N = {cfg.max_steps}, batch {cfg.batch_size}, {threads} threads")
+    common.print_table(["op", "calls/step", "self ms/step", "self %"],
+                       [[r["op"], r["calls_per_step"], r["self_ms_per_step"], r["self_percent"]] for r in ops],
+                       title="Top operators (torch.profiler, self CPU time, real training loop)")
+    print(f"max_pool2d fwd+bwd on [{cfg.batch_size}, 16, 28, 28]: NCHW {layout['nchw_ms']:.2f} ms, "
+          f"channels-last {layout['channels_last_ms']:.2f} ms ({layout['speedup']:.1f}x)")
+    return common.write_result("profile", out, quick, machine, cfg, {"phases": phases, "ops": ops, "layout": layout})
