@@ -6,15 +6,19 @@ centre of mass is at the centre. The network's normalisation (mean/std) is appli
 ponder.data.mnist_inputs, exactly as in training.
 
 Pure numpy / PIL / torch; no Streamlit. Returns None for a blank or too faint image, so a page
-can show a hint instead of an error.
+can show a hint instead of an error. Uploaded files go through read_upload(): any PIL mode (1, L,
+LA, P, RGB, RGBA, I, I;16, F, CMYK, ...) and any size becomes a plain array, or a one-line hint.
 """
 from __future__ import annotations
 
+import io
+import struct
+import warnings
 from typing import Optional
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 
 from ponder import data as D
 
@@ -23,6 +27,8 @@ SIZE = 28                # inside a SIZE x SIZE image
 MIN_INK = 32.0           # the brightest ink must reach this grey level (of 255), else "blank"
 INK_FRACTION = 0.2       # pixels brighter than this fraction of the brightest one make the bounding box
 MAX_SIDE = 2048          # larger pictures are shrunk first (keeps uploads cheap)
+MAX_UPLOAD_MB = 10       # the upload widget's size limit
+MAX_PIXELS = 40_000_000  # refuse bigger pictures before decoding them (decompression bombs)
 
 
 def to_grey(img) -> Optional[np.ndarray]:
@@ -36,8 +42,8 @@ def to_grey(img) -> Optional[np.ndarray]:
     if img is None:
         return None
     a = np.asarray(img)
-    if a.dtype == object or a.size == 0 or a.ndim not in (2, 3) or min(a.shape[:2]) < 1:
-        return None
+    if a.dtype.kind not in "biuf" or a.size == 0 or a.ndim not in (2, 3) or min(a.shape[:2]) < 1:
+        return None                                # objects, strings, complex numbers, wrong shapes
     if a.ndim == 3 and a.shape[2] not in (1, 2, 3, 4):
         return None
     kind = a.dtype.kind
@@ -71,6 +77,7 @@ def preprocess_canvas(img) -> Optional[np.ndarray]:
         s = MAX_SIDE / max(grey.shape)
         size = (max(1, round(grey.shape[1] * s)), max(1, round(grey.shape[0] * s)))
         grey = np.asarray(Image.fromarray(np.ascontiguousarray(grey, np.float32)).resize(size, Image.BILINEAR), np.float32)
+    grey = grey - float(grey.min())            # a grey background is no ink; a flat picture is blank
     top = float(grey.max())
     if not np.isfinite(top) or top < MIN_INK:
         return None
@@ -102,6 +109,77 @@ def _centre_by_mass(small: np.ndarray) -> Optional[np.ndarray]:
     out[top:top + h, left:left + w] = small
     out = np.round(out).astype(np.uint8)
     return out if out.max() > 0 else None
+
+
+def image_to_array(img: Image.Image) -> np.ndarray:
+    """A PIL image of any mode -> an array to_grey() reads: [H, W] grey, [H, W, 2] grey + alpha,
+    [H, W, 3] RGB or [H, W, 4] RGBA. Shrinks it to MAX_SIDE first. 16-bit, 32-bit and float
+    pictures are stretched to 0..255 (their own min..max; NaN counts as 0)."""
+    try:
+        img.seek(0)                                  # the first frame of an animation
+    except (AttributeError, EOFError, ValueError):
+        pass
+    mode = img.mode
+    if mode in ("I", "F") or mode.startswith("I;"):
+        img = img.convert("I") if mode.startswith("I;") else img
+        img = img.convert("F")
+        if max(img.size) > MAX_SIDE:
+            img.thumbnail((MAX_SIDE, MAX_SIDE), Image.BILINEAR)
+        a = np.nan_to_num(np.asarray(img, np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+        lo, hi = float(a.min()), float(a.max())
+        return ((a - lo) * (255.0 / (hi - lo)) if hi > lo else np.zeros_like(a)).astype(np.float32)
+    if mode not in ("L", "LA", "RGB", "RGBA"):
+        transparent = "transparency" in img.info or mode in ("PA", "La", "RGBa")
+        target = {"1": "L", "La": "LA"}.get(mode, "RGBA" if transparent else "RGB")
+        img = img.convert(target)                     # P, PA, CMYK, YCbCr, LAB, HSV, RGBX, ...
+    if max(img.size) > MAX_SIDE:
+        img.thumbnail((MAX_SIDE, MAX_SIDE), Image.BILINEAR)
+    return np.asarray(img)
+
+
+def read_upload(data) -> tuple[Optional[np.ndarray], str]:
+    """Bytes of an uploaded picture -> (array for preprocess_canvas, "") or (None, why not, one line)."""
+    if data is None:
+        return None, "No file."
+    if hasattr(data, "getvalue"):
+        data = data.getvalue()
+    data = bytes(data)
+    if not data:
+        return None, "The file is empty."
+    if len(data) > MAX_UPLOAD_MB * 1024 * 1024:
+        return None, f"The file is over {MAX_UPLOAD_MB} MB; upload a smaller picture."
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data))
+            w, h = img.size
+            if w < 1 or h < 1:
+                return None, "The picture has no pixels."
+            if w * h > MAX_PIXELS:
+                return None, f"The picture is {w}×{h} pixels, too large to read; shrink it below {MAX_PIXELS // 10**6} megapixels."
+            img.load()
+            try:
+                img = ImageOps.exif_transpose(img) or img       # phone photos: upright as they were taken
+            except Exception:                                    # noqa: BLE001 - a bad EXIF block is no reason to fail
+                pass
+            return image_to_array(img), ""
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        return None, "The picture is too large to read; shrink it first."
+    except (OSError, ValueError, SyntaxError, EOFError, TypeError, KeyError, IndexError, MemoryError,
+            ZeroDivisionError, struct.error) as e:
+        return None, f"Not a picture this app can read ({e.__class__.__name__}); try a PNG or JPEG."
+
+
+def preprocess_upload(data) -> tuple[Optional[np.ndarray], str]:
+    """An uploaded file -> (uint8 [28, 28] digit, "") or (None, a hint for the page)."""
+    arr, why = read_upload(data)
+    if arr is None:
+        return None, why
+    digit = preprocess_canvas(arr)
+    if digit is None:
+        return None, ("No digit found in the picture: it looks blank (one flat colour or too faint). Upload a "
+                      "single digit, dark on light or light on dark.")
+    return digit, ""
 
 
 def model_input(digit_uint8: np.ndarray, angle: float = 0.0) -> torch.Tensor:

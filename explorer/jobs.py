@@ -11,6 +11,14 @@ Limits: one active job per browser session, and at most `max_jobs` active jobs i
 was trained so far is saved as a partial run. Every run that produced a model is saved with
 save_run into new_run_dir(runs_root(), name) -- completed, cancelled (partial) or failed alike --
 so it shows up in every model picker.
+
+When the browser tab closes (or reloads, or the network drops): nothing stops the job. Its thread
+belongs to the process, not to the tab, so it trains to the end (its epochs or time budget) and
+saves the run as usual. The job stays attached to the session id that started it, and the page
+shows it live again from that same session as long as Streamlit keeps the session alive (a quick
+reconnect); a new tab is a new session and does not see it as its own, but it counts towards the
+machine's limit until it ends. The saved run is always in the runs folder ($PONDER_RUNS) and in
+every model picker. Threads are named ponder-job-<id> and end when their job ends.
 """
 from __future__ import annotations
 

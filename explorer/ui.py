@@ -9,16 +9,21 @@ from __future__ import annotations
 import math
 import random
 import uuid
+from contextlib import contextmanager
 from typing import Optional, Sequence
 
 import streamlit as st
 import torch
 
-from ponder.config import PARITY_PRESETS, TrainConfig
+from ponder.checkpoint import CheckpointError, SaveError
+from ponder.config import PARITY_PRESETS, ConfigError, TrainConfig
 from ponder.halting import MODES
-from ponder.runs import ModelEntry, RunNameError, safe_name
+from ponder.runs import MAX_UPLOAD_BYTES, ModelEntry, RunNameError, import_checkpoint, safe_name
 
-from . import compute, loaders
+from . import canvas, compute, loaders
+
+# Errors whose message is written for people (one line naming the file / field and the reason).
+USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
 DEFAULT_MODEL = {"mnist": "mnist-default", "parity": "parity-medium", None: "mnist-default"}
@@ -45,6 +50,23 @@ def session_id() -> str:
     if "_session_id" not in st.session_state:
         st.session_state["_session_id"] = uuid.uuid4().hex
     return st.session_state["_session_id"]
+
+
+def one_line(e: BaseException, limit: int = 400) -> str:
+    """An error's message on one line (never a traceback)."""
+    text = " ".join(str(e).split()) or e.__class__.__name__
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+@contextmanager
+def user_errors(stop: bool = True):
+    """Show a checkpoint / save / run-name / config error as one red line (then stop the page)."""
+    try:
+        yield
+    except USER_ERRORS as e:
+        st.error(one_line(e), icon=":material/error:")
+        if stop:
+            st.stop()
 
 
 def chart(fig, caption: str, key: Optional[str] = None) -> None:
@@ -127,10 +149,12 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
 
 
 def models_multiselect_ui(label: str = "Models and runs", default: Sequence[str] = ("mnist-default", "mnist-rot22"),
-                          key: str = "compare_models") -> list:
-    """Several models/runs (any task), kept in the URL as ?models=a&models=b."""
+                          key: str = "compare_models", add: Optional[str] = None) -> list:
+    """Several models/runs (any task), kept in the URL as ?models=a&models=b. `add` joins the selection."""
     entries = loaders.models()
     by = {e.name: e for e in entries}
+    if add in by and key in st.session_state and add not in st.session_state[key]:
+        st.session_state[key] = list(st.session_state[key]) + [add]
     if key not in st.session_state:
         want = [n for n in st.query_params.get_all("models") if n in by] or \
                [n for n in st.session_state.get("_" + key, []) if n in by] or [n for n in default if n in by]
@@ -158,11 +182,12 @@ def _new_seed(key: str) -> None:
     st.session_state[key] = random.randrange(100000)
 
 
-def seed_ui(key: str = "seed", enabled: bool = True) -> int:
-    """The seed of the halting draws, visible and editable, and a 'Sample again' button."""
+def seed_ui(key: str = "seed", enabled: bool = True, stacked: bool = False) -> int:
+    """The seed of the halting draws, visible and editable, and a 'Sample again' button
+    (under it when stacked, for narrow columns)."""
     if key not in st.session_state:
         st.session_state[key] = 0
-    c1, c2 = st.columns([1.2, 1], vertical_alignment="bottom")
+    c1, c2 = (st, st) if stacked else st.columns([1.2, 1], vertical_alignment="bottom")
     seed = c1.number_input("Seed of the halting draws", 0, 10**9, step=1, key=key, disabled=not enabled,
                            help="The same seed replays the same sampled halting step.")
     c2.button("Sample again", icon=":material/casino:", key=key + "_again", on_click=_new_seed, args=(key,), disabled=not enabled,
@@ -170,10 +195,40 @@ def seed_ui(key: str = "seed", enabled: bool = True) -> int:
     return int(seed)
 
 
+SOURCES = ["Draw", "MNIST test digit", "Upload"]
+
+
 def digit_source_ui() -> str:
-    if "digit_source" not in st.session_state:
+    if st.session_state.get("digit_source") not in SOURCES:
         st.session_state["digit_source"] = "Draw"
-    return st.segmented_control("Input", ["Draw", "MNIST test digit"], key="digit_source", required=True) or "Draw"
+    return st.segmented_control("Input", SOURCES, key="digit_source", required=True) or "Draw"
+
+
+def drawing_ui(key: str = "canvas"):
+    """The drawing canvas -> (uint8 [28, 28] digit or None, hint)."""
+    from streamlit_drawable_canvas import st_canvas      # only inside a running app
+
+    st.space("small")                                      # room for the canvas toolbar shown on hover
+    drawn = st_canvas(stroke_width=18, stroke_color="#FFFFFF", background_color="#000000", width=280,
+                      height=280, drawing_mode="freedraw", return_image_data=True, key=key)
+    st.caption("Draw one digit, white on black, filling most of the box. Hover it for undo and clear.")
+    return canvas.preprocess_canvas(drawn.image_data), (
+        "Draw a digit in the black box (or switch the input to **MNIST test digit** or **Upload**). "
+        "The prediction and the step-by-step charts appear as soon as there is some ink.")
+
+
+def upload_ui(key: str = "digit_upload"):
+    """A picture of one digit -> (uint8 [28, 28] digit or None, hint). Any size or colour mode."""
+    f = st.file_uploader("A picture of one digit", type=["png", "jpg", "jpeg", "gif", "bmp", "tif", "tiff", "webp",
+                                                          "pgm", "ppm", "pbm"],
+                         max_upload_size=canvas.MAX_UPLOAD_MB, key=key,
+                         help="Dark on light or light on dark; it is cropped, scaled and centred like MNIST.")
+    if f is None:
+        return None, "Upload a picture of one digit (PNG, JPEG, …, up to 10 MB)."
+    digit, why = canvas.preprocess_upload(f)
+    if digit is not None:
+        st.caption(f"{f.name}: cropped to the ink, scaled to 20×20 and centred in 28×28.")
+    return digit, why
 
 
 def _pick_random(pool_len: int, labels, want) -> None:
@@ -250,9 +305,9 @@ def train_form_ui(task: str) -> Optional[tuple]:
                                max_seconds=float(seconds) or None, rotate_train=float(rot) if task == "mnist" else 0.0,
                                seed=int(seed), device=device, parity_preset=preset)
     try:
-        return safe_name(name), cfg
-    except RunNameError as e:
-        st.sidebar.error(str(e))
+        return safe_name(name), cfg.validate()
+    except (RunNameError, ConfigError) as e:
+        st.sidebar.error(one_line(e))
         return None
 
 
@@ -280,3 +335,38 @@ def sweep_form_ui() -> Optional[list]:
                                                     max_seconds=float(seconds) or None, max_steps=int(n),
                                                     beta=float(beta), device="auto"))
             for v in sorted(values)]
+
+
+# ----------------------------------------------------------------------------- importing a run
+
+def import_run_ui(container=None) -> Optional[str]:
+    """Upload a run (model.safetensors + run.json, optionally metrics.jsonl) into the runs folder.
+
+    Validated by ponder.runs.import_checkpoint (size limit, no pickle, shapes and config checked)
+    before anything lands in the runs folder. Returns the new run's picker name, else None.
+    """
+    box = (container or st.sidebar).expander("Import a run", icon=":material/upload:")
+    with box.form("import_run", border=False):
+        files = st.file_uploader("model.safetensors and run.json (metrics.jsonl optional)", accept_multiple_files=True,
+                                 type=["safetensors", "json", "jsonl"], max_upload_size=MAX_UPLOAD_BYTES // 2**20,
+                                 key="import_files", help="The files of a run folder, e.g. from "
+                                 "`python -m ponder train` or another explorer. Checked before it is added.")
+        name = st.text_input("Name for the run", "imported", max_chars=64, key="import_name")
+        go = st.form_submit_button("Import", icon=":material/upload:", key="import_go")
+    if not go:
+        return None
+    by_ext = {}
+    for f in files or []:
+        ext = f.name.rsplit(".", 1)[-1].lower() if "." in f.name else ""
+        by_ext.setdefault(ext, []).append(f)
+    if len(by_ext.get("safetensors", [])) != 1 or len(by_ext.get("json", [])) != 1 or len(by_ext.get("jsonl", [])) > 1:
+        box.error("Upload exactly one .safetensors file and one run.json (and at most one metrics.jsonl).")
+        return None
+    try:
+        dest = import_checkpoint(by_ext["safetensors"][0], by_ext["json"][0], name,
+                                 history=(by_ext.get("jsonl") or [None])[0])
+    except USER_ERRORS as e:
+        box.error(one_line(e), icon=":material/error:")
+        return None
+    box.success(f"Imported as runs/{dest.name}; it is now in every model picker.")
+    return f"runs/{dest.name}"

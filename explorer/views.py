@@ -9,6 +9,7 @@ import streamlit as st
 from PIL import Image
 
 from ponder.checkpoint import CheckpointError, read_card
+from ponder.config import ConfigError
 
 from . import compute, figures as F, loaders
 from .jobs import JobView, RunState
@@ -18,13 +19,14 @@ from .ui import chart
 # ----------------------------------------------------------------------------- one input
 
 def seen_image_ui(img28: np.ndarray, caption: str) -> None:
+    """The 28x28 input, enlarged with hard pixel edges, fitted to its column (never wider)."""
     big = Image.fromarray(np.asarray(img28, np.uint8)).resize((168, 168), Image.NEAREST)
-    st.image(big, caption=caption, width=168)
+    st.image(big, caption=caption, width="stretch")
 
 
 def answer_ui(tr: compute.Trace, class_names: Sequence[str], truth: Optional[int] = None) -> None:
     """The answer, the halting step and E[n], in words and metrics."""
-    c1, c2, c3 = st.columns(3)
+    c1, c2, c3 = st.columns([1, 1.35, 0.8])          # room for "Halted at step" in narrow layouts
     c1.metric("Prediction", class_names[tr.pred], help=f"Probability of this answer: {tr.confidence:.1%}")
     if tr.mode == "expected":
         c2.metric("Steps run", f"all {tr.max_steps}", help="Expected mode runs every step and mixes the answers.")
@@ -86,7 +88,7 @@ def run_progress_ui(run: RunState, key: str) -> None:
     if run.status == "running":
         elapsed = time.time() - run.started if run.started else 0.0
         remaining = elapsed * (1 - frac) / frac if frac > 0.01 else None
-        step = f"step {last['step']:,} of {last['total_steps']:,}" if last else run.phase or "starting"
+        step = f"step {last['step']:,} of {last['total_steps']:,}" if last else "first steps"
         st.progress(min(max(frac, 0.0), 1.0),
                     text=f"**{run.name}** · {run.phase or 'starting'} · {step} · elapsed {_fmt_s(elapsed)}"
                          f" · remaining ≈ {_fmt_s(remaining) if remaining is not None else '…'}")
@@ -188,8 +190,12 @@ def entry_sweep_rows(entries) -> list:
     for e in entries:
         card = dict(e.card)
         card.setdefault("metrics", {})
-        t = loaders.test_metrics(e) if card.get("status") != "failed" else compute.test_metrics(card)
-        card["metrics"] = {**card["metrics"], "test": t}
+        try:
+            t = loaders.test_metrics(e) if card.get("status") != "failed" else compute.test_metrics(card)
+        except (CheckpointError, ConfigError, OSError) as err:       # a run that cannot be loaded any more
+            card.update(status="failed", reason=" ".join(str(err).split()))
+            t = {}
+        card["metrics"] = {**(card["metrics"] if isinstance(card["metrics"], dict) else {}), "test": t}
         rows.append(compute.sweep_row(e.name, card))
     return rows
 

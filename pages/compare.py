@@ -5,13 +5,16 @@ from explorer import figures, loaders, ui
 
 ui.app_guard("compare")
 st.title("Compare runs")
-entries = ui.models_multiselect_ui()
+imported = ui.import_run_ui()
+entries = ui.models_multiselect_ui(add=imported)
 if len(entries) < 2:
     st.info("Pick two or more models or runs to compare.")
     if not entries:
         st.stop()
 
-metrics = {e.name: loaders.test_metrics(e) for e in entries}
+with ui.user_errors():
+    metrics = {e.name: loaders.test_metrics(e) for e in entries}
+    histories = {e.name: loaders.history(e) for e in entries}
 series = [{"name": e.name, "p": metrics[e.name]["halting_distribution"], "lambda_p": e.card["lambda_p"],
            "per_step_accuracy": metrics[e.name].get("per_step_accuracy")}
           for e in entries if metrics[e.name].get("halting_distribution")]
@@ -35,7 +38,6 @@ with c2:
                                        "accuracy", [max(0.0, low - 0.02), 1.0]),
              "Test accuracy of the answer each model would give if forced to stop at step n.")
 
-histories = {e.name: loaders.history(e) for e in entries}
 histories = {k: v for k, v in histories.items() if v}
 st.subheader("Training curves")
 c1, c2, c3 = st.columns(3)

@@ -8,38 +8,41 @@ st.title("Parity")
 entry = ui.model_picker_ui("parity")
 if entry is None:
     st.stop()
-ck = loaders.checkpoint(entry)
+with ui.user_errors():
+    ck = loaders.checkpoint(entry)
 n = int(ck.card["model"]["n_elems"])
 CLASSES = ["even", "odd"]
 
 c1, c2 = st.columns([1, 2], gap="large")
 with c1:
     how = st.segmented_control("Input", ["Generate", "Type"], key="par_how", required=True, default="Generate")
+    x = None
     if how == "Type":
         text = st.text_input(f"{n} values in {{-1, 0, 1}} (e.g. '1 -1 0 …' or '+-0…')", "+-" * (n // 4) + "0" * (n - 2 * (n // 4)),
                              key="par_text")
         try:
             x = compute.parse_vector(text, n)
         except ValueError as e:
-            st.error(str(e))
-            st.stop()
+            st.error(f"{e}. Fix the vector to see its steps; the test sets below still show.")
     else:
         k = st.slider("Number of non-zeros k", 0, n, min(n, max(1, n // 2)), key="par_k")
         vseed = st.number_input("Vector seed", 0, 10**9, 0, key="par_vseed", help="Change it for another vector.")
         x = compute.parity_vector(n, k, vseed)
     mode = ui.mode_ui("par_mode")
-    seed = ui.seed_ui("par_seed", enabled=mode == "sample")
-truth = int((x == 1).sum()) % 2
-trace = compute.trace_input(ck.model, x, mode, seed)
-with c2:
-    ui.chart(figures.parity_input_fig(x[0].tolist()), "The input: red +1, blue −1, grey 0; the target is "
-             "whether the number of +1s is odd.", key="par_input")
-    views.answer_ui(trace, CLASSES, truth)
-views.trace_charts_ui(trace, CLASSES, truth, key="par")
+    seed = ui.seed_ui("par_seed", enabled=mode == "sample", stacked=True)
+if x is not None:
+    truth = int((x == 1).sum()) % 2
+    trace = compute.trace_input(ck.model, x, mode, seed)
+    with c2:
+        ui.chart(figures.parity_input_fig(x[0].tolist()), "The input: red +1, blue −1, grey 0; the target is "
+                 "whether the number of +1s is odd.", key="par_input")
+        views.answer_ui(trace, CLASSES, truth)
+    views.trace_charts_ui(trace, CLASSES, truth, key="par")
 
 st.subheader("Easy vs hard inputs")
 size = st.select_slider("Problems per test set", [500, 1000, 2000, 5000, 10000], 2000, key="par_size")
-res = loaders.parity_results(str(entry.path), loaders.stamp(entry.path), int(size), "sample", 0)
+with ui.user_errors():
+    res = loaders.parity_results(str(entry.path), loaders.stamp(entry.path), int(size), "sample", 0)
 sets = res["sets"]
 c1, c2 = st.columns(2)
 with c1:

@@ -29,8 +29,9 @@ except ValueError as e:
     st.stop()
 
 n_images = 10000 if full else int(limit)
-rows = loaders.rotation_results(str(entry.path), loaders.stamp(entry.path), tuple(angles), tuple(ranges),
-                                None if full else int(limit), mode, 0)
+with ui.user_errors():
+    rows = loaders.rotation_results(str(entry.path), loaders.stamp(entry.path), tuple(angles), tuple(ranges),
+                                    None if full else int(limit), mode, 0)
 answer, text = compute.ponder_verdict(rows)
 st.subheader("Does it ponder longer on harder inputs?")
 (st.success if answer == "longer" else st.info)(text)

@@ -26,7 +26,7 @@ if specs:
     try:
         registry.submit(session, specs, kind="sweep")
     except (JobLimitError, ConfigError) as e:
-        st.error(str(e))
+        st.error(ui.one_line(e))
 
 st.subheader("Results")
 job = registry.session_job(session, "sweep")

@@ -10,20 +10,21 @@ st.title("Train a PonderNet")
 registry, session = loaders.job_registry(), ui.session_id()
 
 task = ui.task_ui()
-request = ui.train_form_ui(task)
+request, refused = ui.train_form_ui(task), False
 if request is not None:
-    name, cfg = request
-    if cfg.task == "mnist" and loaders.mnist()[0] is None:
+    refused = True
+    if request[1].task == "mnist" and loaders.mnist()[0] is None:
         st.error(loaders.mnist()[1])
     else:
         try:
             registry.submit(session, [request], kind="train")
+            refused = False
         except (JobLimitError, ConfigError) as e:
-            st.error(str(e))
+            st.error(ui.one_line(e))
 
 busy = registry.busy_message(session)
 job = registry.session_job(session, "train")
-if busy and not (job and job.active):
+if busy and not refused and not (job and job.active):
     st.warning(busy)
 if job is None:
     st.markdown(

@@ -202,7 +202,7 @@ def test_train_page_cancel_keeps_a_partial_run_and_a_busy_machine_says_so(runs):
     at = _start_parity_job(open_app("pages/train.py"), "apptest-long", 200.0)
     poll(at, lambda a: bool(a.get("progress")) and len(charts(a)) == 2)       # live progress bar and curves
     other = _start_parity_job(open_app("pages/train.py"), "other-session", 0.04)
-    assert any("machine is busy" in e.value for e in other.error)              # the global limit (1)
+    assert [e.value for e in other.error if "machine is busy" in e.value] and not other.warning   # said once
     at.button(key="train_cancel").click()
     run_ok(at)
     poll(at, lambda a: any("Partial run — cancelled" in w.value for w in a.warning), timeout=60)
@@ -302,3 +302,4 @@ def test_parity_page_generated_and_typed_vectors(runs):
     at.text_input(key="par_text").input("1 0 1")
     run_ok(at)
     assert "takes 8 values" in at.error[0].value
+    assert len(at.dataframe[0].value) == 2 and len(charts(at)) == 2      # easy vs hard still shows

@@ -103,3 +103,59 @@ def test_draw_a_digit_and_see_the_prediction_and_the_per_step_chart(server):
             assert page.get_by_text("What the model sees").count() == 1
         finally:
             browser.close()
+
+
+def _wait(page, fn, timeout=60.0, what=""):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            if fn():
+                return
+        except Exception:                     # noqa: BLE001 - the page is still rerunning
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_shared_links_a_test_digit_rotated_and_an_upload(server, tmp_path):
+    from PIL import Image, ImageDraw
+    from playwright.sync_api import sync_playwright
+
+    seven = tmp_path / "seven.png"
+    img = Image.new("L", (300, 400), 255)
+    ImageDraw.Draw(img).line([(80, 80), (220, 80), (140, 340)], fill=0, width=25)     # dark ink on paper
+    img.save(seven)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            page.goto(server + "/?page=sweep&lp=0.35")                  # a shared link: page and λp
+            page.get_by_text("1/λp = 2.86").first.wait_for(timeout=60000)
+            assert "/sweep" in page.url and "lp=0.35" in page.url
+            page.goto(server + "/?page=digit&model=mnist-rot22")          # page and model
+            page.get_by_text("Draw a digit in the black box").wait_for(timeout=60000)
+            picker = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox] input").first
+            assert picker.input_value().startswith("mnist-rot22"), picker.input_value()
+            page.get_by_role("radio", name="MNIST test digit").click()
+            captions = page.locator("[data-testid=stCaptionContainer]")
+            page.locator("[data-testid=stSelectbox]").filter(has_text="Class").click()
+            page.get_by_role("option", name="3", exact=True).click()
+            _wait(page, lambda: any("label 3" in c for c in captions.all_inner_texts()), what="a 3")
+            page.locator("[data-testid=stSlider]").filter(has_text="Rotation").get_by_role("slider").focus()
+            for _ in range(18):                                        # 18 × 5° to the right
+                page.keyboard.press("ArrowRight")
+            _wait(page, lambda: page.get_by_text("What the model sees (28×28, rotated 90°)").count() == 1, what="90°")
+            _wait(page, lambda: page.locator("[data-testid=stPlotlyChart]").count() == 4, what="charts")
+            page.get_by_role("radio", name="Upload").click()
+            page.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(str(seven))
+            _wait(page, lambda: page.get_by_text("seven.png: cropped to the ink").count() == 1, what="the upload")
+            page.locator("[data-testid=stSlider]").filter(has_text="Rotation").get_by_role("slider").focus()
+            for _ in range(18):
+                page.keyboard.press("ArrowLeft")
+            _wait(page, lambda: page.get_by_text("What the model sees (28×28)").count() == 1, what="0°")
+            values = lambda: dict(zip(page.locator("[data-testid=stMetricLabel]").all_inner_texts(),   # noqa: E731
+                                      page.locator("[data-testid=stMetricValue]").all_inner_texts()))
+            _wait(page, lambda: values().get("Prediction", "").strip() == "7", what=f"a 7, not {values()}")
+            assert page.locator("[data-testid=stException]").count() == 0
+        finally:
+            browser.close()

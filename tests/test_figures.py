@@ -161,3 +161,40 @@ def test_every_trace_has_hover_text():
         for t in fig.data:
             assert t.hovertemplate or t.hoverinfo, (fig.layout.title.text, t.name)
     assert math.isclose(sum(F.geometric_prior(0.5, 60)), 1.0, rel_tol=1e-9)
+
+
+def test_training_axes_have_whole_steps_and_readable_log_ticks():
+    one = [dict(step=10, loss=1.2, rec=1.1, reg=0.05, accuracy=0.7, mean_steps=5.5)]
+    fig = F.training_fig(one, lambda_p=0.2, n_steps=20)
+    assert all("markers" in t.mode for t in fig.data if t.name != "prior mean")      # a first point shows
+    for ax in (fig.layout.xaxis, fig.layout.xaxis2, fig.layout.xaxis3):
+        assert ax.tickformat == "d" and ax.tickmode == "linear" and ax.tick0 == 0 and ax.dtick >= 1
+        assert float(ax.dtick).is_integer()                         # never 9.5 / 10 / 10.5 shown as 10, 10, 11
+    ticks = list(fig.layout.yaxis.tickvals)                        # 1-2-5 ticks, labelled as numbers
+    nice = {m * 10.0 ** e for m in (1, 2, 5) for e in range(-6, 3)}
+    assert ticks and all(any(math.isclose(t, v) for v in nice) for t in ticks)
+    assert list(fig.layout.yaxis.ticktext) == [f"{t:.3g}" for t in ticks]
+    long = [dict(step=s, loss=10 ** (-s / 1000), rec=0.5, reg=0.01, accuracy=0.9, mean_steps=4) for s in range(10, 4010, 10)]
+    fig = F.training_fig(long, 0.2, 20)
+    assert fig.layout.xaxis.dtick in (500, 1000)
+    assert all(t.mode == "lines" for t in fig.data if t.name in ("total loss", "batch accuracy", "mean E[n]"))
+    assert set(fig.layout.yaxis.tickvals) <= {10.0 ** e for e in range(-6, 3)}       # decades over wide ranges
+    ov = F.overlay_training_fig({"a": long, "b": one}, "loss", "Training loss", "loss", log=True)
+    assert ov.layout.xaxis.tick0 == 0 and ov.layout.yaxis.tickvals
+
+
+def test_sweep_grid_text_panels_sit_in_their_own_panel():
+    rows = [dict(name="a", lambda_p=0.2, status="completed", reason="", halting=[0.5, 0.3, 0.2]),
+            dict(name="b", lambda_p=0.7, status="failed", reason="gradient norm became inf at step 1", halting=None),
+            dict(name="c", lambda_p=0.8, status="running 38%", reason="", halting=None),
+            dict(name="d", lambda_p=0.9, status="queued", reason="", halting=None)]
+    fig = F.sweep_grid_fig(rows)
+    notes = {a.text.replace("<br>", " "): a for a in fig.layout.annotations if a.xref == "paper" and a.yref == "paper"
+             and not a.text.startswith("λp=")}
+    failed = next(a for t, a in notes.items() if "became inf" in t)
+    assert failed.font.color == F.WRONG_COLOR and "failed" in failed.text
+    for i, key in ((1, "became inf"), (2, "running 38%"), (3, "queued")):
+        a = next(a for t, a in notes.items() if key in t)
+        xd, yd = fig.layout[f"xaxis{i + 1}"].domain, fig.layout[f"yaxis{i + 1}"].domain
+        assert xd[0] < a.x < xd[1] and yd[0] < a.y < yd[1], (key, a.x, a.y, xd, yd)
+    assert fig.layout.legend.yref == "container"                  # above the panel titles, not over them
