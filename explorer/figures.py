@@ -52,6 +52,29 @@ def _step_axis(n: int, title: str = "step n", max_ticks: int = 20) -> dict:
                 range=[0.4, n + 0.6])
 
 
+def _count_axis(xmax: float, title: str = "training step", max_ticks: int = 6) -> dict:
+    """An axis of whole counts (training steps): integer ticks from 0, never repeated labels."""
+    xmax = float(xmax) if xmax and math.isfinite(float(xmax)) else 1.0
+    raw = max(1.0, xmax / max_ticks)
+    mag = 10 ** math.floor(math.log10(raw))
+    dtick = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    return dict(title=title, tickmode="linear", tick0=0, dtick=int(max(1, dtick)), tickformat="d",
+                rangemode="tozero")
+
+
+def _log_ticks(values) -> dict:
+    """Readable ticks for a log axis: powers of ten over wide ranges, 1-2-5 over narrow ones."""
+    v = np.asarray([x for x in np.asarray(values, np.float64).reshape(-1) if math.isfinite(x) and x > 0])
+    if not len(v):
+        return {}
+    lo, hi = math.floor(math.log10(v.min())), math.ceil(math.log10(v.max()))
+    hi = max(hi, lo + 1)
+    mults = (1,) if hi - lo > 2 else (1, 2, 5)
+    vals = [m * 10.0 ** e for e in range(lo, hi + 1) for m in mults]
+    keep = [t for t in vals if v.min() / 2.5 <= t <= v.max() * 2.5] or vals
+    return dict(tickmode="array", tickvals=keep, ticktext=[f"{t:.3g}" for t in keep])
+
+
 def _layout(fig: go.Figure, title: str = "", height: int = HEIGHT, **kw) -> go.Figure:
     fig.update_layout(title=dict(text=title, x=0, xanchor="left", y=0.98, yanchor="top", yref="container",
                                  font=dict(size=15)) if title else None,
@@ -65,10 +88,30 @@ def _arr(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64).reshape(-1)
 
 
-def _halt_marker(fig: go.Figure, halt_step: Optional[int], label: str = "halted here", **kw) -> None:
+def _rule(fig: go.Figure, x: Optional[float] = None, y: Optional[float] = None, line: Optional[dict] = None,
+          text: str = "", position: str = "top right", yshift: int = 0, font: Optional[dict] = None) -> None:
+    """A labelled line across the whole plot: vertical at x= or horizontal at y=.
+
+    Draws what plotly's add_vline/add_hline draw, as one layout shape plus one annotation; those
+    helpers spent ~10 ms each resolving subplot references, most of a digit's figure time
+    (docs/benchmarks.md, explorer latency)."""
+    top, right = position.startswith("top"), position.endswith("right")
+    if x is not None:       # vertical: spans the plot's height (paper coordinates on y)
+        fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, line=line or {})
+        ann = dict(x=x, xref="x", y=1 if top else 0, yref="paper", xanchor="left" if right else "right",
+                   yanchor="top" if top else "bottom")
+    else:                   # horizontal: spans the plot's width
+        fig.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=y, y1=y, line=line or {})
+        ann = dict(x=1 if right else 0, xref="paper", y=y, yref="y", xanchor="right" if right else "left",
+                   yanchor="bottom" if top else "top")
+    if text:
+        fig.add_annotation(text=text, showarrow=False, yshift=yshift, font=font or {}, **ann)
+
+
+def _halt_marker(fig: go.Figure, halt_step: Optional[int], label: str = "halted here") -> None:
     if halt_step:
-        fig.add_vline(x=halt_step, line=dict(color="black", dash="dot", width=1.5), annotation_text=label,
-                      annotation_position="top right", annotation=dict(yshift=-18, font=dict(size=11)), **kw)
+        _rule(fig, x=halt_step, line=dict(color="black", dash="dot", width=1.5), text=label,
+              yshift=-18, font=dict(size=11))
 
 
 # ----------------------------------------------------------------------------- halting distributions
@@ -89,12 +132,11 @@ def prior_fig(lambda_p: float, n_steps: int, title: str = "") -> go.Figure:
     """The geometric prior as bars, with its mean 1/λp (and the mean truncated at N) marked."""
     fig = go.Figure(prior_trace(lambda_p, n_steps, as_bars=True))
     mean = 1.0 / lambda_p
-    fig.add_vline(x=mean, line=dict(color=PRIOR_COLOR, dash="dash"),
-                  annotation_text=f"mean 1/λp = {mean:.2f}", annotation_position="top right")
+    _rule(fig, x=mean, line=dict(color=PRIOR_COLOR, dash="dash"), text=f"mean 1/λp = {mean:.2f}")
     tmean = truncated_prior_mean(lambda_p, n_steps)
     if abs(tmean - mean) > 0.05:
-        fig.add_vline(x=tmean, line=dict(color=NEUTRAL_COLOR, dash="dot"),
-                      annotation_text=f"truncated at N: {tmean:.2f}", annotation_position="bottom right")
+        _rule(fig, x=tmean, line=dict(color=NEUTRAL_COLOR, dash="dot"), text=f"truncated at N: {tmean:.2f}",
+              position="bottom right")
     fig.update_xaxes(**_step_axis(n_steps))
     fig.update_yaxes(title="probability of halting at n", rangemode="tozero")
     return _layout(fig, title or f"Geometric prior, λp = {lambda_p:g}, N = {n_steps}", showlegend=False)
@@ -124,8 +166,8 @@ def lambda_fig(lambdas: Sequence[float], lambda_p: Optional[float] = None, title
                                line=dict(color=LEARNED_COLOR), marker=dict(size=7),
                                hovertemplate="step %{x}<br>λ_n = %{y:.4f}<extra></extra>"))
     if lambda_p is not None:
-        fig.add_hline(y=lambda_p, line=dict(color=PRIOR_COLOR, dash="dash"),
-                      annotation_text=f"prior's constant λp = {lambda_p:g}", annotation_position="bottom right")
+        _rule(fig, y=lambda_p, line=dict(color=PRIOR_COLOR, dash="dash"),
+              text=f"prior's constant λp = {lambda_p:g}", position="bottom right")
     _halt_marker(fig, halt_step)
     fig.update_xaxes(**_step_axis(n))
     fig.update_yaxes(title="λ_n", range=[0, 1.05])
@@ -141,10 +183,9 @@ def cumulative_fig(p: Sequence[float], title: str = "", halt_step: Optional[int]
     fig = go.Figure(go.Scatter(x=steps(n), y=cdf, mode="lines+markers", name="P(halted by n)",
                                line=dict(color=LEARNED_COLOR, shape="hv"), marker=dict(size=6),
                                hovertemplate="step %{x}<br>P(halted by n) = %{y:.4f}<extra></extra>"))
-    fig.add_hline(y=0.5, line=dict(color=NEUTRAL_COLOR, dash="dash"), annotation_text="0.5",
-                  annotation_position="bottom right")
-    fig.add_vline(x=median, line=dict(color=NEUTRAL_COLOR, dash="dot"),
-                  annotation_text=f"median step {median}", annotation_position="bottom right")
+    _rule(fig, y=0.5, line=dict(color=NEUTRAL_COLOR, dash="dash"), text="0.5", position="bottom right")
+    _rule(fig, x=median, line=dict(color=NEUTRAL_COLOR, dash="dot"), text=f"median step {median}",
+          position="bottom right")
     _halt_marker(fig, halt_step)
     fig.update_xaxes(**_step_axis(n))
     fig.update_yaxes(title="P(halted by step n)", range=[0, 1.05])
@@ -183,31 +224,39 @@ def training_fig(history: Sequence[dict], lambda_p: Optional[float] = None, n_st
     """Loss terms (total, reconstruction, KL), accuracy and mean halting step against training step."""
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
                         subplot_titles=("loss (log scale)", "accuracy", "mean halting step E[n]"))
+    few = len([h for h in history if isinstance(h, dict)]) < 30      # markers, so a first point shows
+    line_mode = "lines+markers" if few else "lines"
+    losses, xmax = [], 1.0
     for key, name, color, dash in (("loss", "total loss", "#1F2430", "solid"),
                                    ("rec", "reconstruction", PALETTE[2], "dot"), ("reg", "KL(p‖p_G)", PALETTE[5], "solid")):
         x, y = _hist(history, key)
-        fig.add_trace(go.Scatter(x=x, y=np.clip(y, 1e-6, None), name=name, mode="lines",
+        y = np.clip(y, 1e-6, None)
+        losses.append(y)
+        xmax = max([xmax] + list(x))
+        fig.add_trace(go.Scatter(x=x, y=y, name=name, mode=line_mode, marker=dict(size=5),
                                  line=dict(color=color, dash=dash),
                                  hovertemplate="step %{x}<br>" + name + " = %{y:.4g}<extra></extra>"), 1, 1)
     x, y = _hist(history, "accuracy")
-    fig.add_trace(go.Scatter(x=x, y=y, name="batch accuracy", mode="lines", line=dict(color=PALETTE[4]),
+    fig.add_trace(go.Scatter(x=x, y=y, name="batch accuracy", mode=line_mode, line=dict(color=PALETTE[4]),
+                             marker=dict(size=5),
                              hovertemplate="step %{x}<br>batch accuracy %{y:.3f}<extra></extra>"), 1, 2)
     x, y = _hist(history, "val_accuracy")
     fig.add_trace(go.Scatter(x=x, y=y, name="validation accuracy", mode="lines+markers",
                              line=dict(color=CORRECT_COLOR), marker=dict(size=7),
                              hovertemplate="step %{x}<br>validation accuracy %{y:.4f}<extra></extra>"), 1, 2)
     x, y = _hist(history, "mean_steps")
-    fig.add_trace(go.Scatter(x=x, y=y, name="mean E[n]", mode="lines", line=dict(color=LEARNED_COLOR),
+    fig.add_trace(go.Scatter(x=x, y=y, name="mean E[n]", mode=line_mode, line=dict(color=LEARNED_COLOR),
+                             marker=dict(size=5),
                              hovertemplate="step %{x}<br>E[n] = %{y:.2f}<extra></extra>"), 1, 3)
     if lambda_p and n_steps and len(x):
         m = truncated_prior_mean(lambda_p, n_steps)
-        fig.add_trace(go.Scatter(x=[x.min(), x.max()], y=[m, m], name="prior mean", mode="lines",
+        fig.add_trace(go.Scatter(x=[0, max(float(x.max()), 1.0)], y=[m, m], name="prior mean", mode="lines",
                                  line=dict(color=PRIOR_COLOR, dash="dash"),
                                  hovertemplate="prior mean (truncated at N) %{y:.2f}<extra></extra>"), 1, 3)
-    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_yaxes(type="log", row=1, col=1, **_log_ticks(np.concatenate(losses) if losses else []))
     fig.update_yaxes(range=[0, 1.02], row=1, col=2)
     fig.update_yaxes(rangemode="tozero", row=1, col=3)
-    fig.update_xaxes(title="training step", tickformat="d")
+    fig.update_xaxes(**_count_axis(xmax))
     _layout(fig, title, height=360)
     fig.update_layout(legend=dict(y=-0.28, yanchor="top"), margin=dict(t=40 if not title else 70, b=20))
     return fig
@@ -216,15 +265,19 @@ def training_fig(history: Sequence[dict], lambda_p: Optional[float] = None, n_st
 def overlay_training_fig(histories: dict, key: str, title: str, ytitle: str, log: bool = False) -> go.Figure:
     """One training metric for several runs: {run name: history}."""
     fig = go.Figure()
+    ys, xmax = [], 1.0
     for i, (name, hist) in enumerate(histories.items()):
         x, y = _hist(hist, key)
         if log:
             y = np.clip(y, 1e-6, None)
+        ys.append(y)
+        xmax = max([xmax] + list(x))
         fig.add_trace(go.Scatter(x=x, y=y, name=name, mode="lines+markers" if len(x) < 30 else "lines",
                                  line=dict(color=PALETTE[i % len(PALETTE)]),
                                  hovertemplate=f"{name}<br>step %{{x}}<br>{ytitle} %{{y:.4g}}<extra></extra>"))
-    fig.update_xaxes(title="training step", tickformat="d")
-    fig.update_yaxes(title=ytitle, type="log" if log else "linear")
+    fig.update_xaxes(**_count_axis(xmax))
+    fig.update_yaxes(title=ytitle, type="log" if log else "linear",
+                     **(_log_ticks(np.concatenate(ys)) if log and ys else {}))
     return _layout(fig, title)
 
 
@@ -298,15 +351,18 @@ def sweep_grid_fig(rows: Sequence[dict], cols: int = 3) -> go.Figure:
             ticks = [1] + list(range(5, n + 1, 5)) if n > 10 else list(range(1, n + 1))
             fig.update_xaxes(tickmode="array", tickvals=ticks, tickformat="d", range=[0.4, n + 0.6], row=rr, col=cc)
         else:
-            text = r.get("reason") or r.get("status") or "no distribution"
-            fig.add_annotation(text=_wrap(text, 40), showarrow=False, font=dict(color=WRONG_COLOR if
-                               r.get("status") == "failed" else NEUTRAL_COLOR),
-                               xref=f"x{i + 1 if i else ''} domain", yref=f"y{i + 1 if i else ''} domain",
-                               x=0.5, y=0.5)
+            failed = r.get("status") == "failed"
+            text = (("failed: " if failed else "") + (r.get("reason") or "")) or r.get("status") or "no distribution"
             fig.update_xaxes(visible=False, row=rr, col=cc)
             fig.update_yaxes(visible=False, row=rr, col=cc)
+            xd = fig.layout[f"xaxis{i + 1 if i else ''}"].domain       # the panel, in figure coordinates:
+            yd = fig.layout[f"yaxis{i + 1 if i else ''}"].domain       # (axis refs misplace text on empty panels)
+            fig.add_annotation(text=_wrap(text, 34), showarrow=False, xref="paper", yref="paper",
+                               x=(xd[0] + xd[1]) / 2, y=(yd[0] + yd[1]) / 2, xanchor="center", yanchor="middle",
+                               align="center", font=dict(color=WRONG_COLOR if failed else NEUTRAL_COLOR, size=12))
     _layout(fig, "", height=240 * nrows + 40)
-    fig.update_layout(margin=dict(t=70))
+    fig.update_layout(margin=dict(t=80),           # the legend sits above the panel titles
+                      legend=dict(orientation="h", yref="container", y=1.0, yanchor="top", x=0, xanchor="left"))
     return fig
 
 
