@@ -163,8 +163,8 @@ def throughput_section(d: dict) -> str:
                  "a fixed ~10–20 µs of dispatch on this CPU), the halting distribution and the per-step losses; the "
                  "CNN, which (d) also pays, is already as fast as channels-last oneDNN makes it. What would close it: "
                  "fusing the step (a hand-written GRU-step kernel, or torch.compile where compilation pays off, see "
-                 "(e)), a fused Adam in the training loop (fewer optimiser kernels for the GRU's extra parameters), "
-                 "or a larger batch, which amortises the per-operator cost."]
+                 "(e)), or a larger batch, which amortises the per-operator cost. (The training loop already uses "
+                 "the fused Adam, one optimiser kernel for all parameters.)"]
     return "\n".join(text)
 
 
@@ -287,8 +287,8 @@ def latency_section(d: dict) -> str:
                  + (f" (other work used {share:.0%} of the machine during this benchmark)" if share else "") + "."]
     if not r["met"]:
         text += ["", f"**Missed.** Figure building alone has a p95 of {f(r['stages']['figures']['p95_ms'], 1)} ms; what "
-                 "would close the gap is the plotly change above (in `explorer/figures.py`, which this work does not "
-                 "touch), and a machine not shared with other work for the tail."]
+                 "would close the gap is fewer or lighter figures per input (the explorer draws its labelled rules as plain "
+                 "layout shapes already), and a machine not shared with other work for the tail."]
     return "\n".join(text)
 
 
@@ -338,9 +338,9 @@ def profile_section(d: dict, tp: Optional[dict]) -> str:
              "above). Intra-op threads: one per core (2 here), set by `bench` (`common.set_threads`). Side tests "
              "during development (not re-measured by `bench`): the recurrent part ran no faster on 1 thread; a "
              "hand-written autograd function for the whole GRU unroll (manual backpropagation through time) was no "
-             "faster than autograd, so the cost is per operator, not in the autograd engine; and "
-             "`torch.optim.Adam(..., fused=True)` took the optimiser step from about 0.9 to 0.3 ms on this model, "
-             "a change suggested for `ponder/train.py` (not made here)."]
+             "faster than autograd, so the cost is per operator, not in the autograd engine. The training loop uses "
+             "`torch.optim.Adam(..., fused=True)`: on the default model's 252,043 parameters the optimiser step "
+             "took 0.55 ms with the default (foreach) Adam and 0.16 ms fused (300 steps each, 2 threads)."]
     return "\n".join(text)
 
 
