@@ -1,7 +1,8 @@
 """MNIST for the explorer, and the example digits shipped in assets/examples (no Streamlit here).
 
-MNIST is read from $PONDER_DATA (or ./data) and never downloaded: the explorer must work offline.
-The load is memoised per process so training threads and pages share one copy (~50 MB).
+MNIST is read from $PONDER_DATA (or ./data); it is downloaded (torchvision) only when the user
+presses the download button, so every page works offline without it. The load is memoised per
+process so training threads and pages share one copy (~50 MB).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def missing_data_message() -> str:
     """Where to put MNIST, in one sentence."""
     return (f"MNIST was not found in {data_dir().resolve()}/MNIST/raw/. Put the four MNIST .gz files "
             f"there (train-images-idx3-ubyte.gz, ...) or point PONDER_DATA at a folder that holds "
-            f"MNIST/raw/, then reload.")
+            f"MNIST/raw/, then reload; or download it here (needs internet).")
 
 
 def mnist_dataset() -> Mnist:
@@ -38,6 +39,17 @@ def mnist_dataset() -> Mnist:
     with _lock:
         if key not in _cache:
             _cache[key] = load_mnist(key, download=False)
+        return _cache[key]
+
+
+def download_mnist() -> Mnist:
+    """Fetch MNIST into data_dir() with torchvision (needs internet) and load it.
+
+    Raises DataError naming the folder and why the download failed."""
+    key = str(data_dir())
+    with _lock:
+        if key not in _cache:
+            _cache[key] = load_mnist(key, download=True)
         return _cache[key]
 
 

@@ -20,7 +20,7 @@ from ponder.config import PARITY_PRESETS, ConfigError, TrainConfig
 from ponder.halting import MODES
 from ponder.runs import MAX_UPLOAD_BYTES, ModelEntry, RunNameError, import_checkpoint, safe_name
 
-from . import canvas, compute, loaders
+from . import canvas, compute, data, loaders
 
 # Errors whose message is written for people (one line naming the file / field and the reason).
 USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
@@ -50,6 +50,19 @@ def session_id() -> str:
     if "_session_id" not in st.session_state:
         st.session_state["_session_id"] = uuid.uuid4().hex
     return st.session_state["_session_id"]
+
+
+def mnist_missing_ui(message: str, key: str, note: str = "") -> None:
+    """Where to put MNIST, and a button that downloads it with torchvision (about 11 MB)."""
+    st.info(f"{message} {note}".strip())
+    if st.button("Download MNIST now (about 11 MB, needs internet)", key=key, icon=":material/download:"):
+        with st.spinner("Downloading MNIST…"):
+            try:
+                data.download_mnist()
+            except Exception as e:      # DataError: no internet, unwritable folder, ...
+                st.error(one_line(e))
+                return
+        st.rerun()
 
 
 def one_line(e: BaseException, limit: int = 400) -> str:

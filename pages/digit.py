@@ -24,7 +24,8 @@ with left:
         mnist, missing = loaders.mnist()
         pool = data.digit_pool(mnist)
         if missing:
-            st.info(f"{missing} Meanwhile you can pick from the {len(pool)} bundled example digits.")
+            ui.mnist_missing_ui(missing, "digit_download",
+                                f"Meanwhile you can pick from the {len(pool)} bundled example digits.")
         pos = ui.digit_picker_ui(pool)
         digit, truth, hint = pool.x[pos], int(pool.y[pos]), ""
         st.caption(f"{pool.source}, image #{int(pool.index[pos])}, label {truth}")

@@ -8,8 +8,11 @@ ui.app_guard("rotation")
 st.title("Rotation study")
 entry = ui.model_picker_ui("mnist")
 mnist, missing = loaders.mnist()
-if entry is None or mnist is None:
-    st.warning(missing or "No MNIST model to study.")
+if mnist is None:
+    ui.mnist_missing_ui(missing, "rotation_download")
+    st.stop()
+if entry is None:
+    st.warning("No MNIST model to study.")
     st.stop()
 
 with st.form("rotation_settings"):

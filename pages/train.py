@@ -34,7 +34,7 @@ if job is None:
         "**Cancel** stops it within a second and keeps what was trained as a partial run. Finished runs "
         "are saved to the runs folder and appear in every model picker.")
     if task == "mnist" and loaders.mnist()[0] is None:
-        st.info(loaders.mnist()[1])
+        ui.mnist_missing_ui(loaders.mnist()[1], "train_download")
     st.stop()
 
 view = views.job_live_ui(registry, session, "train", every=1.0, key="train")

@@ -265,6 +265,34 @@ def test_rotation_page_states_the_answer_from_the_numbers(runs):
     assert "outside" in at.error[0].value
 
 
+def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeypatch):
+    # an empty data folder: the rotation page says where to put MNIST and offers the download button;
+    # a failed download is one red line, a successful one (faked: the local copy) opens the study
+    import explorer.data
+    from ponder.data import DataError
+    monkeypatch.setenv("PONDER_DATA", str(tmp_path / "no-mnist"))
+    at = open_app("pages/rotation.py")
+    assert "MNIST was not found" in at.info[0].value and at.button(key="rotation_download")
+    tried = []
+
+    def offline(folder, download=True):
+        tried.append((folder, download))
+        raise DataError(f"MNIST not found in {folder} (download failed: URLError: no internet)")
+
+    monkeypatch.setattr(explorer.data, "load_mnist", offline)
+    at.button(key="rotation_download").click()
+    run_ok(at)
+    assert (str(tmp_path / "no-mnist"), True) in tried                 # the button asked torchvision to download
+    assert len(at.error) == 1 and "download failed" in at.error[0].value and "\n" not in at.error[0].value
+    monkeypatch.setattr(explorer.data, "load_mnist", lambda folder, download=True: mnist)
+    at.button(key="rotation_download").click()
+    run_ok(at)
+    assert not at.error and at.text_input(key="rot_angles")          # the study's form is there now
+    at.switch_page("pages/train.py").run()
+    run_ok(at)
+    assert not [b for b in at.button if b.key == "train_download"]  # MNIST is loaded: no download offer
+
+
 # ----------------------------------------------------------------------------- 5. Compare runs
 
 def test_compare_page_overlays_two_runs(runs):
