@@ -24,14 +24,13 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image, ImageDraw
-from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT, tiny_model
 from explorer import canvas, compute
 from explorer.jobs import JobLimitError, JobRegistry
 from ponder.checkpoint import CARD, WEIGHTS, load_checkpoint, read_card, save_run
 from ponder.config import TrainConfig
-from test_app_pages import APP, TIMEOUT, charts, poll, run_ok
+from test_app_pages import charts, open_app as open_page, poll, run_ok
 
 TRIED, CLEAN = Counter(), Counter()
 
@@ -71,16 +70,6 @@ def hruns(tmp_path_factory):
     from explorer.loaders import job_registry
     job_registry().shutdown()
     mp.undo()
-
-
-def open_page(path=None, **query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update(query)
-    run_ok(at)
-    if path:
-        at.switch_page(path)
-        run_ok(at)
-    return at
 
 
 def one_line_errors(at) -> list:
