@@ -5,6 +5,7 @@ rotation_study   accuracy and halting-step spread per rotation angle, per-sample
 ponder_verdict   "does it ponder longer on harder inputs?" in plain words, from those numbers
 parity_*         parity inputs and the easy / hard / extrapolation test sets
 sweep_row        one λp-sweep run as a table row
+training_eta     where a running training job is and how long it has left
 """
 from __future__ import annotations
 
@@ -273,3 +274,28 @@ def describe_card(card: dict) -> str:
         parts.append(f"test accuracy {t['accuracy']:.4f}, mean halting step {t.get('mean_steps', float('nan')):.2f}"
                      f" (n = {t.get('n', '?')})")
     return "  \n".join(parts)
+
+
+# ----------------------------------------------------------------------------- training progress
+
+def training_eta(row: dict, now: float) -> tuple[str, Optional[float]]:
+    """("step 190 of 1,290", seconds left) for a running job, from its last progress row.
+
+    row: a Progress dict with 'wall', the time.time() when it was reported. Times are on the
+    training clock (row['elapsed'], which starts after the data is loaded) plus the time since
+    that report, so start-up is not mistaken for training. Steps are limited by the epochs and,
+    when there is one, by the time budget: the run ends at whichever comes first.
+    """
+    step, total, train_s = int(row["step"]), int(row["total_steps"]), float(row["elapsed"])
+    since = max(0.0, now - float(row.get("wall", now)))
+    if step <= 0 or train_s <= 0:
+        return f"step {step:,} of {total:,}", None
+    per_step = train_s / step                                            # seconds per step so far
+    left = (total - step) * per_step                                     # to the end of the epochs
+    text = f"step {step:,} of {total:,}"
+    budget = row.get("max_seconds")
+    if budget and budget - train_s < left:                               # the budget ends it first
+        left = budget - train_s
+        text = f"step {step:,} of about {min(total, int(budget / per_step)):,} ({budget:g} s budget)"
+    return text, max(0.0, left - since)
+

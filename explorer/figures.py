@@ -89,29 +89,26 @@ def _arr(x) -> np.ndarray:
 
 
 def _rule(fig: go.Figure, x: Optional[float] = None, y: Optional[float] = None, line: Optional[dict] = None,
-          text: str = "", position: str = "top right", yshift: int = 0, font: Optional[dict] = None) -> None:
-    """A labelled line across the whole plot: vertical at x= or horizontal at y=.
+          text: str = "", draw: bool = True) -> None:
+    """A line across the whole plot, vertical at x= or horizontal at y=, named in the legend.
 
-    Draws what plotly's add_vline/add_hline draw, as one layout shape plus one annotation; those
-    helpers spent ~10 ms each resolving subplot references, most of a digit's figure time
-    (docs/benchmarks.md, explorer latency)."""
-    top, right = position.startswith("top"), position.endswith("right")
-    if x is not None:       # vertical: spans the plot's height (paper coordinates on y)
-        fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, line=line or {})
-        ann = dict(x=x, xref="x", y=1 if top else 0, yref="paper", xanchor="left" if right else "right",
-                   yanchor="top" if top else "bottom")
-    else:                   # horizontal: spans the plot's width
-        fig.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=y, y1=y, line=line or {})
-        ann = dict(x=1 if right else 0, xref="paper", y=y, yref="y", xanchor="right" if right else "left",
-                   yanchor="bottom" if top else "top")
+    The line is a layout shape (plotly's add_vline/add_hline spent ~10 ms each resolving subplot
+    references, most of a digit's figure time); its label is a legend entry with the same line
+    style, an empty trace, so labels never collide with each other, the data or the plot's edge.
+    draw=False lists the entry without the line (a value beyond the axis, named as such)."""
+    line = line or {}
+    if draw and x is not None:      # vertical: spans the plot's height (paper coordinates on y)
+        fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, line=line)
+    elif draw:                      # horizontal: spans the plot's width
+        fig.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=y, y1=y, line=line)
     if text:
-        fig.add_annotation(text=text, showarrow=False, yshift=yshift, font=font or {}, **ann)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=text, line=line,
+                                 hovertemplate=text + "<extra></extra>"))
 
 
-def _halt_marker(fig: go.Figure, halt_step: Optional[int], label: str = "halted here") -> None:
+def _halt_marker(fig: go.Figure, halt_step: Optional[int]) -> None:
     if halt_step:
-        _rule(fig, x=halt_step, line=dict(color="black", dash="dot", width=1.5), text=label,
-              yshift=-18, font=dict(size=11))
+        _rule(fig, x=halt_step, line=dict(color="black", dash="dot", width=1.5), text=f"halted at step {halt_step}")
 
 
 # ----------------------------------------------------------------------------- halting distributions
@@ -132,14 +129,15 @@ def prior_fig(lambda_p: float, n_steps: int, title: str = "") -> go.Figure:
     """The geometric prior as bars, with its mean 1/λp (and the mean truncated at N) marked."""
     fig = go.Figure(prior_trace(lambda_p, n_steps, as_bars=True))
     mean = 1.0 / lambda_p
-    _rule(fig, x=mean, line=dict(color=PRIOR_COLOR, dash="dash"), text=f"mean 1/λp = {mean:.2f}")
+    beyond = mean > n_steps + 0.5                                # off the step axis: named, not drawn
+    _rule(fig, x=mean, line=dict(color=PRIOR_COLOR, dash="dash"), draw=not beyond,
+          text=f"mean 1/λp = {mean:.2f}" + (f" (beyond N = {n_steps})" if beyond else ""))
     tmean = truncated_prior_mean(lambda_p, n_steps)
     if abs(tmean - mean) > 0.05:
-        _rule(fig, x=tmean, line=dict(color=NEUTRAL_COLOR, dash="dot"), text=f"truncated at N: {tmean:.2f}",
-              position="bottom right")
+        _rule(fig, x=tmean, line=dict(color=NEUTRAL_COLOR, dash="dot"), text=f"mean truncated at N: {tmean:.2f}")
     fig.update_xaxes(**_step_axis(n_steps))
     fig.update_yaxes(title="probability of halting at n", rangemode="tozero")
-    return _layout(fig, title or f"Geometric prior, λp = {lambda_p:g}, N = {n_steps}", showlegend=False)
+    return _layout(fig, title or f"Geometric prior, λp = {lambda_p:g}, N = {n_steps}")
 
 
 def halting_fig(p: Sequence[float], lambda_p: Optional[float] = None, title: str = "",
@@ -166,12 +164,11 @@ def lambda_fig(lambdas: Sequence[float], lambda_p: Optional[float] = None, title
                                line=dict(color=LEARNED_COLOR), marker=dict(size=7),
                                hovertemplate="step %{x}<br>λ_n = %{y:.4f}<extra></extra>"))
     if lambda_p is not None:
-        _rule(fig, y=lambda_p, line=dict(color=PRIOR_COLOR, dash="dash"),
-              text=f"prior's constant λp = {lambda_p:g}", position="bottom right")
+        _rule(fig, y=lambda_p, line=dict(color=PRIOR_COLOR, dash="dash"), text=f"prior's constant λp = {lambda_p:g}")
     _halt_marker(fig, halt_step)
     fig.update_xaxes(**_step_axis(n))
     fig.update_yaxes(title="λ_n", range=[0, 1.05])
-    return _layout(fig, title or "λ_n: chance to halt at step n (if still running)", showlegend=False)
+    return _layout(fig, title or "λ_n: chance to halt at step n (if still running)")
 
 
 def cumulative_fig(p: Sequence[float], title: str = "", halt_step: Optional[int] = None) -> go.Figure:
@@ -183,13 +180,12 @@ def cumulative_fig(p: Sequence[float], title: str = "", halt_step: Optional[int]
     fig = go.Figure(go.Scatter(x=steps(n), y=cdf, mode="lines+markers", name="P(halted by n)",
                                line=dict(color=LEARNED_COLOR, shape="hv"), marker=dict(size=6),
                                hovertemplate="step %{x}<br>P(halted by n) = %{y:.4f}<extra></extra>"))
-    _rule(fig, y=0.5, line=dict(color=NEUTRAL_COLOR, dash="dash"), text="0.5", position="bottom right")
-    _rule(fig, x=median, line=dict(color=NEUTRAL_COLOR, dash="dot"), text=f"median step {median}",
-          position="bottom right")
+    _rule(fig, y=0.5, line=dict(color=NEUTRAL_COLOR, dash="dash"))
+    _rule(fig, x=median, line=dict(color=NEUTRAL_COLOR, dash="dot"), text=f"median step {median} (P ≥ 0.5)")
     _halt_marker(fig, halt_step)
     fig.update_xaxes(**_step_axis(n))
-    fig.update_yaxes(title="P(halted by step n)", range=[0, 1.05])
-    return _layout(fig, title or "Cumulative halting probability", showlegend=False)
+    fig.update_yaxes(title="P(halted by step n)", range=[0, 1.05], tickvals=[0, 0.25, 0.5, 0.75, 1])
+    return _layout(fig, title or "Cumulative halting probability")
 
 
 def step_probs_heatmap(probs, class_names: Optional[Sequence[str]] = None, title: str = "",
@@ -442,9 +438,13 @@ def rotation_steps_fig(rows: Sequence[dict]) -> go.Figure:
         q3=[r["q3"] for r in rows], lowerfence=[r["lo"] for r in rows], upperfence=[r["hi"] for r in rows],
         mean=[r["mean_steps"] for r in rows], name="halting step", marker_color=LEARNED_COLOR,
         boxmean=True, hoverinfo="x+y"))
-    fig.add_trace(go.Scatter(x=labels, y=[r["mean_steps"] for r in rows], mode="markers+lines",
-                             name="mean", line=dict(color=NEUTRAL_COLOR, dash="dot"), marker=dict(size=6),
-                             hovertemplate="%{x}<br>mean halting step %{y:.2f}<extra></extra>"))
+    for kind, name in (("fixed", "mean, fixed angles"), ("uniform", "mean, uniform ranges")):
+        rr = [r for r in rows if (r.get("kind") == "uniform") == (kind == "uniform")]   # one line per kind
+        if rr:
+            fig.add_trace(go.Scatter(x=[_label(r) for r in rr], y=[r["mean_steps"] for r in rr],
+                                     mode="markers+lines", name=name, marker=dict(size=6),
+                                     line=dict(color=NEUTRAL_COLOR, dash="dot" if kind == "fixed" else "dash"),
+                                     hovertemplate="%{x}<br>mean halting step %{y:.2f}<extra></extra>"))
     fig.update_xaxes(title="rotation", type="category")
     fig.update_yaxes(title="halting step", tickformat="d", rangemode="tozero")
     return _layout(fig, "Halting steps vs rotation")

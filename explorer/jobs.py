@@ -164,6 +164,7 @@ class Job:
         def on_progress(p: Progress) -> None:
             row = asdict(p)
             row["fraction"] = p.fraction_done()
+            row["wall"] = time.time()                   # when it was reported (for the time-left estimate)
             with self.lock:
                 run.progress.append(row)
                 run.phase = "training"
@@ -248,8 +249,9 @@ class JobRegistry:
         with self._lock:
             mine = [j for j in self._jobs.values() if j.session == session and j.active]
             if mine:
-                raise JobLimitError("You already have a training job running. Wait for it to finish or "
-                                    "cancel it on the Train page.")
+                page = "λp sweep" if mine[0].kind == "sweep" else "Train"
+                raise JobLimitError(f"You already have a training job running (on the {page} page). Wait "
+                                    "for it to finish or cancel it there.")
             active = [j for j in self._jobs.values() if j.active]
             if len(active) >= self.max_jobs:
                 raise JobLimitError(f"The machine is busy: {len(active)} training job"

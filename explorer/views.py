@@ -86,9 +86,9 @@ def run_progress_ui(run: RunState, key: str) -> None:
     last = run.progress[-1] if run.progress else None
     frac = float(last["fraction"]) if last else 0.0
     if run.status == "running":
-        elapsed = time.time() - run.started if run.started else 0.0
-        remaining = elapsed * (1 - frac) / frac if frac > 0.01 else None
-        step = f"step {last['step']:,} of {last['total_steps']:,}" if last else "first steps"
+        now = time.time()
+        elapsed = now - run.started if run.started else 0.0
+        step, remaining = compute.training_eta(last, now) if last else ("first steps", None)
         st.progress(min(max(frac, 0.0), 1.0),
                     text=f"**{run.name}** · {run.phase or 'starting'} · {step} · elapsed {_fmt_s(elapsed)}"
                          f" · remaining ≈ {_fmt_s(remaining) if remaining is not None else '…'}")
@@ -118,7 +118,7 @@ def run_result_ui(run: RunState) -> None:
     if run.status == "completed":
         st.success(f"{head} Completed{' (' + run.reason + ')' if run.reason else ''}.{acc}{where}")
     elif run.status == "cancelled":
-        st.warning(f"{head} **Partial run — cancelled** ({run.reason}).{acc}{where}")
+        st.warning(f"{head} **Partial run**: {run.reason}.{acc}{where}")
     elif run.status == "failed":
         st.error(f"{head} **Failed**: {run.reason}.{acc}{where}")
     else:

@@ -205,7 +205,7 @@ def test_train_page_cancel_keeps_a_partial_run_and_a_busy_machine_says_so(runs):
     assert [e.value for e in other.error if "machine is busy" in e.value] and not other.warning   # said once
     at.button(key="train_cancel").click()
     run_ok(at)
-    poll(at, lambda a: any("Partial run — cancelled" in w.value for w in a.warning), timeout=60)
+    poll(at, lambda a: any("Partial run**: cancelled" in w.value for w in a.warning), timeout=60)
     card = read_card(runs / "apptest-long")
     assert card["status"] == "cancelled" and 0 < card["steps"] < 200 * 500
     assert not (runs / "other-session").exists()

@@ -127,3 +127,17 @@ def test_example_digits_are_the_mnist_test_images(mnist):
     ex = example_digits()
     assert torch.equal(mnist.test_x[torch.as_tensor(ex.index)], torch.as_tensor(ex.x))
     assert torch.equal(mnist.test_y[torch.as_tensor(ex.index)], torch.as_tensor(ex.y))
+
+
+def test_training_eta_uses_the_training_clock_and_the_budget():
+    # 100 of 1,000 steps in 10 s of training, reported 2 s ago: 900 steps × 0.1 s = 90 s, less 2 s
+    row = dict(step=100, total_steps=1000, elapsed=10.0, wall=50.0, max_seconds=None)
+    assert compute.training_eta(row, now=52.0) == ("step 100 of 1,000", 88.0)
+    # a 15 s budget ends it first: 15 − 10 = 5 s left at the report, 3 s now; about 150 steps in all
+    text, left = compute.training_eta(dict(row, max_seconds=15.0), now=52.0)
+    assert text == "step 100 of about 150 (15 s budget)" and left == 3.0
+    # a budget longer than the epochs need changes nothing
+    assert compute.training_eta(dict(row, max_seconds=600.0), now=52.0) == ("step 100 of 1,000", 88.0)
+    # before the first timed step there is no estimate; past the end it is 0, never negative
+    assert compute.training_eta(dict(row, step=0, elapsed=0.0), now=52.0)[1] is None
+    assert compute.training_eta(dict(row, max_seconds=15.0), now=60.0)[1] == 0.0

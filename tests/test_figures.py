@@ -30,7 +30,7 @@ def test_prior_bars_are_the_geometric_prior(lp, n):
     assert np.allclose(bars.y, lp * (1 - lp) ** (steps - 1))
     assert np.allclose(bars.y, geometric_prior(lp, n).double().numpy(), atol=1e-7)    # the core's version
     assert bars.marker.color == F.PRIOR_COLOR
-    assert any(f"{1 / lp:.2f}" in (s.text or "") for s in fig.layout.annotations)     # the mean 1/λp
+    assert any(f"{1 / lp:.2f}" in name for name in _legend(fig))                       # the mean 1/λp
     _assert_integer_step_axis(fig.layout.xaxis)
 
 
@@ -67,8 +67,33 @@ def test_lambda_and_cumulative_figures():
     fig = F.cumulative_fig(p)
     assert np.allclose(fig.data[0].y, np.cumsum(p)) and abs(fig.data[0].y[-1] - 1) < 1e-12
     assert any(s.y0 == 0.5 == s.y1 for s in fig.layout.shapes)                 # the 0.5 line
-    assert any("median step 3" in (a.text or "") for a in fig.layout.annotations)
+    assert "median step 3 (P ≥ 0.5)" in _legend(fig)
     _assert_integer_step_axis(fig.layout.xaxis)
+
+
+def _legend(fig) -> list:
+    """Names of the legend-only entries that label the rules (empty traces)."""
+    return [t.name for t in fig.data if isinstance(t, go.Scatter) and list(t.x) == [None]]
+
+
+def test_rules_are_labelled_in_the_legend_even_at_the_last_step_or_off_the_axis():
+    # a halt at the last step N: the line is at x = N and its label is a legend entry, which
+    # cannot be clipped at the plot's right edge (a text label anchored there was cut to "halted")
+    p = np.full(20, 0.05)
+    for fig in (F.halting_fig(p, 0.2, halt_step=20), F.lambda_fig(np.full(20, 0.2), 0.2, halt_step=20),
+                F.cumulative_fig(p, halt_step=20)):
+        assert "halted at step 20" in _legend(fig)
+        assert any(s.x0 == s.x1 == 20 and s.yref == "paper" for s in fig.layout.shapes)
+        assert not fig.layout.annotations
+    # λp = 0.03, N = 20: the mean 1/λp = 33.33 lies beyond the step axis, so it is named, not drawn;
+    # the truncated mean (Σ n p_G(n) / Σ p_G(n), about 9.2 here) is drawn
+    fig = F.prior_fig(0.03, 20)
+    names = _legend(fig)
+    assert "mean 1/λp = 33.33 (beyond N = 20)" in names
+    assert not any(abs(s.x0 - 100 / 3) < 1e-6 for s in fig.layout.shapes)
+    [tname] = [n for n in names if n.startswith("mean truncated")]
+    tmean = float(tname.split(": ")[1])
+    assert any(abs(s.x0 - tmean) < 0.01 for s in fig.layout.shapes) and 1 < tmean < 20
 
 
 def test_training_fig_has_the_three_losses_accuracy_and_mean_steps():
@@ -127,6 +152,8 @@ def test_rotation_figures():
     b = next(t for t in box.data if isinstance(t, go.Box))
     assert list(b.x) == ["0°", "90°", "±45°"]
     assert all(lo <= q1 <= m <= q3 <= hi for lo, q1, m, q3, hi in zip(b.lowerfence, b.q1, b.median, b.q3, b.upperfence))
+    means = {t.name: list(t.x) for t in box.data if isinstance(t, go.Scatter)}   # fixed and ranges not joined
+    assert means == {"mean, fixed angles": ["0°", "90°"], "mean, uniform ranges": ["±45°"]}
     heat = F.rotation_halting_fig(rows)
     assert np.array(heat.data[0].z).shape == (3, 3)
     sc = F.confidence_scatter_fig(rows[1]["steps"], rows[1]["confidence"], rows[1]["correct"])
