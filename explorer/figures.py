@@ -202,7 +202,7 @@ def step_probs_heatmap(probs, class_names: Optional[Sequence[str]] = None, title
         fig.add_shape(type="rect", x0=-0.5, x1=c - 0.5, y0=halt_step - 0.5, y1=halt_step + 0.5,
                       line=dict(color="black", width=2, dash="dot"))
     fig.update_yaxes(title="step n", autorange="reversed", tickmode="linear", tick0=1,
-                     dtick=step_dtick(n), tickformat="d")
+                     dtick=step_dtick(n, max_ticks=10), tickformat="d")      # ~20 px a label at HEIGHT
     fig.update_xaxes(title="class" + (f" (true: {names[truth]})" if truth is not None else ""), type="category")
     return _layout(fig, title or "Class probabilities at each step")
 
