@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from ponder.data import DataError, Mnist, default_data_dir, load_mnist
+from ponder.data import Mnist, default_data_dir, load_mnist
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples" / "mnist-test-digits.npz"
 
@@ -33,32 +33,15 @@ def missing_data_message() -> str:
             f"MNIST/raw/, then reload; or download it here (needs internet).")
 
 
-def mnist_dataset() -> Mnist:
-    """MNIST from the local folder, loaded once per process and folder. Raises DataError."""
+def mnist_dataset(download: bool = False) -> Mnist:
+    """MNIST from the local folder, loaded once per process and folder. Raises DataError.
+
+    download=True fetches it there with torchvision first when it is missing (needs internet)."""
     key = str(data_dir())
     with _lock:
         if key not in _cache:
-            _cache[key] = load_mnist(key, download=False)
+            _cache[key] = load_mnist(key, download=download)
         return _cache[key]
-
-
-def download_mnist() -> Mnist:
-    """Fetch MNIST into data_dir() with torchvision (needs internet) and load it.
-
-    Raises DataError naming the folder and why the download failed."""
-    key = str(data_dir())
-    with _lock:
-        if key not in _cache:
-            _cache[key] = load_mnist(key, download=True)
-        return _cache[key]
-
-
-def mnist_or_none() -> tuple[Optional[Mnist], str]:
-    """(MNIST, "") or (None, a message saying where to put the data)."""
-    try:
-        return mnist_dataset(), ""
-    except (DataError, OSError, RuntimeError, ValueError):
-        return None, missing_data_message()
 
 
 @dataclass

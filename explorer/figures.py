@@ -207,6 +207,17 @@ def step_probs_heatmap(probs, class_names: Optional[Sequence[str]] = None, title
     return _layout(fig, title or "Class probabilities at each step")
 
 
+def trace_figures(tr, class_names: Sequence[str], truth: Optional[int] = None) -> dict:
+    """The four per-step figures of one input (an explorer.compute.Trace), as the digit and parity
+    pages show them: {"heat", "p", "lambda", "cdf"}. No halt marker in expected mode (it runs all N)."""
+    halt = tr.halt_step if tr.mode != "expected" else None
+    return {"heat": step_probs_heatmap(tr.probs, class_names, halt_step=halt, truth=truth,
+                                       title="Per-step answer: class probabilities at step n"),
+            "p": halting_fig(tr.p, tr.lambda_p, halt_step=halt, title="Learned p_n vs prior"),
+            "lambda": lambda_fig(tr.lambdas, tr.lambda_p, halt_step=halt),
+            "cdf": cumulative_fig(tr.p, halt_step=halt)}
+
+
 # ----------------------------------------------------------------------------- training curves
 
 def _hist(history, key) -> tuple[np.ndarray, np.ndarray]:

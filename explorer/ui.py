@@ -58,7 +58,7 @@ def mnist_missing_ui(message: str, key: str, note: str = "") -> None:
     if st.button("Download MNIST now (about 11 MB, needs internet)", key=key, icon=":material/download:"):
         with st.spinner("Downloading MNIST…"):
             try:
-                data.download_mnist()
+                data.mnist_dataset(download=True)
             except Exception as e:      # DataError: no internet, unwritable folder, ...
                 st.error(one_line(e))
                 return

@@ -53,23 +53,18 @@ def answer_ui(tr: compute.Trace, class_names: Sequence[str], truth: Optional[int
 def trace_charts_ui(tr: compute.Trace, class_names: Sequence[str], truth: Optional[int] = None,
                     key: str = "trace") -> None:
     """The four per-step charts of one input: answers, λ_n, p_n vs prior, cumulative halting."""
-    halt = tr.halt_step if tr.mode != "expected" else None
+    figs = F.trace_figures(tr, class_names, truth)
     c1, c2 = st.columns(2)
     with c1:
-        chart(F.step_probs_heatmap(tr.probs, class_names, halt_step=halt, truth=truth,
-                                   title="Per-step answer: class probabilities at step n"),
-              "Each row is what the network would answer if it stopped at step n (rows sum to 1); "
+        chart(figs["heat"], "Each row is what the network would answer if it stopped at step n (rows sum to 1); "
               "the dotted box marks where it halted.", key=f"{key}_heat")
-        chart(F.halting_fig(tr.p, tr.lambda_p, halt_step=halt, title="Learned p_n vs prior"),
-              f"Bars: probability of halting exactly at step n for this input; line: the geometric prior "
-              f"λp(1−λp)^(n−1) with λp = {tr.lambda_p:g}.", key=f"{key}_p")
+        chart(figs["p"], f"Bars: probability of halting exactly at step n for this input; line: the geometric "
+              f"prior λp(1−λp)^(n−1) with λp = {tr.lambda_p:g}.", key=f"{key}_p")
     with c2:
-        chart(F.lambda_fig(tr.lambdas, tr.lambda_p, halt_step=halt),
-              "λ_n is the network's chance to halt at step n if it is still running (λ_N = 1 by "
+        chart(figs["lambda"], "λ_n is the network's chance to halt at step n if it is still running (λ_N = 1 by "
               "definition); the dashed line is the prior's constant λp.", key=f"{key}_lambda")
-        chart(F.cumulative_fig(tr.p, halt_step=halt),
-              f"Probability of having halted by step n; deterministic mode stops where it crosses 0.5. "
-              f"E[n] = {tr.expected_steps:.2f}.", key=f"{key}_cdf")
+        chart(figs["cdf"], f"Probability of having halted by step n; deterministic mode stops where it crosses "
+              f"0.5. E[n] = {tr.expected_steps:.2f}.", key=f"{key}_cdf")
 
 
 # ----------------------------------------------------------------------------- training jobs
