@@ -19,6 +19,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,20 +157,11 @@ def best_of(fn: Callable[[], None], repeats: int, device="cpu") -> float:
     return min(times)
 
 
-def percentile(values, q: float) -> float:
-    """Linear-interpolated percentile q in [0, 100] (numpy's default method)."""
-    v = sorted(values)
-    if not v:
-        return float("nan")
-    k = (len(v) - 1) * q / 100.0
-    lo, hi = math.floor(k), math.ceil(k)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
-
-
 def summary_ms(seconds) -> dict:
     """p50 / p95 / mean / max of a list of durations, in milliseconds."""
     ms = [s * 1000.0 for s in seconds]
-    return {"n": len(ms), "p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95),
+    p50, p95 = np.percentile(ms, [50, 95]) if ms else (float("nan"), float("nan"))
+    return {"n": len(ms), "p50_ms": float(p50), "p95_ms": float(p95),
             "mean_ms": statistics.fmean(ms) if ms else float("nan"), "max_ms": max(ms) if ms else float("nan")}
 
 

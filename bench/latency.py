@@ -5,8 +5,7 @@ functions and no Streamlit:
     preprocess   explorer.canvas.preprocess_canvas(rgba)              -> uint8 [28, 28]
     input        explorer.canvas.model_input(digit, angle), seen_image(x)
     ponder       explorer.compute.trace_input(model, x, mode, seed)   (full unroll + early-exit ponder())
-    figures      the four charts of explorer.views.trace_charts_ui: step_probs_heatmap, halting_fig,
-                 lambda_fig, cumulative_fig (explorer.figures)
+    figures      explorer.figures.trace_figures: the four charts of explorer.views.trace_charts_ui
     total        the four above; p50 / p95 over `n_inputs` inputs
 Separately, `to_json`: serialising the four figures (what st.plotly_chart sends to the browser).
 
@@ -43,13 +42,12 @@ class LatencyConfig:
     warmup: int = 3                # untimed inputs after the cold first call
     mode: str = "sample"           # the page's default halting mode
     max_angle: float = 45.0        # odd-numbered inputs are rotated by U(-d, d) degrees (5-degree steps)
-    profiled: int = 10             # inputs run again under cProfile: where figure building spends its time
     threads: Optional[int] = None
     seed: int = 0
 
     @classmethod
     def quick(cls, **kw) -> "LatencyConfig":
-        return cls(**{**dict(n_inputs=5, warmup=1, profiled=2), **kw})
+        return cls(**{**dict(n_inputs=5, warmup=1), **kw})
 
 
 def canvas_images(digits: np.ndarray, n: int, seed: int = 0) -> list:
@@ -77,10 +75,9 @@ def load_digits(mnist=None, data_dir: Optional[str] = None) -> tuple[np.ndarray,
             mnist = common.load_mnist(data_dir)
         except Exception:            # no MNIST here: the bundled examples still make varied inputs
             mnist = None
-    if mnist is not None:
-        return mnist.test_x.numpy(), "MNIST test set"
-    ex = np.load(common.ASSETS / "examples" / "mnist-test-digits.npz")
-    return ex["x"], "assets/examples (20 MNIST test digits)"
+    from explorer.data import digit_pool
+    pool = digit_pool(mnist)                     # the MNIST test set, or the digits in assets/examples
+    return pool.x, pool.source
 
 
 def one_input(model, rgba, angle: float, mode: str, seed: int) -> tuple[dict, list]:
@@ -97,11 +94,7 @@ def one_input(model, rgba, angle: float, mode: str, seed: int) -> tuple[dict, li
     t2 = time.perf_counter()
     tr = compute.trace_input(model, x, mode, seed)
     t3 = time.perf_counter()
-    halt = tr.halt_step if tr.mode != "expected" else None          # as views.trace_charts_ui
-    figs = [F.step_probs_heatmap(tr.probs, CLASSES, halt_step=halt, title="Per-step answer: class probabilities at step n"),
-            F.halting_fig(tr.p, tr.lambda_p, halt_step=halt, title="Learned p_n vs prior"),
-            F.lambda_fig(tr.lambdas, tr.lambda_p, halt_step=halt),
-            F.cumulative_fig(tr.p, halt_step=halt)]
+    figs = list(F.trace_figures(tr, CLASSES).values())              # what views.trace_charts_ui draws
     t4 = time.perf_counter()
     for f in figs:
         f.to_json()
@@ -110,29 +103,6 @@ def one_input(model, rgba, angle: float, mode: str, seed: int) -> tuple[dict, li
     t["total"] = t4 - t0
     t["total_with_json"] = t5 - t0
     return t, figs
-
-
-def figure_profile(model, images, angles, cfg: LatencyConfig) -> dict:
-    """cProfile over a few inputs: the share of figure-building time spent in plotly's
-    axis-spanning lines (Figure.add_vline / add_hline, used for the halt marker and reference lines)."""
-    import cProfile
-    import pstats
-
-    prof = cProfile.Profile()
-    prof.enable()
-    for i, (img, a) in enumerate(zip(images, angles)):
-        one_input(model, img, a, cfg.mode, cfg.seed + i)
-    prof.disable()
-    stats = pstats.Stats(prof).stats                       # {(file, line, name): (cc, nc, tt, ct, callers)}
-
-    def cum(name, file_part):
-        return sum(v[3] for k, v in stats.items() if k[2] == name and file_part in k[0])
-
-    figures = sum(cum(f, "explorer/figures.py") for f in ("step_probs_heatmap", "halting_fig", "lambda_fig", "cumulative_fig"))
-    spanning = cum("add_vline", "plotly") + cum("add_hline", "plotly")
-    n = max(1, len(images))
-    return {"inputs": len(images), "figures_ms": 1000 * figures / n, "spanning_lines_ms": 1000 * spanning / n,
-            "spanning_share": spanning / figures if figures else None}
 
 
 def run(cfg: LatencyConfig, mnist=None, data_dir: Optional[str] = None, out=None, quick: bool = False) -> dict:
@@ -157,7 +127,6 @@ def run(cfg: LatencyConfig, mnist=None, data_dir: Optional[str] = None, out=None
     summary = {k: common.summary_ms(v) for k, v in stages.items()}
     results = {
         "stages": summary, "cold_ms": {k: 1000 * v for k, v in cold.items()}, "inputs": cfg.n_inputs,
-        "figure_profile": figure_profile(model, images[1:1 + cfg.profiled], angles[1:1 + cfg.profiled], cfg),
         "input_source": source, "figures": len(figs),
         "p50_ms": summary["total"]["p50_ms"], "p95_ms": summary["total"]["p95_ms"],
         "target_p95_ms": TARGET_P95_MS, "met": summary["total"]["p95_ms"] <= TARGET_P95_MS,
@@ -165,9 +134,6 @@ def run(cfg: LatencyConfig, mnist=None, data_dir: Optional[str] = None, out=None
     common.print_table(["stage", "p50 ms", "p95 ms", "mean ms", "max ms"],
                        [[k, s["p50_ms"], s["p95_ms"], s["mean_ms"], s["max_ms"]] for k, s in summary.items()],
                        title=f"Explorer latency, canvas -> per-step figures ({cfg.n_inputs} inputs, {threads} threads)")
-    fp = results["figure_profile"]
-    if fp["spanning_share"] is not None:
-        print(f"figure building under cProfile: {fp['spanning_share']:.0%} of it in plotly's add_vline/add_hline")
     print(f"total p95 {summary['total']['p95_ms']:.1f} ms (target <= {TARGET_P95_MS:g} ms); "
           f"first call of the process {cold['total'] * 1000:.0f} ms")
     return common.write_result("latency", out, quick, machine, cfg, results)

@@ -260,7 +260,6 @@ def latency_section(d: dict) -> str:
     r = d["results"]
     rows = [[k, f(s["p50_ms"], 1), f(s["p95_ms"], 1), f(s["mean_ms"], 1), f(s["max_ms"], 1)]
             for k, s in r["stages"].items()]
-    fp = r.get("figure_profile") or {}
     cold = r["cold_ms"]
     text = [f"{r['inputs']} inputs ({r['input_source']}, each scaled, moved and upscaled to a 280×280 RGBA canvas, half "
             "of them rotated), the model `" + d["config"]["model"] + "`, mode " + d["config"]["mode"] + ", one seed per input. "
@@ -274,10 +273,9 @@ def latency_section(d: dict) -> str:
     figs = r["stages"]["figures"]["p50_ms"]
     if tot:
         text += ["", f"Figure building is {figs / tot:.0%} of the median total; the model (full unroll plus early-exit "
-                 f"`ponder()` on one image) is {f(r['stages']['ponder']['p50_ms'], 1)} ms."
-                 + (f" Under cProfile, {fp['spanning_share']:.0%} of figure building is plotly's `add_vline` / `add_hline` "
-                    "(the halt marker and the reference lines); drawing those as plain layout shapes and annotations "
-                    "(`explorer/figures.py`) would remove most of it." if fp.get("spanning_share") else "")]
+                 f"`ponder()` on one image) is {f(r['stages']['ponder']['p50_ms'], 1)} ms. The figures draw their "
+                 "reference lines as plain layout shapes with legend labels: plotly's `add_vline` / `add_hline`, used "
+                 "before, were most of the figure-building time under cProfile."]
     po = r["stages"]["ponder"]
     if po["p50_ms"] and po["p95_ms"] > 3 * po["p50_ms"]:
         share = d["machine"].get("other_work_cpu_share")
