@@ -17,7 +17,9 @@ with c1:
                 f"**{figures.truncated_prior_mean(lp, n):.2f}**.")
 with c2:
     ui.chart(figures.prior_fig(lp, n), f"The geometric prior λp(1−λp)^(n−1) for λp = {lp:g}: the halting "
-             f"distribution the KL term pulls the network towards; dashed line at its mean 1/λp.")
+             f"distribution the KL term pulls the network towards; dashed line at its mean 1/λp"
+             f"{' (off the axis here: 1/λp > N)' if 1 / lp > n + 0.5 else ''}; dotted, where it differs, at the "
+             f"mean truncated at N.")
 
 st.subheader("Train a sweep")
 st.caption("Short MNIST runs, one per λp, queued one after the other in the background (your one job).")
