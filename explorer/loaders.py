@@ -11,7 +11,8 @@ from typing import Optional
 
 import streamlit as st
 
-from ponder.checkpoint import CARD, WEIGHTS, Checkpoint, load_checkpoint, read_history
+from ponder.card import CARD, WEIGHTS, read_history
+from ponder.checkpoint import Checkpoint, load_checkpoint
 from ponder.config import PARITY_PRESETS
 from ponder.evaluate import evaluate_mnist, evaluate_parity
 from ponder.runs import ModelEntry, list_models

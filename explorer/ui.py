@@ -15,7 +15,8 @@ from typing import Optional, Sequence
 import streamlit as st
 import torch
 
-from ponder.checkpoint import CheckpointError, SaveError
+from ponder.atomic import SaveError
+from ponder.card import CheckpointError
 from ponder.config import PARITY_PRESETS, ConfigError, TrainConfig
 from ponder.halting import MODES
 from ponder.runs import MAX_UPLOAD_BYTES, ModelEntry, RunNameError, import_checkpoint, safe_name

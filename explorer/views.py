@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 from PIL import Image
 
-from ponder.checkpoint import CheckpointError, read_card
+from ponder.card import CheckpointError, read_card
 from ponder.config import ConfigError
 
 from . import compute, figures as F, loaders

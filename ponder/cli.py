@@ -128,7 +128,8 @@ def main(argv=None) -> int:
 
 
 def _one_line(e: Exception):
-    from .checkpoint import CheckpointError, SaveError
+    from .atomic import SaveError
+    from .card import CheckpointError
     from .data import DataError
     from .runs import RunNameError
     if isinstance(e, (ConfigError, CheckpointError, DataError, RunNameError, SaveError)):
@@ -200,7 +201,7 @@ def cmd_train(args) -> int:
     if out is None:
         return 4
     if not args.no_eval:
-        from .checkpoint import update_card
+        from .card import update_card
         if cfg.task == "mnist":
             m = evaluate_mnist(res.model, mnist)
         else:
@@ -227,7 +228,7 @@ def _check_writable(out) -> bool:
     import os
     import tempfile
 
-    from .checkpoint import SaveError
+    from .atomic import SaveError
     created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)

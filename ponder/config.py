@@ -81,25 +81,25 @@ class TrainConfig:
 
     def validate(self) -> "TrainConfig":
         _check(_choice(self.task, TASKS), "task", f"one of {', '.join(TASKS)}", self.task)
-        _check(_finite(self.lambda_p) and 0.0 < self.lambda_p <= 1.0, "lambda_p", "(0, 1]", self.lambda_p)
-        _check(_finite(self.beta) and self.beta >= 0.0, "beta", ">= 0", self.beta)
-        _check(_int(self.max_steps) and 1 <= self.max_steps <= 200, "max_steps", "an integer in [1, 200]", self.max_steps)
-        _check(_int(self.hidden) and 1 <= self.hidden <= 4096, "hidden", "an integer in [1, 4096]", self.hidden)
-        _check(_int(self.batch_size) and 1 <= self.batch_size <= 65536, "batch_size", "an integer in [1, 65536]", self.batch_size)
-        _check(_finite(self.lr) and 0.0 < self.lr <= 1.0, "lr", "(0, 1]", self.lr)
-        _check(_finite(self.epochs) and self.epochs > 0, "epochs", "> 0", self.epochs)
-        _check(self.max_seconds is None or (_finite(self.max_seconds) and self.max_seconds > 0),
+        _check(finite(self.lambda_p) and 0.0 < self.lambda_p <= 1.0, "lambda_p", "(0, 1]", self.lambda_p)
+        _check(finite(self.beta) and self.beta >= 0.0, "beta", ">= 0", self.beta)
+        _check(is_int(self.max_steps) and 1 <= self.max_steps <= 200, "max_steps", "an integer in [1, 200]", self.max_steps)
+        _check(is_int(self.hidden) and 1 <= self.hidden <= 4096, "hidden", "an integer in [1, 4096]", self.hidden)
+        _check(is_int(self.batch_size) and 1 <= self.batch_size <= 65536, "batch_size", "an integer in [1, 65536]", self.batch_size)
+        _check(finite(self.lr) and 0.0 < self.lr <= 1.0, "lr", "(0, 1]", self.lr)
+        _check(finite(self.epochs) and self.epochs > 0, "epochs", "> 0", self.epochs)
+        _check(self.max_seconds is None or (finite(self.max_seconds) and self.max_seconds > 0),
                "max_seconds", "> 0 (or unset)", self.max_seconds)
-        _check(_finite(self.rotate_train) and 0.0 <= self.rotate_train <= 180.0, "rotate_train", "[0, 180] degrees", self.rotate_train)
-        _check(_int(self.seed) and 0 <= self.seed <= MAX_SEED, "seed", "an integer in [0, 2**63 - 1]", self.seed)
+        _check(finite(self.rotate_train) and 0.0 <= self.rotate_train <= 180.0, "rotate_train", "[0, 180] degrees", self.rotate_train)
+        _check(is_int(self.seed) and 0 <= self.seed <= MAX_SEED, "seed", "an integer in [0, 2**63 - 1]", self.seed)
         _check(_choice(self.device, DEVICES), "device", f"one of {', '.join(DEVICES)}", self.device)
-        _check(_finite(self.grad_clip) and self.grad_clip > 0, "grad_clip", "> 0", self.grad_clip)
+        _check(finite(self.grad_clip) and self.grad_clip > 0, "grad_clip", "> 0", self.grad_clip)
         # an upper bound: Adam adds weight_decay * w to the gradient after clipping, and a huge
         # value (~1e38) overflows that sum and writes NaN into the weights in one step
-        _check(_finite(self.weight_decay) and 0 <= self.weight_decay <= 1, "weight_decay", "in [0, 1]", self.weight_decay)
+        _check(finite(self.weight_decay) and 0 <= self.weight_decay <= 1, "weight_decay", "in [0, 1]", self.weight_decay)
         _check(_choice(self.parity_preset, PARITY_PRESETS), "parity_preset", f"one of {', '.join(PARITY_PRESETS)}", self.parity_preset)
-        _check(_int(self.steps_per_epoch) and self.steps_per_epoch >= 1, "steps_per_epoch", "an integer >= 1", self.steps_per_epoch)
-        _check(_int(self.log_every) and self.log_every >= 1, "log_every", "an integer >= 1", self.log_every)
+        _check(is_int(self.steps_per_epoch) and self.steps_per_epoch >= 1, "steps_per_epoch", "an integer >= 1", self.steps_per_epoch)
+        _check(is_int(self.log_every) and self.log_every >= 1, "log_every", "an integer >= 1", self.log_every)
         _check(_choice(self.lr_schedule, ("onecycle", "constant")), "lr_schedule", "onecycle or constant", self.lr_schedule)
         _check(isinstance(self.compile, bool), "compile", "true or false", self.compile)
         return self
@@ -115,36 +115,34 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
-        if not isinstance(d, dict):
-            raise ConfigError(f"a training config must be a mapping of field names to values, got {type(d).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
-        return cls(**d)
+        return from_mapping(cls, d, "a training config", "config field(s)")
 
 
 def model_config_from_dict(task: str, d: dict):
     cls = {"mnist": MnistConfig, "parity": ParityConfig}.get(task) if isinstance(task, str) else None
     if cls is None:
         raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
-    if not isinstance(d, dict):
-        raise ConfigError(f"a {task} model config must be a mapping of field names to values, got {type(d).__name__}")
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise ConfigError(f"unknown {task} model field(s): {', '.join(unknown)}")
-    cfg = cls(**d)
+    cfg = from_mapping(cls, d, f"a {task} model config", f"{task} model field(s)")
     for f in fields(cls):
         v = getattr(cfg, f.name)
         if f.name == "dropout":
-            _check(_finite(v) and 0.0 <= v < 1.0, f.name, "[0, 1)", v)
+            _check(finite(v) and 0.0 <= v < 1.0, f.name, "[0, 1)", v)
         else:
-            _check(_int(v) and 1 <= v <= 4096, f.name, "an integer in [1, 4096]", v)
+            _check(is_int(v) and 1 <= v <= 4096, f.name, "an integer in [1, 4096]", v)
     return cfg
 
 
-def _finite(v) -> bool:
+def from_mapping(cls, d, what: str, fields_name: str):
+    """cls(**d), refusing a d that is not a mapping or names fields cls does not have."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"{what} must be a mapping of field names to values, got {type(d).__name__}")
+    unknown = sorted(set(d) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ConfigError(f"unknown {fields_name}: {', '.join(unknown)}")
+    return cls(**d)
+
+
+def finite(v) -> bool:
     if not isinstance(v, (int, float)) or isinstance(v, bool):
         return False
     try:
@@ -158,11 +156,11 @@ def _choice(v, allowed) -> bool:
     return isinstance(v, str) and v in allowed
 
 
-def _int(v) -> bool:
+def is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _short_repr(value, limit: int = 60) -> str:
+def short_repr(value, limit: int = 60) -> str:
     """repr for an error message: one line, at most `limit` characters, never raises."""
     try:
         r = repr(value)
@@ -174,4 +172,4 @@ def _short_repr(value, limit: int = 60) -> str:
 
 def _check(ok: bool, name: str, allowed: str, value) -> None:
     if not ok:
-        raise ConfigError(f"{name} must be {allowed}, got {_short_repr(value)}")
+        raise ConfigError(f"{name} must be {allowed}, got {short_repr(value)}")

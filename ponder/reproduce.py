@@ -15,7 +15,8 @@ from typing import Optional
 import torch
 
 from . import data as D
-from .checkpoint import load_checkpoint, save_run, update_card
+from .card import read_card, update_card
+from .checkpoint import load_checkpoint, save_run
 from .config import PARITY_PRESETS, TrainConfig
 from .evaluate import evaluate_mnist, evaluate_parity
 from .train import device_name, pick_device, train

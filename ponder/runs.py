@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .checkpoint import (CARD, HISTORY, WEIGHTS, CheckpointError, SaveError, load_checkpoint, read_card,
-                         update_card)
+from .atomic import SaveError
+from .card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, update_card
+from .checkpoint import load_checkpoint
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 MAX_NAME = 64

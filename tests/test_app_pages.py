@@ -17,7 +17,8 @@ from PIL import Image, ImageDraw
 from streamlit.testing.v1 import AppTest
 
 from conftest import tiny_model
-from ponder.checkpoint import read_card, save_run
+from ponder.card import read_card
+from ponder.checkpoint import save_run
 from ponder.config import TrainConfig
 from ponder.evaluate import evaluate_mnist, evaluate_parity
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from ponder.checkpoint import (CARD, HISTORY, WEIGHTS, CheckpointError, load_checkpoint, read_card,
-                               read_history, save_run)
+from ponder.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
+from ponder.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 
 

@@ -4,7 +4,9 @@ import time
 
 import pytest
 
-from ponder.checkpoint import load_checkpoint, read_card, read_history
+from ponder.card import read_card, read_history
+
+from ponder.checkpoint import load_checkpoint
 from ponder.config import ConfigError, TrainConfig
 from ponder.data import DataError
 from ponder.runs import list_models

@@ -17,9 +17,9 @@ import torch
 from safetensors.torch import save
 
 from conftest import tiny_model
-from ponder import checkpoint as C
-from ponder.checkpoint import (CARD, HISTORY, WEIGHTS, CheckpointError, load_checkpoint, read_card,
-                               read_history, save_run)
+from ponder import atomic as A, card as K, checkpoint as C
+from ponder.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
+from ponder.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 from ponder.runs import RunNameError, import_checkpoint, list_models
 
@@ -546,4 +546,4 @@ def test_save_run_with_odd_text_fields_stays_loadable(tmp_path, field, value):
     model = tiny_model("parity", max_steps=5)
     d = save_run(tmp_path / "r", model, TrainConfig(task="parity", max_steps=5, hidden=16), **{field: value})
     ck = load_checkpoint(d)
-    assert isinstance(ck.card[field], str) and len(ck.card[field]) <= C.MAX_CARD_TEXT
+    assert isinstance(ck.card[field], str) and len(ck.card[field]) <= K.MAX_CARD_TEXT

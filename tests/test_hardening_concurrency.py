@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from ponder.checkpoint import CARD, WEIGHTS, load_checkpoint, read_card, save_run, update_card
+from ponder.card import CARD, WEIGHTS, read_card, update_card
+from ponder.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 from ponder.runs import import_checkpoint, list_models, new_run_dir
 from ponder.train import train

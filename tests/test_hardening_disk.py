@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from ponder import checkpoint as C
-from ponder.checkpoint import (CARD, HISTORY, WEIGHTS, SaveError, atomic_write_bytes, load_checkpoint, read_card,
-                               read_history, save_run, update_card)
+from ponder import atomic as A, card as K, checkpoint as C
+from ponder.atomic import SaveError, atomic_write_bytes
+from ponder.card import CARD, HISTORY, WEIGHTS, read_card, read_history, update_card
+from ponder.checkpoint import load_checkpoint, save_run
 from ponder.cli import main
 from ponder.config import ParityConfig, TrainConfig
 from ponder.models import build_model
@@ -97,7 +98,7 @@ def test_sigkill_at_random_moments_leaves_old_or_new_run(tmp_path):
     # leftovers of killed writers are hidden files; the next save removes the old ones
     leftovers = list(run_dir.glob(".*.tmp"))
     for p in leftovers:
-        os.utime(p, (time.time() - 2 * C.STALE_SECONDS,) * 2)
+        os.utime(p, (time.time() - 2 * A.STALE_SECONDS,) * 2)
     save_run(run_dir, models[1], CFG, steps=1)
     assert no_tmp_files(run_dir)
 
@@ -177,7 +178,7 @@ def test_permission_and_readonly_errors_when_creating_files(tmp_path, monkeypatc
 
     def refuse(*a, **k):
         raise OSError(err, os.strerror(err))
-    monkeypatch.setattr(C.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(A.tempfile, "mkstemp", refuse)
     with pytest.raises(SaveError) as e:
         save_run(d, tiny_model("parity", max_steps=4, seed=1), TrainConfig(task="parity", max_steps=4, hidden=16))
     assert_one_line(e, str(d / WEIGHTS))
@@ -206,12 +207,12 @@ def _fail_on_call(n, fn):
 
 
 FULL = {
-    "fsync-weights": lambda mp: mp.setattr(C.os, "fsync", _fail_on_call(1, os.fsync)),
-    "fsync-history": lambda mp: mp.setattr(C.os, "fsync", _fail_on_call(2, os.fsync)),
-    "fsync-card": lambda mp: mp.setattr(C.os, "fsync", _fail_on_call(3, os.fsync)),
-    "chmod": lambda mp: mp.setattr(C.os, "chmod", _enospc),
-    "rename": lambda mp: mp.setattr(C.os, "replace", _fail_on_call(1, os.replace)),
-    "rename-card": lambda mp: mp.setattr(C.os, "replace", _fail_on_call(3, os.replace)),
+    "fsync-weights": lambda mp: mp.setattr(A.os, "fsync", _fail_on_call(1, os.fsync)),
+    "fsync-history": lambda mp: mp.setattr(A.os, "fsync", _fail_on_call(2, os.fsync)),
+    "fsync-card": lambda mp: mp.setattr(A.os, "fsync", _fail_on_call(3, os.fsync)),
+    "chmod": lambda mp: mp.setattr(A.os, "chmod", _enospc),
+    "rename": lambda mp: mp.setattr(A.os, "replace", _fail_on_call(1, os.replace)),
+    "rename-card": lambda mp: mp.setattr(A.os, "replace", _fail_on_call(3, os.replace)),
 }
 
 
@@ -255,7 +256,7 @@ def test_real_write_failure_file_size_limit(tmp_path):
 def test_update_card_on_full_disk_keeps_card(tmp_path, monkeypatch):
     d = save_run(tmp_path / "run", tiny_model("parity", max_steps=4), TrainConfig(task="parity", max_steps=4, hidden=16))
     before = (d / CARD).read_bytes()
-    monkeypatch.setattr(C.os, "fsync", _enospc)
+    monkeypatch.setattr(A.os, "fsync", _enospc)
     with pytest.raises(SaveError):
         update_card(d, metrics={"test": {"accuracy": 0.9}})
     monkeypatch.undo()
@@ -293,13 +294,13 @@ def test_cli_unwritable_out_fails_before_training(tmp_path, capsys, monkeypatch)
 def test_cli_save_fails_after_training_rescues_the_model(tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    real = C._write_tmp
+    real = A.write_tmp
 
     def full_under_out(path, data):
         if str(out) in str(path):
             raise SaveError(path, OSError(errno.ENOSPC, "No space left on device"))
         return real(path, data)
-    monkeypatch.setattr(C, "_write_tmp", full_under_out)
+    monkeypatch.setattr(A, "write_tmp", full_under_out)
     rc = main([*TRAIN, "--out", str(out)])
     stdout, err = capsys.readouterr()
     assert rc == 4, (stdout, err)
@@ -312,7 +313,7 @@ def test_cli_save_fails_after_training_rescues_the_model(tmp_path, capsys, monke
 
 def test_cli_both_saves_fail_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(C, "_write_tmp", lambda path, data: (_ for _ in ()).throw(
+    monkeypatch.setattr(A, "write_tmp", lambda path, data: (_ for _ in ()).throw(
         SaveError(path, OSError(errno.ENOSPC, "No space left on device"))))
     rc = main([*TRAIN, "--out", str(tmp_path / "out")])
     _, err = capsys.readouterr()

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from ponder.checkpoint import load_checkpoint, read_card, read_history, save_run
+from ponder.card import read_card, read_history
+from ponder.checkpoint import load_checkpoint, save_run
 from ponder.cli import main
 from ponder.config import ConfigError, TrainConfig
 from ponder.runs import list_models

@@ -28,7 +28,8 @@ from PIL import Image, ImageDraw
 from conftest import ROOT, tiny_model
 from explorer import canvas, compute
 from explorer.jobs import JobLimitError, JobRegistry
-from ponder.checkpoint import CARD, WEIGHTS, load_checkpoint, read_card, save_run
+from ponder.card import CARD, WEIGHTS, read_card
+from ponder.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 from test_app_pages import charts, open_app as open_page, poll, run_ok
 

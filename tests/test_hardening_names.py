@@ -9,7 +9,8 @@ import re
 import pytest
 
 from conftest import tiny_model
-from ponder.checkpoint import CARD, HISTORY, WEIGHTS, load_checkpoint, save_run
+from ponder.card import CARD, HISTORY, WEIGHTS
+from ponder.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 from ponder.runs import MAX_NAME, RunNameError, import_checkpoint, list_models, new_run_dir, run_path, safe_name
 

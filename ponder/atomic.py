@@ -1,0 +1,149 @@
+"""Atomic file writes: every write goes to a temporary file in the same folder (fsynced) and is
+renamed into place, so a crash leaves the old file or the new one, never a half-written one.
+
+SaveError is the one error a failed write raises: an OSError whose message is one line naming
+the file and the reason (os_reason adds a hint for a full disk, a read-only file system, ...).
+"""
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+
+STALE_SECONDS = 3600      # temporary files this old were left by a killed writer
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+class SaveError(OSError):
+    """A run that could not be written: full disk, unwritable or missing folder, a file in the way.
+
+    An OSError (so `except OSError` keeps working) whose message is one line naming the file and
+    the reason. Nothing in memory is touched: the model can be saved again somewhere else.
+    """
+
+    def __init__(self, path, err: OSError, what: str = "cannot write"):
+        super().__init__(err.errno, err.strerror or str(err), str(path))
+        self.line = f"{path}: {what} ({os_reason(err)})"
+
+    def __str__(self) -> str:
+        return self.line
+
+
+def os_reason(err: OSError) -> str:
+    """A short reason for an OSError, with a hint for the usual suspects."""
+    if isinstance(err, SaveError):
+        return err.line
+    base = err.strerror or str(err) or err.__class__.__name__
+    hint = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+            errno.EROFS: "the file system is read-only", errno.EACCES: "no permission",
+            errno.EPERM: "no permission", errno.ENOTDIR: "a file is in the way of a folder",
+            errno.EISDIR: "a folder is in the way of a file"}.get(err.errno)
+    return f"{base}: {hint}" if hint and hint.lower() not in base.lower() else base
+
+
+def write_tmp(path: Path, data: bytes) -> str:
+    """Write data to a fresh temporary file next to path (fsynced). Returns its name. Raises SaveError."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    except OSError as e:
+        raise SaveError(path, e) from None
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)         # mkstemp makes 0600; use the usual file mode
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException as e:
+        unlink_quiet(tmp)
+        if isinstance(e, OSError):
+            raise SaveError(path, e) from None
+        raise
+    return tmp
+
+
+def commit(pairs) -> None:
+    """Rename temporary files into place (a rename needs no free space); fsync the folders."""
+    try:
+        for tmp, path in pairs:
+            os.replace(tmp, path)
+    except OSError as e:
+        for tmp, _ in pairs:
+            unlink_quiet(tmp)
+        raise SaveError(path, e) from None
+    for folder in {Path(p).parent for _, p in pairs}:
+        try:                                   # make the renames durable (best effort)
+            dfd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError:
+            pass
+
+
+def write_files(files: dict) -> None:
+    """{path: bytes}: every temporary file first (where a full disk fails), then the renames in
+    the dict's order. A failure before the renames leaves nothing behind."""
+    written = []
+    try:
+        for path, data in files.items():
+            written.append((write_tmp(Path(path), data), Path(path)))
+    except BaseException:
+        for tmp, _ in written:
+            unlink_quiet(tmp)
+        raise
+    commit(written)
+
+
+def unlink_quiet(name) -> None:
+    try:
+        os.unlink(name)
+    except OSError:
+        pass
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same folder + rename: a crash leaves the old or the new file.
+
+    Raises SaveError (an OSError with a one-line message naming the file) when it cannot write.
+    """
+    write_files({Path(path): data})
+
+
+def json_bytes(obj, indent=2) -> bytes:
+    """JSON text of obj with NaN/inf written as null (JSON cannot hold them)."""
+    return (json.dumps(jsonable(obj), indent=indent) + "\n").encode()
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    atomic_write_bytes(path, json_bytes(obj))
+
+
+def jsonable(obj):
+    """JSON cannot hold NaN/inf: write them as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    return obj
+
+
+def remove_stale_tmp(folder: Path, names) -> None:
+    """Delete temporary files of `names` a killed writer left behind (only old ones: a live
+    writer's are fresh)."""
+    now = time.time()
+    try:
+        for p in folder.glob(".*.tmp"):
+            if p.name.startswith(tuple("." + f + "." for f in names)) and p.is_file() \
+                    and not p.is_symlink() and now - p.stat().st_mtime > STALE_SECONDS:
+                p.unlink()
+    except OSError:
+        pass

@@ -1,0 +1,183 @@
+"""The run card (run.json) and the files of a run folder: what a card holds, the one reader that
+checks it, and the one way to change it.
+
+A run folder holds:
+    model.safetensors   the weights (see ponder.checkpoint)
+    run.json            the card: task, model config, training config, status, device,
+                        training time, metrics, library version
+    metrics.jsonl       the training history, one progress report per line
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from . import __version__
+from .atomic import atomic_write_json, os_reason
+from .config import ConfigError, TrainConfig, finite, is_int, model_config_from_dict, short_repr
+
+FORMAT = "ponder-run"
+FORMAT_VERSION = 1
+WEIGHTS, CARD, HISTORY = "model.safetensors", "run.json", "metrics.jsonl"
+MAX_CARD_BYTES = 1024 * 1024          # a run.json is a few kB; refuse megabytes of JSON
+MAX_CARD_TEXT = 10000                 # name / status / reason / device strings in a card
+CARD_STRINGS = ("name", "status", "reason", "device", "created", "ponder_version")
+METRIC_NUMBERS = ("n", "accuracy", "mean_steps", "median_steps", "std_steps", "expected_steps")
+_CARD_LOCK = threading.Lock()         # update_card is read-modify-write: one at a time in this process
+
+
+class CheckpointError(RuntimeError):
+    """A run folder that cannot be read. The message is one line and names the file."""
+
+
+def one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or e.__class__.__name__
+
+
+def card_text(v, limit: int = MAX_CARD_TEXT) -> str:
+    """A card string: text, at most `limit` characters (a long traceback as a reason stays loadable)."""
+    v = "" if v is None else str(v)
+    return v if len(v) <= limit else v[: limit - 3] + "..."
+
+
+def new_card(name: str, config: TrainConfig, model_config: dict, max_steps: int, lambda_p: float, *,
+             status: str, reason: str, device: str, train_seconds: float, steps: int, metrics: Optional[dict]) -> dict:
+    """A fresh card for a run saved now."""
+    return {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "ponder_version": __version__,
+        "name": card_text(name), "task": config.task,
+        "model": model_config, "max_steps": max_steps, "lambda_p": lambda_p,
+        "train": config.to_dict(), "status": card_text(status), "reason": card_text(reason),
+        "device": card_text(device), "train_seconds": round(float(train_seconds), 2), "steps": int(steps),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "metrics": metrics or {},
+    }
+
+
+def resolve_run_dir(path) -> Path:
+    """The run folder named by path (or by its run.json / model.safetensors). CheckpointError if none."""
+    try:
+        p = Path(path)
+        if p.is_file() and p.name in (WEIGHTS, CARD):
+            p = p.parent
+        exists, is_dir = p.exists(), p.is_dir()
+    except (TypeError, ValueError, OSError) as e:     # NUL bytes, names too long, not a path at all
+        raise CheckpointError(f"{short_repr(path, 200)}: not a usable path ({e.__class__.__name__}: "
+                              f"{' '.join(str(e).split())})") from None
+    if not exists:
+        raise CheckpointError(f"{p}: no such run folder")
+    if not is_dir:
+        raise CheckpointError(f"{p}: not a run folder (expected a folder holding {WEIGHTS} and {CARD})")
+    return p
+
+
+def read_card(path) -> dict:
+    """The run.json of a run folder, checked; no weights loaded. The only card reader."""
+    run_dir = resolve_run_dir(path)
+    f = run_dir / CARD
+    if not f.exists():
+        raise CheckpointError(f"{f}: missing (not a ponder run folder)")
+    if not f.is_file():
+        raise CheckpointError(f"{f}: not a regular file")
+    try:
+        size = f.stat().st_size
+        if size > MAX_CARD_BYTES:
+            raise CheckpointError(f"{f}: {size} bytes is over the {MAX_CARD_BYTES} byte limit for a card")
+        card = json.loads(f.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:     # JSONDecodeError is a ValueError
+        raise CheckpointError(f"{f}: not valid JSON ({e.__class__.__name__}: {one_line(e)[:200]})") from None
+    except OSError as e:
+        raise CheckpointError(f"{f}: cannot read ({os_reason(e)})") from None
+    if not isinstance(card, dict) or card.get("format") != FORMAT:
+        raise CheckpointError(f"{f}: not a {FORMAT} card (format field missing or wrong)")
+    try:
+        check_card(card)
+    except (ConfigError, KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{f}: bad config: {one_line(e)}") from None
+    return card
+
+
+def check_card(card: dict) -> None:
+    """Raise ConfigError for a card whose configs or descriptive fields are out of range."""
+    TrainConfig.from_dict(card.get("train", {})).validate()
+    for k in ("task", "model", "max_steps", "lambda_p"):
+        if k not in card:
+            raise ConfigError(f"{k} is missing")
+    model_config_from_dict(card["task"], card["model"])
+    if not (is_int(card.get("max_steps")) and 1 <= card["max_steps"] <= 200):
+        raise ConfigError(f"max_steps must be an integer in [1, 200], got {short_repr(card.get('max_steps'))}")
+    lp = card.get("lambda_p")
+    if not (finite(lp) and 0 < lp <= 1):
+        raise ConfigError(f"lambda_p must be in (0, 1], got {short_repr(lp)}")
+    for k in CARD_STRINGS:                      # the descriptive fields that pages print
+        v = card.get(k)
+        if v is not None and not (isinstance(v, str) and len(v) <= MAX_CARD_TEXT):
+            raise ConfigError(f"{k} must be a string, got {short_repr(v)}")
+    v = card.get("steps")
+    if v is not None and not (is_int(v) and v >= 0):
+        raise ConfigError(f"steps must be an integer >= 0, got {short_repr(v)}")
+    v = card.get("train_seconds")
+    if v is not None and not (finite(v) and v >= 0):
+        raise ConfigError(f"train_seconds must be a number >= 0, got {short_repr(v)}")
+    metrics = card.get("metrics")
+    if metrics is None:
+        return
+    if not isinstance(metrics, dict):
+        raise ConfigError(f"metrics must be a mapping, got {short_repr(metrics)}")
+    test = metrics.get("test")
+    if test is None:
+        return
+    if not isinstance(test, dict):
+        raise ConfigError(f"metrics.test must be a mapping, got {short_repr(test)}")
+    for k in METRIC_NUMBERS:
+        v = test.get(k)
+        if v is not None and not finite(v):
+            raise ConfigError(f"metrics.test.{k} must be a number, got {short_repr(v)}")
+
+
+def old_metrics(run_dir: Path) -> dict:
+    """The metrics of a card already in run_dir, {} when there is none or it cannot be read."""
+    try:
+        card = read_card(run_dir)
+    except CheckpointError:
+        return {}
+    m = card.get("metrics")
+    return m if isinstance(m, dict) else {}
+
+
+def update_card(run_dir, **fields) -> dict:
+    """Merge fields into run.json (e.g. metrics after an evaluation). The only card writer after a save."""
+    with _CARD_LOCK:
+        card = read_card(run_dir)
+        card.update(fields)
+        atomic_write_json(resolve_run_dir(run_dir) / CARD, card)
+    return card
+
+
+def test_metrics(card) -> dict:
+    """The card's metrics.test mapping, {} when there is none."""
+    m = card.get("metrics") if isinstance(card, dict) else None
+    t = m.get("test") if isinstance(m, dict) else None
+    return t if isinstance(t, dict) else {}
+
+
+def read_history(path) -> list:
+    """The metrics.jsonl of a run folder as a list of dicts ([] when absent). Bad lines are skipped."""
+    f = resolve_run_dir(path) / HISTORY
+    try:
+        if not f.is_file():
+            return []
+        text = f.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    rows = []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
