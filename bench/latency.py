@@ -4,7 +4,7 @@ What the "Ponder a digit" page (pages/digit.py) does after each stroke, with the
 functions and no Streamlit:
     preprocess   explorer.canvas.preprocess_canvas(rgba)              -> uint8 [28, 28]
     input        explorer.canvas.model_input(digit, angle), seen_image(x)
-    ponder       explorer.compute.trace_input(model, x, mode, seed)   (full unroll + early-exit ponder())
+    ponder       ponder.studies.trace_input(model, x, mode, seed)   (full unroll + early-exit ponder())
     figures      explorer.figures.trace_figures: the four charts of explorer.views.trace_charts_ui
     total        the four above; p50 / p95 over `n_inputs` inputs
 Separately, `to_json`: serialising the four figures (what st.plotly_chart sends to the browser).
@@ -75,15 +75,15 @@ def load_digits(mnist=None, data_dir: Optional[str] = None) -> tuple[np.ndarray,
             mnist = common.load_mnist(data_dir)
         except Exception:            # no MNIST here: the bundled examples still make varied inputs
             mnist = None
-    from explorer.data import digit_pool
+    from explorer.digits import digit_pool
     pool = digit_pool(mnist)                     # the MNIST test set, or the digits in assets/examples
     return pool.x, pool.source
 
 
 def one_input(model, rgba, angle: float, mode: str, seed: int) -> tuple[dict, list]:
     """Stage timings (seconds) for one canvas image, and the figures."""
-    from explorer import canvas, compute
-    from explorer import figures as F
+    from explorer import canvas, figures
+    from ponder.studies import trace_input
 
     t = {}
     t0 = time.perf_counter()
@@ -92,9 +92,9 @@ def one_input(model, rgba, angle: float, mode: str, seed: int) -> tuple[dict, li
     x = canvas.model_input(digit, angle)
     canvas.seen_image(x)
     t2 = time.perf_counter()
-    tr = compute.trace_input(model, x, mode, seed)
+    tr = trace_input(model, x, mode, seed)
     t3 = time.perf_counter()
-    figs = list(F.trace_figures(tr, CLASSES).values())              # what views.trace_charts_ui draws
+    figs = list(figures.trace_figures(tr, CLASSES).values())              # what views.trace_charts_ui draws
     t4 = time.perf_counter()
     for f in figs:
         f.to_json()

@@ -1,11 +1,15 @@
-"""The Streamlit explorer's building blocks (the pages in pages/ lay them out).
+"""The Streamlit explorer's building blocks (the pages in pages/ lay them out; analyses live in ponder.studies).
 
-    figures.py   Plotly figure builders: plain functions returning go.Figure (no Streamlit)
-    canvas.py    drawing / upload preprocessing to a 28x28 MNIST-style image (no Streamlit)
-    compute.py   pure computations for the pages: one input's trace, rotation study, parity sets
-    data.py      MNIST and the bundled example digits, memoised per process (no Streamlit)
-    jobs.py      background training jobs: a process-wide registry, threads that never call st.*
-    loaders.py   st.cache_resource / st.cache_data wrappers around the above
-    ui.py        small *_ui() helpers that draw widgets and return plain values
-    views.py     groups of charts that several pages draw
+    style.py          chart style: colours, step axes, layout, labelled rules, the prior trace
+    figures.py        Plotly figures of halting: prior, one input's steps, training curves, overlays
+    study_figures.py  Plotly figures of the studies: λp sweep, rotation study, parity by difficulty
+    canvas.py         drawing / upload preprocessing to a 28x28 MNIST-style image (no Streamlit)
+    digits.py         MNIST and the bundled example digits, memoised per process (no Streamlit)
+    inputs.py         typed text to numbers / tensors: angle lists, parity vectors (no Streamlit)
+    tables.py         table rows and tooltip text from run cards, a job's time left (no Streamlit)
+    jobs.py           background training jobs: a process-wide registry, threads that never call st.*
+    loaders.py        st.cache_resource / st.cache_data wrappers around the above
+    ui.py             small *_ui() helpers that draw widgets and return plain values
+    forms.py          the sidebar forms: train, sweep, import a run (*_ui(), plain values out)
+    views.py          groups of charts that several pages draw
 """

@@ -2,15 +2,16 @@
 
 A JobRegistry lives once per process (the pages hold it in st.cache_resource), so a job survives
 reruns and page switches. A Job trains one or more configs one after the other (a sweep is a
-queue of short runs) in a daemon thread that never calls st.*: it reports through
-ponder.train.train's callback into the job's buffer, behind a threading.Lock. Pages read
-snapshots (plain copies) and poll them.
+queue of short runs) in a daemon thread that never calls st.*. Each run is one call of
+ponder.lifecycle.run (train, save, measure, record): it reports progress and its phase through
+callbacks into the job's buffer, behind a threading.Lock. Pages read snapshots (plain copies) and
+poll them.
 
 Limits: one active job per browser session, and at most `max_jobs` active jobs in the process
 ($PONDER_MAX_JOBS, default 1). Cancel sets a threading.Event that train() checks every step; what
-was trained so far is saved as a partial run. Every run that produced a model is saved with
-save_run into new_run_dir(runs_root(), name) -- completed, cancelled (partial) or failed alike --
-so it shows up in every model picker.
+was trained so far is saved as a partial run. Every run that trained at least one step is saved
+in a fresh folder new_run_dir(runs_root(), name), made when it is saved -- completed, cancelled
+(partial) or failed alike -- so it shows up in every model picker.
 
 When the browser tab closes (or reloads, or the network drops): nothing stops the job. Its thread
 belongs to the process, not to the tab, so it trains to the end (its epochs or time budget) and
@@ -32,11 +33,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ponder.checkpoint import save_run
-from ponder.config import PARITY_PRESETS, TrainConfig
-from ponder.evaluate import evaluate_mnist, evaluate_parity
+from ponder import lifecycle
+from ponder.config import TrainConfig
 from ponder.runs import new_run_dir, runs_root
-from ponder.train import Progress, device_name, train
+from ponder.train import Progress
 
 ACTIVE = ("queued", "running")
 EVAL_LIMIT = 2000          # test images (or parity problems) measured when a run is saved
@@ -156,9 +156,8 @@ class Job:
                 self.finished = time.time()
 
     def _train_one(self, run: RunState) -> None:
-        cfg = run.config
-        self._set(run, status="running", phase="loading data" if cfg.task == "mnist" else "training",
-                  started=time.time())
+        """One run through ponder.lifecycle.run: train, save in the runs folder, measure, record."""
+        self._set(run, status="running", phase="starting", started=time.time())
         t0 = time.time()
 
         def on_progress(p: Progress) -> None:
@@ -171,45 +170,21 @@ class Job:
                 run.steps = p.step
 
         try:
-            mnist = self.mnist_loader() if cfg.task == "mnist" else None
-            self._set(run, phase="training")
-            result = train(cfg, mnist=mnist, callback=on_progress, cancel=self.cancel_event)
+            done = lifecycle.run(run.config, lambda: new_run_dir(self.root, run.name), load_data=self.mnist_loader,
+                                 callback=on_progress, cancel=self.cancel_event,
+                                 on_phase=lambda ph: self._set(run, phase=ph), eval_limit=self.eval_limit)
+        except OSError as e:                        # SaveError: the runs folder is full or unwritable
+            self._set(run, status="failed", phase="", reason=f"could not save the run: {_one_line(e)}",
+                      seconds=time.time() - t0)
+            return
         except Exception as e:                      # bad device, missing data, out of memory, ...
             self._set(run, status="failed", phase="", reason=_one_line(e), seconds=time.time() - t0)
             return
-        status, reason = result.status, result.reason
-        if status == "cancelled":
-            reason = reason or "cancelled"
-        self._set(run, phase="evaluating", seconds=result.seconds, steps=result.steps)
-        metrics = None
-        if result.steps > 0:
-            try:
-                metrics = {"test": self._evaluate(result.model, cfg, mnist)}
-            except Exception as e:                  # a run is still saved without its metrics
-                reason = (reason + "; " if reason else "") + f"evaluation failed: {_one_line(e)}"
-        if status == "cancelled" and result.steps == 0:
-            self._set(run, status="cancelled", phase="", reason="cancelled before the first step; nothing to save")
-            return
-        self._set(run, phase="saving")
-        try:
-            run_dir = new_run_dir(self.root, run.name)
-            save_run(run_dir, result.model, cfg, status=status, reason=reason,
-                     device=device_name(result.device), train_seconds=result.seconds, steps=result.steps,
-                     history=result.history, metrics=metrics, name=run_dir.name)
-        except Exception as e:
-            self._set(run, status="failed", phase="", reason=f"{reason + '; ' if reason else ''}"
-                      f"could not save the run: {_one_line(e)}")
-            return
-        self._set(run, status=status, reason=reason, phase="", run_dir=str(run_dir), metrics=metrics)
-
-    def _evaluate(self, model, cfg: TrainConfig, mnist) -> dict:
-        model = model.to("cpu").eval()
-        if cfg.task == "mnist":
-            res = evaluate_mnist(model, mnist, "sample", limit=self.eval_limit)
-        else:
-            res = evaluate_parity(model, PARITY_PRESETS[cfg.parity_preset], "sample", size=self.eval_limit)
-        res.pop("by_class", None)
-        return res
+        res = done.result
+        reason = done.reason or ("cancelled" if res.status == "cancelled" else "")
+        metrics = lifecycle.card_metrics(done.metrics) if done.metrics is not None else None
+        self._set(run, status=res.status, reason=reason, phase="", seconds=res.seconds, steps=res.steps,
+                  run_dir=str(done.run_dir) if done.run_dir else None, metrics=metrics)
 
 
 def _one_line(e: BaseException) -> str:
@@ -220,7 +195,7 @@ def _one_line(e: BaseException) -> str:
 
 
 def _default_mnist_loader():
-    from .data import mnist_dataset
+    from .digits import mnist_dataset
     return mnist_dataset()
 
 
@@ -269,19 +244,11 @@ class JobRegistry:
         for k in done[:-keep] if len(done) > keep else []:
             del self._jobs[k]
 
-    def get(self, job_id: str) -> Optional[Job]:
-        with self._lock:
-            return self._jobs.get(job_id)
-
     def session_job(self, session: str, kind: Optional[str] = None) -> Optional[Job]:
         """This session's newest job (of that kind)."""
         with self._lock:
             jobs = [j for j in self._jobs.values() if j.session == session and (kind is None or j.kind == kind)]
         return jobs[-1] if jobs else None
-
-    def active_jobs(self) -> list:
-        with self._lock:
-            return [j for j in self._jobs.values() if j.active]
 
     def busy_message(self, session: str) -> str:
         """'' when this session may start a job now, else why not."""
@@ -293,13 +260,6 @@ class JobRegistry:
             return (f"The machine is busy: {n} training job{'s' if n > 1 else ''} running (limit {self.max_jobs}). "
                     f"Try again when it finishes.")
         return ""
-
-    def cancel_session(self, session: str) -> bool:
-        job = self.session_job(session)
-        if job is not None and job.active:
-            job.cancel()
-            return True
-        return False
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Cancel every job and wait for the threads (tests)."""

@@ -11,14 +11,14 @@ from typing import Optional
 
 import streamlit as st
 
-from ponder.card import CARD, WEIGHTS, read_history
+from ponder.card import CARD, WEIGHTS, read_history, test_metrics as card_test_metrics
 from ponder.checkpoint import Checkpoint, load_checkpoint
 from ponder.config import PARITY_PRESETS
 from ponder.evaluate import evaluate_mnist, evaluate_parity
 from ponder.runs import ModelEntry, list_models
+from ponder.studies import parity_sets, parity_study, rotation_study
 
-from . import compute
-from .data import data_dir, missing_data_message, mnist_dataset
+from .digits import data_dir, missing_data_message, mnist_dataset
 from .jobs import JobRegistry
 
 
@@ -88,7 +88,7 @@ def rotation_results(path: str, file_stamp: tuple, angles: tuple, ranges: tuple,
     x, y = data.test_x, data.test_y
     if limit:
         x, y = x[:limit], y[:limit]
-    return compute.rotation_study(ck.model, x, y, angles, ranges, mode, seed)
+    return rotation_study(ck.model, x, y, angles, ranges, mode, seed, per_sample=True)
 
 
 @st.cache_data(max_entries=32, show_spinner="Evaluating parity test sets (cached afterwards)…")
@@ -97,7 +97,7 @@ def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int
     n = ck.card["model"]["n_elems"]
     preset = PARITY_PRESETS.get(ck.card.get("train", {}).get("parity_preset"), {})
     train_k = preset.get("train_k") if preset.get("n_elems") == n else (1, n)
-    res = compute.parity_set_stats(ck.model, n, compute.parity_sets(n, train_k), size, mode, seed)
+    res = parity_study(ck.model, n, parity_sets(n, train_k), size, mode, seed)
     res["train_k"] = list(train_k)
     return res
 
@@ -122,7 +122,7 @@ def measured_metrics(path: str, file_stamp: tuple, limit: int = 1000) -> dict:
 
 def test_metrics(entry: ModelEntry) -> dict:
     """The card's test metrics, or measured now (cached) when the card has none."""
-    t = compute.test_metrics(entry.card)
+    t = card_test_metrics(entry.card)
     if t.get("halting_distribution"):
         return t
     return measured_metrics(str(entry.path), stamp(entry.path))

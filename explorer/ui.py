@@ -13,15 +13,16 @@ from contextlib import contextmanager
 from typing import Optional, Sequence
 
 import streamlit as st
-import torch
 
 from ponder.atomic import SaveError
 from ponder.card import CheckpointError
-from ponder.config import PARITY_PRESETS, ConfigError, TrainConfig
+from ponder.config import ConfigError
 from ponder.halting import MODES
-from ponder.runs import MAX_UPLOAD_BYTES, ModelEntry, RunNameError, import_checkpoint, safe_name
+from ponder.runs import ModelEntry, RunNameError
 
-from . import canvas, compute, data, loaders
+from ponder.card import test_metrics
+
+from . import canvas, digits, loaders, tables
 
 # Errors whose message is written for people (one line naming the file / field and the reason).
 USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
@@ -59,7 +60,7 @@ def mnist_missing_ui(message: str, key: str, note: str = "") -> None:
     if st.button("Download MNIST now (about 11 MB, needs internet)", key=key, icon=":material/download:"):
         with st.spinner("Downloading MNIST…"):
             try:
-                data.mnist_dataset(download=True)
+                digits.mnist_dataset(download=True)
             except Exception as e:      # DataError: no internet, unwritable folder, ...
                 st.error(one_line(e))
                 return
@@ -99,13 +100,11 @@ def query_float(name: str, lo: float, hi: float) -> Optional[float]:
     return v if math.isfinite(v) and lo <= v <= hi else None
 
 
-def lambda_p_ui(label: str = "λp (prior's halting probability per step)", key: str = "lp",
-                container=None) -> float:
+def lambda_p_ui(label: str = "λp (prior's halting probability per step)", key: str = "lp") -> float:
     """The λp slider, kept in the URL (?lp=0.2) and across pages."""
-    box = container or st
     if key not in st.session_state:
         st.session_state[key] = query_float("lp", 0.01, 1.0) or st.session_state.get("_lp", 0.2)
-    lp = box.slider(label, 0.01, 1.0, step=0.01, key=key,
+    lp = st.slider(label, 0.01, 1.0, step=0.01, key=key,
                     help="The geometric prior p_G(n) = λp(1−λp)^(n−1) says 'halt with probability λp at each "
                          "step'; its mean is 1/λp steps.")
     st.session_state["_lp"] = lp
@@ -121,7 +120,7 @@ def remembered_lambda_p() -> float:
 
 def entry_label(e: ModelEntry) -> str:
     c = e.card
-    t = compute.test_metrics(c)
+    t = test_metrics(c)
     status = c.get("status", "")
     mark = {"cancelled": " · partial (cancelled)", "failed": " · FAILED"}.get(status, "")
     acc = f" · {t['accuracy']:.1%}" if t.get("accuracy") is not None else ""
@@ -150,7 +149,7 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
     st.session_state[wkey] = chosen
     current = by[chosen]
     name = st.sidebar.selectbox(label, list(by), key=wkey, format_func=lambda n: entry_label(by[n]),
-                                help=compute.describe_card(current.card))
+                                help=tables.describe_card(current.card))
     st.session_state[mem] = name
     st.query_params["model"] = name
     entry = by[name]
@@ -160,6 +159,16 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
     if entry.card.get("status") in ("cancelled", "failed"):
         st.sidebar.warning(f"Partial run ({entry.card['status']}): {entry.card.get('reason') or 'no reason given'}")
     return entry
+
+
+def checkpoint_picker_ui(task: str):
+    """The sidebar model picker and its loaded checkpoint: (entry, Checkpoint). Stops the page when
+    there is no model of the task, and shows a run that cannot be loaded as one red line."""
+    entry = model_picker_ui(task)
+    if entry is None:
+        st.stop()
+    with user_errors():
+        return entry, loaders.checkpoint(entry)
 
 
 def models_multiselect_ui(label: str = "Models and runs", default: Sequence[str] = ("mnist-default", "mnist-rot22"),
@@ -267,120 +276,3 @@ def digit_picker_ui(pool) -> int:
 def rotation_ui(key: str = "angle") -> float:
     return float(st.slider("Rotation (degrees, counter-clockwise)", -180, 180, 0, step=5, key=key,
                            help="Applied to the drawing or the test digit before the model sees it."))
-
-
-# ----------------------------------------------------------------------------- training forms
-
-def devices() -> list:
-    return ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-
-
-def task_ui(key: str = "train_task") -> str:
-    return st.sidebar.radio("Task", ["mnist", "parity"], key=key, horizontal=True,
-                            format_func=lambda t: {"mnist": "MNIST", "parity": "Parity"}[t])
-
-
-def train_form_ui(task: str) -> Optional[tuple]:
-    """The sidebar training form. Returns (run name, TrainConfig) when Start is pressed, else None.
-
-    Defaults give a useful model in about a minute on 2 CPU cores (MNIST: ~99% test accuracy).
-    Widget keys start with tf_<task>_ so each task keeps its own defaults.
-    """
-    d = TrainConfig.for_task(task)
-    budget = 60 if task == "mnist" else 120
-    k = f"tf_{task}_"
-    with st.sidebar.form(f"train_form_{task}"):
-        name = st.text_input("Run name", value=f"{task}-lp{remembered_lambda_p():g}", max_chars=64, key=k + "name")
-        lp = st.slider("λp (prior)", 0.01, 1.0, float(remembered_lambda_p()), 0.01, key=k + "lp")
-        beta = st.number_input("β (weight of the KL term)", 0.0, 10.0, float(d.beta), 0.005, format="%.3f",
-                               key=k + "beta")
-        n = st.number_input("N (most steps)", 1, 200, int(d.max_steps), 1, key=k + "n")
-        hidden = st.number_input("Hidden size", 4, 1024, int(d.hidden), 8, key=k + "hidden")
-        batch = st.number_input("Batch size", 8, 4096, int(d.batch_size), 16, key=k + "batch")
-        lr = st.number_input("Learning rate", 1e-5, 1.0, float(d.lr), 1e-4, format="%.4f", key=k + "lr")
-        epochs = st.number_input("Epochs", 0.001, 100.0, float(d.epochs), 0.5, format="%.3f", key=k + "epochs",
-                                 help="MNIST: passes over 55,000 images. Parity: blocks of 500 batches.")
-        seconds = st.number_input("Time budget (s, 0 = none)", 0, 24 * 3600, budget, 10, key=k + "seconds",
-                                  help="Training stops at whichever comes first: the epochs or the budget.")
-        rot = st.slider("Training rotation ±d (degrees)", 0, 180, 0, 5, disabled=task != "mnist", key=k + "rot",
-                        help="Each training image is rotated by its own angle drawn uniformly in ±d.")
-        preset = st.selectbox("Parity preset", list(PARITY_PRESETS), disabled=task != "parity", key=k + "preset",
-                              format_func=lambda p: f"{p} (n={PARITY_PRESETS[p]['n_elems']})")
-        seed = st.number_input("Seed", 0, 2**31 - 1, 0, 1, key=k + "seed")
-        device = st.selectbox("Device", devices(), key=k + "device")
-        go = st.form_submit_button("Start training", icon=":material/play_arrow:", type="primary",
-                                   width="stretch", key="tf_start")
-    if not go:
-        return None
-    st.session_state["_lp"] = lp
-    st.query_params["lp"] = f"{lp:g}"
-    cfg = TrainConfig.for_task(task, lambda_p=float(lp), beta=float(beta), max_steps=int(n), hidden=int(hidden),
-                               batch_size=int(batch), lr=float(lr), epochs=float(epochs),
-                               max_seconds=float(seconds) or None, rotate_train=float(rot) if task == "mnist" else 0.0,
-                               seed=int(seed), device=device, parity_preset=preset)
-    try:
-        return safe_name(name), cfg.validate()
-    except (RunNameError, ConfigError) as e:
-        st.sidebar.error(one_line(e))
-        return None
-
-
-SWEEP_CHOICES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-
-
-def sweep_form_ui() -> Optional[list]:
-    """λp values and a short MNIST config per run. Returns [(name, TrainConfig)] on submit."""
-    with st.form("sweep_form"):
-        values = st.multiselect("λp values to train", SWEEP_CHOICES, default=[0.1, 0.3, 0.5, 0.9], key="sw_values")
-        c1, c2, c3, c4 = st.columns(4)
-        epochs = c1.number_input("Epochs per run", 0.001, 20.0, 0.5, 0.25, format="%.3f", key="sw_epochs")
-        seconds = c2.number_input("Time budget per run (s)", 0, 3600, 20, 5, key="sw_seconds",
-                                  help="Each run stops at its epochs or this budget, whichever comes first.")
-        n = c3.number_input("N", 1, 200, 20, 1, key="sw_n")
-        beta = c4.number_input("β", 0.0, 10.0, 0.01, 0.005, format="%.3f", key="sw_beta")
-        go = st.form_submit_button("Train the sweep (queued, one run after the other)", icon=":material/play_arrow:",
-                                   type="primary", key="sw_start")
-    if not go:
-        return None
-    if not values:
-        st.warning("Pick at least one λp value.")
-        return None
-    return [(f"sweep-lp{v:g}", TrainConfig.for_task("mnist", lambda_p=float(v), epochs=float(epochs),
-                                                    max_seconds=float(seconds) or None, max_steps=int(n),
-                                                    beta=float(beta), device="auto"))
-            for v in sorted(values)]
-
-
-# ----------------------------------------------------------------------------- importing a run
-
-def import_run_ui(container=None) -> Optional[str]:
-    """Upload a run (model.safetensors + run.json, optionally metrics.jsonl) into the runs folder.
-
-    Validated by ponder.runs.import_checkpoint (size limit, no pickle, shapes and config checked)
-    before anything lands in the runs folder. Returns the new run's picker name, else None.
-    """
-    box = (container or st.sidebar).expander("Import a run", icon=":material/upload:")
-    with box.form("import_run", border=False):
-        files = st.file_uploader("model.safetensors and run.json (metrics.jsonl optional)", accept_multiple_files=True,
-                                 type=["safetensors", "json", "jsonl"], max_upload_size=MAX_UPLOAD_BYTES // 2**20,
-                                 key="import_files", help="The files of a run folder, e.g. from "
-                                 "`python -m ponder train` or another explorer. Checked before it is added.")
-        name = st.text_input("Name for the run", "imported", max_chars=64, key="import_name")
-        go = st.form_submit_button("Import", icon=":material/upload:", key="import_go")
-    if not go:
-        return None
-    by_ext = {}
-    for f in files or []:
-        ext = f.name.rsplit(".", 1)[-1].lower() if "." in f.name else ""
-        by_ext.setdefault(ext, []).append(f)
-    if len(by_ext.get("safetensors", [])) != 1 or len(by_ext.get("json", [])) != 1 or len(by_ext.get("jsonl", [])) > 1:
-        box.error("Upload exactly one .safetensors file and one run.json (and at most one metrics.jsonl).")
-        return None
-    try:
-        dest = import_checkpoint(by_ext["safetensors"][0], by_ext["json"][0], name,
-                                 history=(by_ext.get("jsonl") or [None])[0])
-    except USER_ERRORS as e:
-        box.error(one_line(e), icon=":material/error:")
-        return None
-    box.success(f"Imported as runs/{dest.name}; it is now in every model picker.")
-    return f"runs/{dest.name}"

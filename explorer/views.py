@@ -8,10 +8,12 @@ import numpy as np
 import streamlit as st
 from PIL import Image
 
-from ponder.card import CheckpointError, read_card
+from ponder.card import CheckpointError, read_card, test_metrics
 from ponder.config import ConfigError
 
-from . import compute, figures as F, loaders
+from ponder.studies import Trace
+
+from . import figures, loaders, study_figures, tables
 from .jobs import JobView, RunState
 from .ui import chart
 
@@ -24,7 +26,7 @@ def seen_image_ui(img28: np.ndarray, caption: str) -> None:
     st.image(big, caption=caption, width="stretch")
 
 
-def answer_ui(tr: compute.Trace, class_names: Sequence[str], truth: Optional[int] = None) -> None:
+def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None) -> None:
     """The answer, the halting step and E[n], in words and metrics."""
     c1, c2, c3 = st.columns([1, 1.35, 0.8])          # room for "Halted at step" in narrow layouts
     c1.metric("Prediction", class_names[tr.pred], help=f"Probability of this answer: {tr.confidence:.1%}")
@@ -50,16 +52,16 @@ def answer_ui(tr: compute.Trace, class_names: Sequence[str], truth: Optional[int
     st.markdown(text)
 
 
-def trace_charts_ui(tr: compute.Trace, class_names: Sequence[str], truth: Optional[int] = None,
+def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None,
                     key: str = "trace") -> None:
     """The four per-step charts of one input: answers, λ_n, p_n vs prior, cumulative halting."""
-    figs = F.trace_figures(tr, class_names, truth)
+    figs = figures.trace_figures(tr, class_names, truth)
     c1, c2 = st.columns(2)
     with c1:
         chart(figs["heat"], "Each row is what the network would answer if it stopped at step n (rows sum to 1); "
               "the dotted box marks where it halted.", key=f"{key}_heat")
         chart(figs["p"], f"Bars: probability of halting exactly at step n for this input; line: the geometric "
-              f"prior λp(1−λp)^(n−1) with λp = {tr.lambda_p:g}.", key=f"{key}_p")
+              f"prior λp(1−λp)^(n−1) with λp = {tr.lambda_p:g}, renormalised over the N steps.", key=f"{key}_p")
     with c2:
         chart(figs["lambda"], "λ_n is the network's chance to halt at step n if it is still running (λ_N = 1 by "
               "definition); the dashed line is the prior's constant λp.", key=f"{key}_lambda")
@@ -83,7 +85,7 @@ def run_progress_ui(run: RunState, key: str) -> None:
     if run.status == "running":
         now = time.time()
         elapsed = now - run.started if run.started else 0.0
-        step, remaining = compute.training_eta(last, now) if last else ("first steps", None)
+        step, remaining = tables.training_eta(last, now) if last else ("first steps", None)
         st.progress(min(max(frac, 0.0), 1.0),
                     text=f"**{run.name}** · {run.phase or 'starting'} · {step} · elapsed {_fmt_s(elapsed)}"
                          f" · remaining ≈ {_fmt_s(remaining) if remaining is not None else '…'}")
@@ -94,11 +96,11 @@ def run_progress_ui(run: RunState, key: str) -> None:
     cfg = run.config
     c1, c2 = st.columns([2.2, 1])
     with c1:
-        chart(F.training_fig(run.progress, cfg.lambda_p, cfg.max_steps),
+        chart(figures.training_fig(run.progress, cfg.lambda_p, cfg.max_steps),
               "Live training curves: total loss = reconstruction + β·KL, batch and validation accuracy, "
               "and the batch's mean expected halting step against the prior's mean.", key=f"{key}_curves")
     with c2:
-        chart(F.halting_fig(last["halting"], cfg.lambda_p, title=f"Halting distribution at step {last['step']}",
+        chart(figures.halting_fig(last["halting"], cfg.lambda_p, title=f"Halting distribution at step {last['step']}",
                             max_ticks=10),
               "Mean learned p_n over the last batch (bars) against the geometric prior (line).",
               key=f"{key}_halt")
@@ -174,7 +176,7 @@ def job_sweep_rows(view: JobView) -> list:
         if status == "running":
             last = run.progress[-1] if run.progress else None
             status = f"running {last['fraction']:.0%}" if last else "running"
-        row = compute.sweep_row(f"runs/{run.run_dir.rsplit('/', 1)[-1]}" if run.run_dir else run.name, card,
+        row = tables.sweep_row(f"runs/{run.run_dir.rsplit('/', 1)[-1]}" if run.run_dir else run.name, card,
                                 status=status, reason=run.reason, lambda_p=run.config.lambda_p)
         rows.append(row)
     return rows
@@ -186,12 +188,12 @@ def entry_sweep_rows(entries) -> list:
         card = dict(e.card)
         card.setdefault("metrics", {})
         try:
-            t = loaders.test_metrics(e) if card.get("status") != "failed" else compute.test_metrics(card)
+            t = loaders.test_metrics(e) if card.get("status") != "failed" else test_metrics(card)
         except (CheckpointError, ConfigError, OSError) as err:       # a run that cannot be loaded any more
             card.update(status="failed", reason=" ".join(str(err).split()))
             t = {}
         card["metrics"] = {**(card["metrics"] if isinstance(card["metrics"], dict) else {}), "test": t}
-        rows.append(compute.sweep_row(e.name, card))
+        rows.append(tables.sweep_row(e.name, card))
     return rows
 
 
@@ -210,13 +212,13 @@ def sweep_results_ui(rows: list, n_steps: int = 20, key: str = "sweep") -> None:
     failed = [r for r in rows if r["status"] == "failed"]
     for r in failed:
         st.error(f"{r['name']} (λp {r['lambda_p']:g}) failed: {r['reason'] or 'no reason recorded'}")
-    chart(F.sweep_grid_fig(rows), "Each finished run's learned halting distribution (bars, mean over test "
+    chart(study_figures.sweep_grid_fig(rows), "Each finished run's learned halting distribution (bars, mean over test "
           "images) over the geometric prior of its λp (line); failed or unfinished runs say why.",
           key=f"{key}_grid")
     c1, c2 = st.columns(2)
     with c1:
-        chart(F.sweep_steps_fig(rows, n_steps), "Mean sampled halting step per run against λp; the dashed "
+        chart(study_figures.sweep_steps_fig(rows, n_steps), "Mean sampled halting step per run against λp; the dashed "
               "curve is the prior's mean 1/λp, the dotted one that mean truncated at N.", key=f"{key}_steps")
     with c2:
-        chart(F.sweep_accuracy_fig(rows), "Test accuracy of each finished run against its λp.",
+        chart(study_figures.sweep_accuracy_fig(rows), "Test accuracy of each finished run against its λp.",
               key=f"{key}_acc")

@@ -1,11 +1,11 @@
 """Compare runs: halting distributions, per-step accuracy and training curves of several models."""
 import streamlit as st
 
-from explorer import figures, loaders, ui
+from explorer import figures, forms, loaders, ui
 
 ui.app_guard("compare")
 st.title("Compare runs")
-imported = ui.import_run_ui()
+imported = forms.import_run_ui()
 entries = ui.models_multiselect_ui(add=imported)
 if len(entries) < 2:
     st.info("Pick two or more models or runs to compare.")

@@ -1,15 +1,13 @@
 """Ponder a digit: draw, pick or upload a digit, rotate it, and watch the network decide when to stop."""
 import streamlit as st
 
-from explorer import canvas, compute, data, loaders, ui, views
+from explorer import canvas, digits, loaders, ui, views
+from ponder.studies import trace_input
 
 ui.app_guard("digit")
 st.title("Ponder a digit")
-entry = ui.model_picker_ui("mnist")
-if entry is None:
-    st.stop()
-with ui.user_errors():
-    model = loaders.checkpoint(entry).model
+entry, ck = ui.checkpoint_picker_ui("mnist")
+model = ck.model
 CLASSES = [str(c) for c in range(10)]
 
 left, right = st.columns([1, 1.4], gap="large")
@@ -22,7 +20,7 @@ with left:
         digit, hint = ui.upload_ui()
     else:
         mnist, missing = loaders.mnist()
-        pool = data.digit_pool(mnist)
+        pool = digits.digit_pool(mnist)
         if missing:
             ui.mnist_missing_ui(missing, "digit_download",
                                 f"Meanwhile you can pick from the {len(pool)} bundled example digits.")
@@ -38,7 +36,7 @@ with right:
     x = canvas.model_input(digit, angle)
     mode = ui.mode_ui()
     seed = ui.seed_ui(enabled=mode == "sample")
-    trace = compute.trace_input(model, x, mode, seed)
+    trace = trace_input(model, x, mode, seed)
     c1, c2 = st.columns([0.8, 2.4])
     with c1:
         views.seen_image_ui(canvas.seen_image(x), f"What the model sees (28×28{f', rotated {angle:g}°' if angle else ''})")

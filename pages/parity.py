@@ -1,15 +1,13 @@
 """Parity: one input vector step by step, then easy vs hard (vs extrapolation) test sets."""
 import streamlit as st
 
-from explorer import compute, figures, loaders, ui, views
+from explorer import inputs, loaders, study_figures, ui, views
+from ponder.data import parity_target
+from ponder.studies import trace_input
 
 ui.app_guard("parity")
 st.title("Parity")
-entry = ui.model_picker_ui("parity")
-if entry is None:
-    st.stop()
-with ui.user_errors():
-    ck = loaders.checkpoint(entry)
+entry, ck = ui.checkpoint_picker_ui("parity")
 n = int(ck.card["model"]["n_elems"])
 CLASSES = ["even", "odd"]
 
@@ -21,20 +19,20 @@ with c1:
         text = st.text_input(f"{n} values in {{-1, 0, 1}} (e.g. '1 -1 0 …' or '+-0…')", "+-" * (n // 4) + "0" * (n - 2 * (n // 4)),
                              key="par_text")
         try:
-            x = compute.parse_vector(text, n)
+            x = inputs.parse_vector(text, n)
         except ValueError as e:
             st.error(f"{e}. Fix the vector to see its steps; the test sets below still show.")
     else:
         k = st.slider("Number of non-zeros k", 0, n, min(n, max(1, n // 2)), key="par_k")
         vseed = st.number_input("Vector seed", 0, 10**9, 0, key="par_vseed", help="Change it for another vector.")
-        x = compute.parity_vector(n, k, vseed)
+        x = inputs.parity_vector(n, k, vseed)
     mode = ui.mode_ui("par_mode")
     seed = ui.seed_ui("par_seed", enabled=mode == "sample", stacked=True)
 if x is not None:
-    truth = int((x == 1).sum()) % 2
-    trace = compute.trace_input(ck.model, x, mode, seed)
+    truth = int(parity_target(x)[0])
+    trace = trace_input(ck.model, x, mode, seed)
     with c2:
-        ui.chart(figures.parity_input_fig(x[0].tolist()), "The input: red +1, blue −1, grey 0; the target is "
+        ui.chart(study_figures.parity_input_fig(x[0].tolist()), "The input: red +1, blue −1, grey 0; the target is "
                  "whether the number of +1s is odd.", key="par_input")
         views.answer_ui(trace, CLASSES, truth)
     views.trace_charts_ui(trace, CLASSES, truth, key="par")
@@ -46,11 +44,11 @@ with ui.user_errors():
 sets = res["sets"]
 c1, c2 = st.columns(2)
 with c1:
-    ui.chart(figures.sets_halting_fig({k: v["halting"] for k, v in sets.items()}, ck.model.lambda_p),
+    ui.chart(study_figures.sets_halting_fig({k: v["halting_distribution"] for k, v in sets.items()}, ck.model.lambda_p),
              f"Mean halting distribution on {int(size):,} problems per set, by number of non-zeros k "
              f"(trained on k {res['train_k'][0]}–{res['train_k'][1]}), against the prior.", key="par_sets")
 with c2:
-    ui.chart(figures.by_k_fig(res["by_k"], res["train_k"]), "Mean sampled halting step (solid) and accuracy "
+    ui.chart(study_figures.by_k_fig(res["by_k"], res["train_k"]), "Mean sampled halting step (solid) and accuracy "
              "(dotted, right axis) for each number of non-zeros k; the shaded band is the training range.",
              key="par_byk")
 st.dataframe([{"set": k, "accuracy": v["accuracy"], "mean steps": v["mean_steps"], "problems": v["count"]}

@@ -1,8 +1,9 @@
 """Rotation study: accuracy and halting steps of an MNIST model on rotated test digits."""
 import streamlit as st
 
-from explorer import compute, figures, loaders, ui
+from explorer import inputs, loaders, study_figures, ui
 from ponder.halting import MODES
+from ponder.studies import ponder_verdict, rotation_label
 
 ui.app_guard("rotation")
 st.title("Rotation study")
@@ -17,7 +18,7 @@ if entry is None:
 
 with st.form("rotation_settings"):
     c1, c2, c3, c4 = st.columns([2, 1.3, 1, 1])
-    angles_text = c1.text_input("Fixed angles θ (degrees)", ", ".join(str(a) for a in compute.DEFAULT_ANGLES),
+    angles_text = c1.text_input("Fixed angles θ (degrees)", ", ".join(str(a) for a in inputs.DEFAULT_ANGLES),
                                 key="rot_angles")
     ranges_text = c2.text_input("Uniform ranges ±d (degrees)", "22.5, 45, 90", key="rot_ranges")
     limit = c3.number_input("Test images", 100, 10000, 2000, 100, key="rot_limit")
@@ -25,8 +26,8 @@ with st.form("rotation_settings"):
     full = st.checkbox("Use the full 10,000-image test set (slower)", key="rot_full")
     st.form_submit_button("Evaluate", key="rot_go")
 try:
-    angles = compute.parse_numbers(angles_text, -360, 360, "fixed angles")
-    ranges = compute.parse_numbers(ranges_text, 0, 180, "uniform ranges") if ranges_text.strip() else []
+    angles = inputs.parse_numbers(angles_text, -360, 360, "fixed angles")
+    ranges = inputs.parse_numbers(ranges_text, 0, 180, "uniform ranges") if ranges_text.strip() else []
 except ValueError as e:
     st.error(str(e))
     st.stop()
@@ -35,28 +36,28 @@ n_images = 10000 if full else int(limit)
 with ui.user_errors():
     rows = loaders.rotation_results(str(entry.path), loaders.stamp(entry.path), tuple(angles), tuple(ranges),
                                     None if full else int(limit), mode, 0)
-answer, text = compute.ponder_verdict(rows)
+answer, text = ponder_verdict(rows)
 st.subheader("Does it ponder longer on harder inputs?")
 (st.success if answer == "longer" else st.info)(text)
 
 c1, c2 = st.columns(2)
 with c1:
-    ui.chart(figures.rotation_accuracy_fig(rows), f"Accuracy of {entry.name} on {n_images:,} test images "
+    ui.chart(study_figures.rotation_accuracy_fig(rows), f"Accuracy of {entry.name} on {n_images:,} test images "
              f"rotated by exactly θ (line) or each by its own angle in ±d (diamonds), {mode} mode.")
 with c2:
-    ui.chart(figures.rotation_steps_fig(rows), "Spread of the halting step per rotation: boxes span the "
+    ui.chart(study_figures.rotation_steps_fig(rows), "Spread of the halting step per rotation: boxes span the "
              "quartiles, whiskers 1.5 IQR, the dotted line joins the means.")
 c1, c2 = st.columns(2)
 with c1:
-    ui.chart(figures.rotation_halting_fig(rows), "Mean learned halting distribution p_n for each rotation "
+    ui.chart(study_figures.rotation_halting_fig(rows), "Mean learned halting distribution p_n for each rotation "
              "(darker = more mass at that step).")
 with c2:
-    labels = [f"±{r['angle']:g}°" if r["kind"] == "uniform" else f"{r['angle']:g}°" for r in rows]
+    labels = [rotation_label(r) for r in rows]
     if st.session_state.get("rot_pick") not in labels:
         st.session_state["rot_pick"] = labels[min(6, len(labels) - 1)]
     pick = st.selectbox("Per-sample view for", labels, key="rot_pick")
     r = rows[labels.index(pick)]
-    ui.chart(figures.confidence_scatter_fig(r["steps"], r["confidence"], r["correct"],
+    ui.chart(study_figures.confidence_scatter_fig(r["steps"], r["confidence"], r["correct"],
                                             title=f"Halting step vs confidence at {pick}"),
              "One dot per test image: the step it halted at (jittered) and the probability of its answer; "
              "green right, red wrong.")

@@ -1,9 +1,10 @@
 """λp sweep: the geometric prior at a glance, then runs trained at several λp (or the shipped sweep)."""
 import streamlit as st
 
-from explorer import figures, loaders, ui, views
+from explorer import figures, forms, loaders, ui, views
 from explorer.jobs import JobLimitError
 from ponder.config import ConfigError
+from ponder.studies import prior_mean
 
 ui.app_guard("sweep")
 st.title("λp sweep")
@@ -14,16 +15,16 @@ with c1:
     lp = ui.lambda_p_ui()
     n = st.number_input("N (most steps)", 1, 200, 20, key="sweep_prior_n")
     st.markdown(f"Prior mean **1/λp = {1 / lp:.2f}** steps; truncated at N = {n}: "
-                f"**{figures.truncated_prior_mean(lp, n):.2f}**.")
+                f"**{prior_mean(lp, n):.2f}**.")
 with c2:
-    ui.chart(figures.prior_fig(lp, n), f"The geometric prior λp(1−λp)^(n−1) for λp = {lp:g}: the halting "
-             f"distribution the KL term pulls the network towards; dashed line at its mean 1/λp"
+    ui.chart(figures.prior_fig(lp, n), f"The geometric prior λp(1−λp)^(n−1) for λp = {lp:g}, renormalised over N "
+             f"steps: the halting distribution the KL term pulls the network towards; dashed line at its mean 1/λp"
              f"{' (off the axis here: 1/λp > N)' if 1 / lp > n + 0.5 else ''}; dotted, where it differs, at the "
              f"mean truncated at N.")
 
 st.subheader("Train a sweep")
 st.caption("Short MNIST runs, one per λp, queued one after the other in the background (your one job).")
-specs = ui.sweep_form_ui()
+specs = forms.sweep_form_ui()
 if specs:
     try:
         registry.submit(session, specs, kind="sweep")

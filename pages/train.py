@@ -1,7 +1,7 @@
 """Train: a sidebar form starts a background job; the page polls it live and saves the run."""
 import streamlit as st
 
-from explorer import loaders, ui, views
+from explorer import forms, loaders, ui, views
 from explorer.jobs import JobLimitError
 from ponder.config import ConfigError
 
@@ -9,8 +9,8 @@ ui.app_guard("train")
 st.title("Train a PonderNet")
 registry, session = loaders.job_registry(), ui.session_id()
 
-task = ui.task_ui()
-request, refused = ui.train_form_ui(task), False
+task = forms.task_ui()
+request, refused = forms.train_form_ui(task), False
 if request is not None:
     refused = True
     if request[1].task == "mnist" and loaders.mnist()[0] is None:

@@ -156,17 +156,14 @@ def cmd_train(args) -> int:
     from tqdm import tqdm
 
     from . import data as D
-    from .checkpoint import save_run
-    from .config import PARITY_PRESETS
-    from .evaluate import evaluate_mnist, evaluate_parity
-    from .train import device_name, train
+    from . import lifecycle
+    from .atomic import SaveError
 
     cfg = config_from_args(args)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} exists and is not a folder")
     created = _check_writable(out)            # fail before training, not after it
-    mnist = D.load_mnist(args.data_dir) if cfg.task == "mnist" else None
     bar = None if args.quiet else tqdm(total=100, unit="%", bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
 
     def on_progress(p):
@@ -182,39 +179,35 @@ def cmd_train(args) -> int:
     cancel = threading.Event()
     try:
         with _ctrl_c_cancels(cancel):
-            res = train(cfg, mnist=mnist, callback=on_progress, cancel=cancel)
+            done = lifecycle.run(cfg, out, load_data=lambda: D.load_mnist(args.data_dir), callback=on_progress,
+                                 cancel=cancel, evaluate=not args.no_eval, rescue=True)
+    except SaveError as e:                    # the save and the fallback save both failed
+        print(f"ponder: error: {_one_line(e)}", file=sys.stderr)
+        return 4
     except BaseException:
         _remove_if_empty(out, created)
         raise
     finally:
         if bar is not None:
             bar.close()
+    res = done.result
     line = f"{res.status}: {res.steps} steps in {res.seconds:.1f} s on {res.device}"
     if res.reason:
         line += f" ({res.reason})"
     print(line)
-    # save first, evaluate after: a crash or Ctrl-C in the evaluation does not lose the model
-    save = dict(status=res.status, reason=res.reason, device=device_name(res.device),
-                train_seconds=res.seconds, steps=res.steps, history=res.history)
-    wanted = out
-    out = save_or_rescue(out, res.model, cfg, **save)
-    if out is None:
-        return 4
-    if not args.no_eval:
-        from .card import update_card
-        if cfg.task == "mnist":
-            m = evaluate_mnist(res.model, mnist)
-        else:
-            m = evaluate_parity(res.model, PARITY_PRESETS[cfg.parity_preset])
-        t = {k: v for k, v in m.items() if k not in ("by_class", "by_k")}
-        try:
-            update_card(out, metrics={"test": t})
-        except OSError as e:
-            print(f"ponder: warning: could not add the test metrics to {out}: {_one_line(e)}", file=sys.stderr)
+    if done.saved_elsewhere:
+        print(f"ponder: error: {done.saved_elsewhere}", file=sys.stderr)
+    for problem in done.problems:
+        print(f"ponder: warning: {problem}", file=sys.stderr)
+    if done.metrics is not None:
+        t = done.metrics
         print(f"test accuracy {t['accuracy']:.4f}, mean halting step {t['mean_steps']:.2f} "
               f"(median {t['median_steps']:.0f}, std {t['std_steps']:.2f}), mode {t['mode']}")
-    print(f"saved {out}")
-    if out != wanted:
+    if done.run_dir is None:
+        _remove_if_empty(out, created)
+        return 130
+    print(f"saved {done.run_dir}")
+    if done.saved_elsewhere:
         return 4                    # saved, but not where asked
     return 0 if res.status != "failed" else 3
 
@@ -271,44 +264,22 @@ class _ctrl_c_cancels:
         return False
 
 
-def save_or_rescue(out, model, cfg, **save):
-    """save_run(out, ...); if that fails (disk full, folder gone or unwritable), save to a fresh
-    temporary folder instead and say where, so the trained model is not lost.
-
-    Returns the folder written, or None when both failed (the messages are printed).
-    """
-    import tempfile
-    from pathlib import Path
-
-    from .checkpoint import save_run
-    try:
-        return save_run(out, model, cfg, **save)
-    except OSError as e:
-        first = _one_line(e)
-    try:
-        rescue = Path(tempfile.mkdtemp(prefix="ponder-unsaved-"))
-        save_run(rescue, model, cfg, name=Path(out).name, **save)
-    except OSError as e2:
-        print(f"ponder: error: could not save the run: {first}; the fallback save failed too: "
-              f"{_one_line(e2)}", file=sys.stderr)
-        return None
-    print(f"ponder: error: could not save the run to {out}: {first}; saved it to {rescue} instead "
-          f"(move it where you want it)", file=sys.stderr)
-    return rescue
-
-
 def cmd_evaluate(args) -> int:
     from . import data as D
     from .checkpoint import load_checkpoint
     from .config import PARITY_PRESETS
-    from .evaluate import evaluate_mnist, evaluate_parity
+    from .evaluate import evaluate_mnist, evaluate_parity, mnist_split
+    from .studies import rotation_study
     from .train import pick_device
 
     ck = load_checkpoint(args.run, device=pick_device(args.device))
     if ck.task == "mnist":
         mnist = D.load_mnist(args.data_dir)
-        res = evaluate_mnist(ck.model, mnist, args.mode, limit=args.limit, rotations=args.rotations,
-                             uniform_rotations=args.uniform, seed=args.seed)
+        res = evaluate_mnist(ck.model, mnist, args.mode, limit=args.limit, seed=args.seed)
+        rows = rotation_study(ck.model, *mnist_split(mnist, "test", args.limit), args.rotations, args.uniform,
+                              args.mode, args.seed)
+        res["rotations"] = [r for r in rows if r["kind"] == "fixed"]
+        res["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
     else:
         preset = PARITY_PRESETS[ck.card["train"]["parity_preset"]]
         res = evaluate_parity(ck.model, preset, args.mode, seed=args.seed, size=args.limit or 10000)
@@ -318,17 +289,22 @@ def cmd_evaluate(args) -> int:
         print(json.dumps(res))
         return 0
     print(f"{ck.name} ({ck.task}, N={ck.model.max_steps}, lambda_p={ck.model.lambda_p}), mode {args.mode}, n={res['n']}")
-    print(f"accuracy {res['accuracy']:.4f}   halting step mean {res['mean_steps']:.2f} "
-          f"median {res['median_steps']:.0f} std {res['std_steps']:.2f}")
+    if args.mode == "expected":             # every sample runs all N steps; E[n] is what varies
+        print(f"accuracy {res['accuracy']:.4f}   steps run: {ck.model.max_steps} (all)   expected steps E[n] "
+              f"mean {res['mean_steps']:.2f} median {res['median_steps']:.2f} std {res['std_steps']:.2f}")
+    else:
+        print(f"accuracy {res['accuracy']:.4f}   halting step mean {res['mean_steps']:.2f} "
+              f"median {res['median_steps']:.0f} std {res['std_steps']:.2f}")
+    what = "E[n]" if args.mode == "expected" else "steps"
     print("step  p_n(learned)  p_G(prior)  acc-if-stopped")
     for n, (p, q, a) in enumerate(zip(res["halting_distribution"], res["prior"], res["per_step_accuracy"]), 1):
         if p > 1e-4 or q > 1e-3:
             print(f"{n:4d}  {p:12.4f}  {q:10.4f}  {a:14.4f}")
     for row in res["rotations"] + res["uniform_rotations"]:
         label = f"{row['angle']:g} deg" if row["kind"] == "fixed" else f"U(+-{row['angle']:g}) deg"
-        print(f"rotation {label:>14}: accuracy {row['accuracy']:.4f}  steps {row['mean_steps']:.2f} +- {row['std_steps']:.2f}")
+        print(f"rotation {label:>14}: accuracy {row['accuracy']:.4f}  {what} {row['mean_steps']:.2f} +- {row['std_steps']:.2f}")
     if "easy" in res:
         for k in ("easy", "hard"):
             r = res[k]
-            print(f"{k} (k in {r['k_range']}): accuracy {r['accuracy']:.4f}  steps {r['mean_steps']:.2f}")
+            print(f"{k} (k in {r['k_range']}): accuracy {r['accuracy']:.4f}  {what} {r['mean_steps']:.2f}")
     return 0

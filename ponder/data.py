@@ -173,6 +173,11 @@ def mnist_inputs(x_uint8: torch.Tensor, angle: float = 0.0, angles: Optional[tor
 
 # ----------------------------------------------------------------------------- parity
 
+def parity_target(x: torch.Tensor) -> torch.Tensor:
+    """1.0 where the number of +1 entries of x [B, n] is odd, else 0.0 (+1s are counted, not non-zeros). [B]"""
+    return ((x == 1).sum(-1) % 2).float()
+
+
 def parity_batch(batch: int, n_elems: int, k_lo: int, k_hi: int,
                  generator: Optional[torch.Generator] = None, device="cpu"):
     """Random parity problems.
@@ -189,8 +194,7 @@ def parity_batch(batch: int, n_elems: int, k_lo: int, k_hi: int,
     nonzero = ranks < k.unsqueeze(1)                                                               # [B, n] k True per row
     signs = torch.randint(0, 2, (batch, n_elems), generator=generator, device=gdev) * 2 - 1         # [B, n] +-1
     x = torch.where(nonzero, signs, 0).float()
-    y = ((x == 1).sum(1) % 2).float()
-    return x.to(device), y.to(device), k.to(device)
+    return x.to(device), parity_target(x).to(device), k.to(device)
 
 
 EVAL_SEED = 12345          # parity evaluation sets are generated once from this seed

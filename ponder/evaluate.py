@@ -1,5 +1,5 @@
 """Evaluation: accuracy at the halting step, halting-step statistics, per-step accuracy,
-the mean learned halting distribution next to the prior, by class and by rotation.
+the mean learned halting distribution next to the prior, by class; parity by difficulty.
 
 One full unroll per batch gives everything at once; the halting step of 'sample' and
 'deterministic' modes is then read off the unroll (tests/test_halting.py checks that this
@@ -7,7 +7,7 @@ equals what early-exit inference gives for the same random draws).
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 
@@ -86,35 +86,38 @@ def evaluate(model: PonderNet, x: torch.Tensor, y: torch.Tensor, mode: str = "sa
 
 
 def evaluate_mnist(model: PonderNet, mnist: D.Mnist, mode: str = "sample", split: str = "test",
-                   limit: Optional[int] = None, rotations: Sequence[float] = (),
-                   uniform_rotations: Sequence[float] = (), seed: int = 0, batch_size: int = 1000) -> dict:
-    """Metrics on an MNIST split, plus one entry per fixed angle and per uniform +-d range.
-
-    rotations:          fixed angles: every image rotated by exactly theta degrees.
-    uniform_rotations:  ranges d: each image rotated by its own angle ~ U(-d, d) (seeded).
-    """
-    xs = {"test": mnist.test_x, "val": mnist.val_x, "train": mnist.train_x}[split]
-    ys = {"test": mnist.test_y, "val": mnist.val_y, "train": mnist.train_y}[split]
-    if limit:
-        xs, ys = xs[:limit], ys[:limit]
+                   limit: Optional[int] = None, seed: int = 0, batch_size: int = 1000) -> dict:
+    """Metrics on an MNIST split (rotated test sets: ponder.studies.rotation_study)."""
+    xs, ys = mnist_split(mnist, split, limit)
     res = evaluate(model, D.mnist_inputs(xs), ys, mode, seed, batch_size)
     res["split"], res["mode"] = split, mode
-    res["rotations"] = []
-    for theta in rotations:
-        r = evaluate(model, D.mnist_inputs(xs, angle=float(theta)), ys, mode, seed, batch_size, by_class=False)
-        res["rotations"].append(_rotation_row("fixed", float(theta), r))
-    res["uniform_rotations"] = []
-    for d in uniform_rotations:
-        angles = D.uniform_angles(len(ys), float(d), torch.Generator().manual_seed(seed + 1))
-        r = evaluate(model, D.mnist_inputs(xs, angles=angles), ys, mode, seed, batch_size, by_class=False)
-        res["uniform_rotations"].append(_rotation_row("uniform", float(d), r))
     return res
 
 
-def _rotation_row(kind: str, angle: float, r: dict) -> dict:
-    return {"kind": kind, "angle": angle, "accuracy": r["accuracy"], "mean_steps": r["mean_steps"],
-            "median_steps": r["median_steps"], "std_steps": r["std_steps"],
-            "halting_distribution": r["halting_distribution"]}
+def mnist_split(mnist: D.Mnist, split: str = "test", limit: Optional[int] = None):
+    """(uint8 images [M, 28, 28], labels [M]) of a split, the first `limit` of them."""
+    xs = {"test": mnist.test_x, "val": mnist.val_x, "train": mnist.train_x}[split]
+    ys = {"test": mnist.test_y, "val": mnist.val_y, "train": mnist.train_y}[split]
+    return (xs[:limit], ys[:limit]) if limit else (xs, ys)
+
+
+def halves(lo: int, hi: int) -> tuple:
+    """((lo, mid), (mid + 1, hi)), mid = (lo + hi) // 2: the easy and hard halves of a range of k."""
+    mid = (lo + hi) // 2
+    return (lo, mid), (mid + 1, hi)
+
+
+def group_stats(stats: dict, mask: torch.Tensor) -> dict:
+    """count, accuracy, mean_steps and halting_distribution of the samples where mask [B] is True."""
+    return {"count": int(mask.sum()), "accuracy": stats["correct"][mask].float().mean().item(),
+            "mean_steps": stats["halt_step"][mask].mean().item(),
+            "halting_distribution": stats["p"][:, mask].mean(1).tolist()}
+
+
+def by_k_rows(stats: dict, k: torch.Tensor) -> list:
+    """Accuracy and mean halting step for each number of non-zeros k [B] of parity inputs."""
+    return [{"k": int(v), "accuracy": stats["correct"][k == v].float().mean().item(),
+             "mean_steps": stats["halt_step"][k == v].mean().item()} for v in k.unique()]
 
 
 def evaluate_parity(model: PonderNet, preset: dict, mode: str = "sample", seed: int = 0,
@@ -126,12 +129,8 @@ def evaluate_parity(model: PonderNet, preset: dict, mode: str = "sample", seed: 
     stats = unroll_stats(model, x, y, mode, batch_size, seed)
     res = summarize(stats, y, model.lambda_p, by_class=False)
     res["mode"], res["test_k"] = mode, [k_lo, k_hi]
-    mid = (k_lo + k_hi) / 2
-    for name, m in (("easy", k <= mid), ("hard", k > mid)):
-        res[name] = {"k_range": [int(k[m].min()), int(k[m].max())], "count": int(m.sum()),
-                     "accuracy": stats["correct"][m].float().mean().item(),
-                     "mean_steps": stats["halt_step"][m].mean().item(),
-                     "halting_distribution": stats["p"][:, m].mean(1).tolist()}
-    res["by_k"] = [{"k": int(v), "accuracy": stats["correct"][k == v].float().mean().item(),
-                    "mean_steps": stats["halt_step"][k == v].mean().item()} for v in k.unique()]
+    for name, (lo, hi) in zip(("easy", "hard"), halves(k_lo, k_hi)):
+        m = (k >= lo) & (k <= hi)
+        res[name] = {"k_range": [int(k[m].min()), int(k[m].max())], **group_stats(stats, m)}
+    res["by_k"] = by_k_rows(stats, k)
     return res

@@ -55,16 +55,6 @@ def halting_lambdas(lambda_logits: torch.Tensor) -> torch.Tensor:
     return torch.cat([lam[:-1], torch.ones_like(lam[:1])])
 
 
-def geometric_prior(lambda_p: float, max_steps: int) -> torch.Tensor:
-    """The paper's geometric prior p_G(n) = lambda_p (1 - lambda_p)^(n-1), n = 1..N. [N].
-
-    Not renormalised: this is what charts draw. The loss uses the renormalised
-    version (see ponder.losses.log_geometric_prior).
-    """
-    n = torch.arange(max_steps, dtype=torch.float64)
-    return (lambda_p * (1.0 - lambda_p) ** n).float()
-
-
 def first_true(mask: torch.Tensor) -> torch.Tensor:
     """1-based index of the first True along dim 0. [N, B] bool -> [B] long.
 

@@ -14,12 +14,13 @@ from typing import Optional
 
 import torch
 
-from . import data as D
-from .card import read_card, update_card
-from .checkpoint import load_checkpoint, save_run
+from . import data as D, lifecycle
+from .card import update_card
+from .checkpoint import load_checkpoint
 from .config import PARITY_PRESETS, TrainConfig
-from .evaluate import evaluate_mnist, evaluate_parity
-from .train import device_name, pick_device, train
+from .evaluate import evaluate_mnist, evaluate_parity, mnist_split
+from .studies import prior_mean, rotation_study, steps_vs_angle
+from .train import device_name, pick_device
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 FIXED_ANGLES = (0, 22.5, 45, 67.5, 90, 135, 180)
@@ -60,20 +61,23 @@ def specs(gpu: bool) -> list:
 
 
 def evaluate_spec(model, card: dict, mnist: Optional[D.Mnist], quick: bool) -> dict:
+    """Full test metrics of one model: 'sample' mode, plus the other two modes and, for a model
+    trained on rotations, the rotation study (MNIST); easy / hard halves (parity)."""
     limit = 2000 if quick else None
     if card["task"] == "parity":
         return evaluate_parity(model, PARITY_PRESETS[card["train"]["parity_preset"]], "sample",
                                size=2000 if quick else 10000)
+    out = evaluate_mnist(model, mnist, "sample", limit=limit)
     rot = card["train"].get("rotate_train", 0) > 0
-    res = {"sample": evaluate_mnist(model, mnist, "sample", limit=limit,
-                                    rotations=FIXED_ANGLES if rot else (),
-                                    uniform_rotations=UNIFORM_RANGES if rot else ())}
+    rows = rotation_study(model, *mnist_split(mnist, "test", limit), FIXED_ANGLES if rot else (),
+                          UNIFORM_RANGES if rot else ())
+    out["rotations"] = [r for r in rows if r["kind"] == "fixed"]
+    out["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
+    keys = ("accuracy", "mean_steps", "median_steps", "std_steps")
+    out["modes"] = {"sample": {k: out[k] for k in keys}}
     for mode in ("deterministic", "expected"):
         r = evaluate_mnist(model, mnist, mode, limit=limit)
-        res[mode] = {k: r[k] for k in ("accuracy", "mean_steps", "median_steps", "std_steps")}
-    out = res["sample"]
-    out["modes"] = {m: res[m] if m != "sample" else {k: out[k] for k in ("accuracy", "mean_steps", "median_steps", "std_steps")}
-                    for m in ("sample", "deterministic", "expected")}
+        out["modes"][mode] = {k: r[k] for k in keys}
     return out
 
 
@@ -98,28 +102,24 @@ def run(quick: bool = False, from_assets: bool = False, out: str = "results", da
         t0 = time.perf_counter()
         if from_assets:
             ck = load_checkpoint(ASSETS / spec.name, device=dev)
-            model, card = ck.model, ck.card
+            card = ck.card
             log(f"[{spec.name}] loaded from assets")
+            metrics = evaluate_spec(ck.model, card, mnist, quick)
+            if not quick:
+                update_card(ASSETS / spec.name, metrics=lifecycle.card_metrics(metrics, measured_on=device_name(dev)))
         else:
-            cfg = dict(spec.config, device=device, log_every=50)
-            if quick:
-                cfg.update(spec.quick)
-            tc = TrainConfig(**cfg).validate()
+            tc = TrainConfig(**dict(spec.config, device=device, log_every=50, **(spec.quick if quick else {}))).validate()
             log(f"[{spec.name}] training {tc.task} lambda_p={tc.lambda_p} N={tc.max_steps} on {dev} ...")
-            res = train(tc, mnist=mnist if tc.task == "mnist" else None)
-            model = res.model
-            run_dir = save_run(out_dir / "models" / spec.name, model, tc, status=res.status, reason=res.reason,
-                               device=device_name(dev), train_seconds=res.seconds, steps=res.steps,
-                               history=res.history)
-            card = json.loads((run_dir / "run.json").read_text())
-            log(f"[{spec.name}] {res.status} after {res.steps} steps, {res.seconds:.1f} s {res.reason}")
-        metrics = evaluate_spec(model, card, mnist, quick)
-        card_metrics = {"test": {k: v for k, v in metrics.items() if k not in ("by_class", "by_k")},
-                        "measured_on": device_name(dev), "quick": quick}
-        if not from_assets:
-            update_card(out_dir / "models" / spec.name, metrics=card_metrics)
-        elif not quick:
-            update_card(ASSETS / spec.name, metrics=card_metrics)
+            done = lifecycle.run(tc, out_dir / "models" / spec.name, load_data=lambda: mnist,
+                                 measure_fn=lambda model, _: evaluate_spec(model, {"task": tc.task, "train": tc.to_dict()},
+                                                                            mnist, quick))
+            res, metrics = done.result, done.metrics
+            card = {"status": res.status, "reason": done.reason, "train": tc.to_dict(), "train_seconds": res.seconds,
+                    "device": device_name(res.device), "lambda_p": tc.lambda_p, "max_steps": tc.max_steps}
+            log(f"[{spec.name}] {res.status} after {res.steps} steps, {res.seconds:.1f} s {done.reason}")
+            if metrics is None:
+                log(f"[{spec.name}] not measured: {done.reason}")
+                continue
         results["models"][spec.name] = {"role": spec.role or _role(spec.name), "status": card["status"],
                                         "reason": card.get("reason", ""), "train": card["train"],
                                         "train_seconds": card.get("train_seconds"), "device": card.get("device"),
@@ -139,39 +139,52 @@ def _role(name: str) -> str:
     return ""
 
 
+def stats_cells(r: dict, expected: bool = False) -> str:
+    """'accuracy | mean | median | std' table cells. In 'expected' mode every sample runs all N steps
+    and the steps are E[n], a real number: its median keeps two decimals."""
+    median = f"{r['median_steps']:.2f}" if expected else f"{r['median_steps']:.0f}"
+    return f"{r['accuracy']:.4f} | {r['mean_steps']:.2f} | {median} | {r['std_steps']:.2f}"
+
+
+def table(title: str, header: str) -> list:
+    """A section heading and a table header: '| a | b |' -> heading, blank, header, separator."""
+    return [f"## {title}", "", header, "|" + "---|" * header.count(" | ") + "---|"]
+
+
+def default_section(name: str, m: dict) -> list:
+    t = m["metrics"]
+    lines = table(f"MNIST default model `{name}` (lambda_p={m['lambda_p']}, N={m['max_steps']})",
+                  "| mode | test accuracy | mean steps | median | std |")
+    for mode, v in t.get("modes", {}).items():
+        label = f"expected (steps run: {m['max_steps']} (all); expected steps E[n])" if mode == "expected" else mode
+        lines.append(f"| {label} | {stats_cells(v, mode == 'expected')} |")
+    lines += ["", "| step n | learned p_n | prior p_G(n) | accuracy if stopped at n |", "|---|---|---|---|"]
+    for n, (p, q, a) in enumerate(zip(t["halting_distribution"], t["prior"], t["per_step_accuracy"]), 1):
+        if n <= 10 or p > 0.005:
+            lines.append(f"| {n} | {p:.4f} | {q:.4f} | {a:.4f} |")
+    return lines + [""]
+
+
+def rotation_section(name: str, m: dict) -> list:
+    t = m["metrics"]
+    lines = table(f"Rotation study `{name}` (trained on U(+-{m['train']['rotate_train']:g}) deg)",
+                  "| test rotation | accuracy | mean steps | median | std |")
+    for row in t.get("rotations", []) + t.get("uniform_rotations", []):
+        label = f"fixed {row['angle']:g} deg" if row["kind"] == "fixed" else f"uniform +-{row['angle']:g} deg"
+        lines.append(f"| {label} | {stats_cells(row)} |")
+    fixed = t.get("rotations", [])
+    return lines + (["", steps_vs_angle(fixed), ""] if len(fixed) >= 2 else [])
+
+
 def results_markdown(r: dict) -> str:
     """Tables for README/results.md from results.json."""
     lines = [f"# Results ({'QUICK settings, not the shipped models' if r['quick'] else 'full settings'})",
              "", f"Device: {r['device']}, torch {r['torch']}, {r['date']}.", ""]
     models = r["models"]
-    for name, m in models.items():
-        if m["role"] != "default":
-            continue
-        t = m["metrics"]
-        lines += [f"## MNIST default model `{name}` (lambda_p={m['lambda_p']}, N={m['max_steps']})", "",
-                  "| mode | test accuracy | mean steps | median | std |", "|---|---|---|---|---|"]
-        for mode, v in t.get("modes", {}).items():
-            lines.append(f"| {mode} | {v['accuracy']:.4f} | {v['mean_steps']:.2f} | {v['median_steps']:.0f} | {v['std_steps']:.2f} |")
-        lines += ["", "| step n | learned p_n | prior p_G(n) | accuracy if stopped at n |", "|---|---|---|---|"]
-        for n, (p, q, a) in enumerate(zip(t["halting_distribution"], t["prior"], t["per_step_accuracy"]), 1):
-            if n <= 10 or p > 0.005:
-                lines.append(f"| {n} | {p:.4f} | {q:.4f} | {a:.4f} |")
-        lines.append("")
-    for name, m in models.items():
-        if m["role"] != "rotation":
-            continue
-        t = m["metrics"]
-        lines += [f"## Rotation study `{name}` (trained on U(+-{m['train']['rotate_train']:g}) deg)", "",
-                  "| test rotation | accuracy | mean steps | median | std |", "|---|---|---|---|---|"]
-        for row in t.get("rotations", []):
-            lines.append(f"| fixed {row['angle']:g} deg | {row['accuracy']:.4f} | {row['mean_steps']:.2f} | "
-                         f"{row['median_steps']:.0f} | {row['std_steps']:.2f} |")
-        for row in t.get("uniform_rotations", []):
-            lines.append(f"| uniform +-{row['angle']:g} deg | {row['accuracy']:.4f} | {row['mean_steps']:.2f} | "
-                         f"{row['median_steps']:.0f} | {row['std_steps']:.2f} |")
-        fixed = t.get("rotations", [])
-        if len(fixed) >= 2:
-            lines += ["", steps_vs_angle_sentence(fixed), ""]
+    for role, section in (("default", default_section), ("rotation", rotation_section)):
+        for name, m in models.items():
+            if m["role"] == role:
+                lines += section(name, m)
     sweep = [(n, m) for n, m in models.items() if m["role"] == "sweep"]
     if sweep:
         lines += ["## lambda_p sweep", "",
@@ -179,38 +192,20 @@ def results_markdown(r: dict) -> str:
                   "|---|---|---|---|---|---|---|"]
         for name, m in sorted(sweep, key=lambda nm: nm[1]["lambda_p"]):
             t = m["metrics"]
-            prior_mean = sum(n * q for n, q in enumerate(t["prior"], 1))
             status = m["status"] + (f" ({m['reason']})" if m["status"] == "failed" else "")
-            lines.append(f"| {m['lambda_p']:g} | {1 / m['lambda_p']:.2f} | {prior_mean:.2f} | {t['mean_steps']:.2f} | "
+            lines.append(f"| {m['lambda_p']:g} | {1 / m['lambda_p']:.2f} | {prior_mean(m['lambda_p'], m['max_steps']):.2f} | {t['mean_steps']:.2f} | "
                          f"{t['expected_steps']:.2f} | {t['accuracy']:.4f} | {status} |")
         failed = [n for n, m in sweep if m["status"] == "failed"]
         lines += ["", f"Failed runs: {', '.join(failed) if failed else 'none (every run finished with a finite loss)'}.", ""]
-    for name, m in models.items():
-        if m["role"] != "parity":
-            continue
-        t = m["metrics"]
-        p = m["train"]["parity_preset"]
-        lines += [f"## Parity `{name}` (preset {p}: n={PARITY_PRESETS[p]['n_elems']}, trained on k in "
-                  f"{list(PARITY_PRESETS[p]['train_k'])}, tested on k in {t['test_k']})", "",
-                  "| set | k range | accuracy | mean steps |", "|---|---|---|---|",
-                  f"| all | {t['test_k']} | {t['accuracy']:.4f} | {t['mean_steps']:.2f} |"]
-        for k in ("easy", "hard"):
-            lines.append(f"| {k} | {t[k]['k_range']} | {t[k]['accuracy']:.4f} | {t[k]['mean_steps']:.2f} |")
-        lines.append("")
+    lines += [line for name, m in models.items() if m["role"] == "parity" for line in parity_section(name, m)]
     return "\n".join(lines) + "\n"
 
 
-def steps_vs_angle_sentence(rows: list) -> str:
-    """Say, from the numbers, whether halting steps grow with the rotation angle."""
-    a0, a1 = rows[0], max(rows, key=lambda r: r["angle"])
-    grow = a1["mean_steps"] - a0["mean_steps"]
-    spread = max(a0["std_steps"], 1e-9)
-    if abs(grow) < 0.25 * spread:
-        verdict = "stay about flat"
-    elif grow > 0:
-        verdict = "grow"
-    else:
-        verdict = "shrink"
-    return (f"Mean halting steps {verdict} with the angle: {a0['mean_steps']:.2f} at {a0['angle']:g} deg vs "
-            f"{a1['mean_steps']:.2f} at {a1['angle']:g} deg (std at 0 deg {a0['std_steps']:.2f}), while accuracy "
-            f"goes from {a0['accuracy']:.3f} to {a1['accuracy']:.3f}.")
+def parity_section(name: str, m: dict) -> list:
+    t, p = m["metrics"], m["train"]["parity_preset"]
+    lines = table(f"Parity `{name}` (preset {p}: n={PARITY_PRESETS[p]['n_elems']}, trained on k in "
+                  f"{list(PARITY_PRESETS[p]['train_k'])}, tested on k in {t['test_k']})",
+                  "| set | k range | accuracy | mean steps |")
+    for k, r in (("all", dict(t, k_range=t["test_k"])), ("easy", t["easy"]), ("hard", t["hard"])):
+        lines.append(f"| {k} | {r['k_range']} | {r['accuracy']:.4f} | {r['mean_steps']:.2f} |")
+    return lines + [""]

@@ -17,8 +17,6 @@ from .halting import PonderNet, expected_steps
 from .losses import ponder_loss
 from .models import build_model
 
-STATUSES = ("completed", "cancelled", "failed")   # a used-up time budget is "completed" (with a reason)
-
 
 @dataclass
 class Progress:
@@ -48,7 +46,7 @@ class Progress:
 class TrainResult:
     model: PonderNet
     config: TrainConfig
-    status: str                              # completed / cancelled / failed
+    status: str                              # completed / cancelled / failed (a used-up time budget: completed)
     reason: str = ""
     steps: int = 0
     seconds: float = 0.0

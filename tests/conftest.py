@@ -1,30 +1,33 @@
-"""Shared fixtures. MNIST comes from $PONDER_DATA (CI: ../shared/data)."""
-import os
-from pathlib import Path
+"""Fixtures. Helpers shared by the test modules are in helpers.py. MNIST comes from $PONDER_DATA
+(CI: ../shared/data)."""
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA_DIR = os.environ.get("PONDER_DATA") or str(ROOT.parent / "shared" / "data")
+from helpers import DATA_DIR
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
-
-
-def tiny_model(task="mnist", max_steps=5, lambda_p=0.3, seed=0, lambda_std=1.0, **model_kw):
-    """A small untrained model whose lambda head is randomised so halting varies by sample."""
-    from ponder.config import MnistConfig, ParityConfig
-    from ponder.models import build_model
-    torch.manual_seed(seed)
-    cfg = (MnistConfig(channels1=4, channels2=8, embed=16, hidden=16, **model_kw) if task == "mnist"
-           else ParityConfig(n_elems=model_kw.get("n_elems", 8), hidden=16))
-    model = build_model(task, cfg, max_steps, lambda_p)
-    if lambda_std:
-        torch.nn.init.normal_(model.step_fn.lambda_head.weight, std=lambda_std)
-    return model.eval()
+# One thread: the suite runs many tiny ops, where a second OpenMP thread only adds barrier waits (and,
+# next to any other load on a 2-core machine, spins: a 3-step parity training took 1.42 s with 2 threads
+# and 0.018 s with 1 while another process used the cores).
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
 def mnist():
     from ponder.data import load_mnist
     return load_mnist(DATA_DIR, download=False)
+
+
+@pytest.fixture(scope="session")
+def default_model():
+    """The shipped MNIST model (assets/mnist-default)."""
+    from helpers import ASSETS
+    from ponder.checkpoint import load_checkpoint
+    return load_checkpoint(ASSETS / "mnist-default").model
+
+
+@pytest.fixture
+def tiny_run(tmp_path):
+    """(folder, model): a tiny parity run saved in tmp_path/run."""
+    from helpers import save_tiny_run
+    return save_tiny_run(tmp_path / "run")

@@ -1,16 +1,17 @@
-"""explorer/jobs.py: background training jobs, limits, cancel, queued sweeps, failures kept."""
+"""explorer/jobs.py: background training jobs (each run through ponder.lifecycle.run), limits, cancel
+within a second, queued sweeps, failures kept, no threads left behind."""
 import threading
 import time
 
 import pytest
 
+from explorer.jobs import JobLimitError, JobRegistry, max_jobs_from_env
 from ponder.card import read_card, read_history
-
 from ponder.checkpoint import load_checkpoint
 from ponder.config import ConfigError, TrainConfig
 from ponder.data import DataError
 from ponder.runs import list_models
-from explorer.jobs import JobLimitError, JobRegistry, max_jobs_from_env
+
 
 TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",
             log_every=5)
@@ -87,25 +88,6 @@ def test_limit_from_env(monkeypatch, tmp_path):
     assert not a.active and not b.active
 
 
-def test_cancel_stops_within_a_second_and_keeps_a_partial_run(registry, tmp_path):
-    job = registry.submit("s1", [("long", tiny(epochs=1000))], root=tmp_path)
-    deadline = time.time() + 60
-    while not job.snapshot().runs[0].progress and time.time() < deadline:
-        time.sleep(0.05)
-    assert job.snapshot().runs[0].progress, "no progress reported"
-    t0 = time.perf_counter()
-    registry.cancel_session("s1")
-    while job.snapshot().runs[0].phase == "training":
-        time.sleep(0.01)
-    stopped = time.perf_counter() - t0
-    assert stopped < 1.0, f"training went on for {stopped:.2f} s after cancel"
-    run = wait_done(job).runs[0]
-    assert run.status == "cancelled" and run.partial and "cancelled at step" in run.reason and run.steps > 0
-    card = read_card(run.run_dir)
-    assert card["status"] == "cancelled" and card["steps"] == run.steps
-    assert job.snapshot().cancel_requested
-
-
 def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tmp_path):
     def no_mnist():
         raise DataError("MNIST not found in /nowhere")
@@ -125,7 +107,7 @@ def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tm
 
 
 def test_a_diverging_run_is_saved_as_failed_with_its_reason(registry, tmp_path, monkeypatch):
-    import explorer.jobs as J
+    from ponder import lifecycle
     from ponder.train import TrainResult, train as real_train
 
     def diverging(cfg, **kw):                 # train a little, then report the non-finite loss train() reports
@@ -133,7 +115,7 @@ def test_a_diverging_run_is_saved_as_failed_with_its_reason(registry, tmp_path, 
         return TrainResult(model=res.model, config=cfg, status="failed", reason="loss became nan at step 21",
                            steps=res.steps, seconds=res.seconds, device=res.device, history=res.history)
 
-    monkeypatch.setattr(J, "train", diverging)
+    monkeypatch.setattr(lifecycle, "train", diverging)
     run = wait_done(registry.submit("s1", [("nan", tiny())], root=tmp_path)).runs[0]
     assert run.status == "failed" and run.reason == "loss became nan at step 21"
     card = read_card(run.run_dir)
@@ -145,7 +127,7 @@ def test_bad_configs_are_refused_before_anything_starts(registry, tmp_path):
         registry.submit("s1", [("x", tiny(lambda_p=0.0))], root=tmp_path)
     with pytest.raises(ValueError):
         registry.submit("s1", [], root=tmp_path)
-    assert registry.active_jobs() == []
+    assert registry.busy_message("anyone") == ""                # nothing started
 
 
 def test_concurrent_submits_respect_the_limit(registry, tmp_path):
@@ -165,3 +147,39 @@ def test_concurrent_submits_respect_the_limit(registry, tmp_path):
         t.join()
     assert len(started) == 1 and len(refused) == 3
     registry.shutdown()
+
+
+def _ponder_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("ponder-job-") and t.is_alive()]
+
+
+def test_cancel_within_a_second_keeps_a_partial_run_and_no_threads_are_left(tmp_path):
+    reg = JobRegistry(max_jobs=2, eval_limit=100)
+    jobs = [reg.submit(f"s{i}", [(f"long-{i}", tiny(epochs=1000))], root=tmp_path)
+            for i in range(2)]
+    with pytest.raises(JobLimitError):
+        reg.submit("s2", [("third", tiny())], root=tmp_path)
+    for job in jobs:
+        deadline = time.time() + 60
+        while not job.snapshot().runs[0].progress and time.time() < deadline:
+            time.sleep(0.02)
+    stops = []
+    for i, job in enumerate(jobs):
+        t0 = time.perf_counter()
+        reg.session_job(f"s{i}").cancel()                  # what the page's Cancel button does
+        while job.snapshot().runs[0].phase == "training":
+            time.sleep(0.005)
+        stops.append(time.perf_counter() - t0)
+    assert max(stops) < 1.0, stops
+    for job in jobs:
+        assert job.join(60)
+        run = job.snapshot().runs[0]
+        card = read_card(run.run_dir)
+        assert run.status == card["status"] == "cancelled" and 0 < card["steps"] == run.steps < 1000 * 20
+        assert run.partial and "cancelled at step" in run.reason and job.snapshot().cancel_requested
+        load_checkpoint(run.run_dir)
+    assert len({job.snapshot().runs[0].run_dir for job in jobs}) == 2
+    reg.shutdown()
+    for _ in range(3):                                       # start / finish again: threads do not pile up
+        reg.submit("again", [("again", tiny(epochs=0.25))], root=tmp_path).join(60)
+    assert not [t for t in _ponder_threads() if t.name[11:] in {j.id for j in reg._jobs.values()}]

@@ -1,9 +1,11 @@
-"""The PonderNet wrapper: full unroll vs early-exit inference, modes, replay, initialisation."""
+"""ponder/halting.py: full unroll vs early-exit inference, modes, replay, initialisation, and inputs the
+model must survive (odd images, extreme values; NaN/inf refused)."""
 import pytest
 import torch
 
-from conftest import tiny_model
-from ponder.halting import (draw_uniforms, geometric_prior, expected_steps, first_true, halt_mask, halting_log_probs, ponder)
+from helpers import tiny_model
+from ponder import data as D
+from ponder.halting import MODES, draw_uniforms, expected_steps, first_true, halt_mask, halting_log_probs, ponder
 from ponder.losses import kl_to_prior
 
 
@@ -118,7 +120,7 @@ def test_untrained_model_starts_near_prior(task):
         out = model(_inputs(task, 32))
     assert torch.allclose(out.lambdas[:-1], torch.full((19, 32), 0.2), atol=0.01)
     # p_n = lambda_p (1 - lambda_p)^(n-1) for n < N: the geometric prior itself
-    geo = geometric_prior(0.2, 20)[:-1].unsqueeze(1)
+    geo = (0.2 * 0.8 ** torch.arange(19.0)).unsqueeze(1)                # [19, 1]
     assert torch.allclose(out.log_p[:-1].exp(), geo.expand(19, 32), atol=0.005)
     # only the forced halt at N differs (0.8^19 = 0.0144 vs the renormalised prior's 0.0029): KL is small
     assert kl_to_prior(out.log_p, 0.2).item() < 0.02
@@ -136,3 +138,52 @@ def test_halting_log_probs_long_and_extreme():
 def test_bad_mode():
     with pytest.raises(ValueError, match="mode"):
         ponder(tiny_model("mnist"), _inputs("mnist", 2), "greedy")
+
+
+# ----------------------------------------------------------------------------- inputs it must survive or refuse
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("mode", ["sample", "deterministic", "expected"])
+def test_ponder_refuses_non_finite_inputs(bad, mode):
+    from ponder.halting import ponder
+    model = tiny_model("mnist", max_steps=4).eval()
+    x = torch.zeros(2, 1, 28, 28)
+    x[1, 0, 5, 5] = bad
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        ponder(model, x, mode)
+    ponder(model, torch.zeros(2, 1, 28, 28), mode)          # finite input still works
+
+
+def _img(fn):
+    x = torch.zeros(28, 28, dtype=torch.uint8)
+    fn(x)
+    return x
+
+
+UINT8_IMAGES = {
+    "blank": lambda: torch.zeros(28, 28, dtype=torch.uint8),
+    "all-white": lambda: torch.full((28, 28), 255, dtype=torch.uint8),
+    "single-dot": lambda: _img(lambda x: x.__setitem__((14, 14), 255)),
+    "corner-dot": lambda: _img(lambda x: x.__setitem__((0, 0), 255)),
+    "huge-stroke": lambda: _img(lambda x: x[2:26, 2:26].fill_(255)),
+    "border": lambda: _img(lambda x: (x[0].fill_(255), x[-1].fill_(255), x[:, 0].fill_(255), x[:, -1].fill_(255))),
+    "checkerboard": lambda: ((torch.arange(28)[:, None] + torch.arange(28)[None]) % 2 * 255).to(torch.uint8),
+    "noise": lambda: torch.randint(0, 256, (28, 28), generator=torch.Generator().manual_seed(0), dtype=torch.uint8),
+    "faint": lambda: torch.full((28, 28), 1, dtype=torch.uint8),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UINT8_IMAGES))
+@pytest.mark.parametrize("mode", MODES)
+def test_model_gives_a_valid_prediction_for_odd_images(default_model, kind, mode):
+    x = D.mnist_inputs(UINT8_IMAGES[kind]().unsqueeze(0))
+    r = ponder(default_model, x, mode, generator=torch.Generator().manual_seed(0), trace=True)
+    assert torch.isfinite(r.probs).all() and abs(float(r.probs.sum()) - 1) < 1e-4
+    assert 0 <= int(r.pred) <= 9 and 1 <= int(r.halt_step) <= default_model.max_steps
+
+
+@pytest.mark.parametrize("value", [-1e30, -100.0, 100.0, 1e30])
+def test_model_on_extreme_finite_inputs(default_model, value):
+    r = ponder(default_model, torch.full((1, 1, 28, 28), value), "deterministic")
+    assert torch.isfinite(r.probs).all() and 0 <= int(r.pred) <= 9

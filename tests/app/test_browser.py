@@ -10,11 +10,11 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import DATA_DIR, ROOT
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
@@ -36,7 +36,7 @@ def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     port = free_port()
     env = dict(os.environ, PONDER_RUNS=str(tmp / "runs"),
-               PONDER_DATA=os.environ.get("PONDER_DATA") or str(ROOT.parent / "shared" / "data"))
+               PONDER_DATA=DATA_DIR)
     log = open(tmp / "streamlit.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
                              "--server.address", "127.0.0.1", "--server.port", str(port),

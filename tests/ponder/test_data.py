@@ -1,10 +1,10 @@
-"""MNIST loading (local folder, decompression, split), rotations, parity data."""
+"""ponder/data.py: MNIST loading (local folder, decompression, split), rotations, parity data."""
 import shutil
 
 import pytest
 import torch
 
-from conftest import DATA_DIR
+from helpers import DATA_DIR
 from ponder import data as D
 
 

@@ -1,0 +1,60 @@
+"""Table rows and tooltip text from run cards, and where a running job is (no Streamlit)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ponder.card import test_metrics
+
+
+def sweep_row(name: str, card: Optional[dict], status: Optional[str] = None, reason: str = "",
+              lambda_p: Optional[float] = None) -> dict:
+    """A λp-sweep table row from a run card (or from a job's state when there is no card yet)."""
+    card = card or {}
+    t = test_metrics(card)
+    lp = card.get("lambda_p", lambda_p)
+    return dict(name=name, lambda_p=float(lp) if lp is not None else float("nan"),
+                status=status or card.get("status", ""), reason=reason or card.get("reason", ""),
+                accuracy=t.get("accuracy"), mean_steps=t.get("mean_steps"),
+                expected_steps=t.get("expected_steps"), halting=t.get("halting_distribution"),
+                steps=card.get("steps"), seconds=card.get("train_seconds"))
+
+
+def describe_card(card: dict) -> str:
+    """A few lines about a run for a tooltip: task, λp, β, N, size, training, status, test numbers."""
+    tr = card.get("train") or {}
+    t = test_metrics(card)
+    parts = [f"**{card.get('name', '?')}** · {card.get('task', '?')} · status **{card.get('status', '?')}**"
+             + (f" ({card['reason']})" if card.get("reason") else ""),
+             f"λp = {card.get('lambda_p')}, β = {tr.get('beta')}, N = {card.get('max_steps')}, "
+             f"hidden = {tr.get('hidden')}, batch = {tr.get('batch_size')}, lr = {tr.get('lr')}",
+             f"epochs = {tr.get('epochs')}, time budget = {tr.get('max_seconds') or 'none'}, "
+             f"train rotation ±{tr.get('rotate_train', 0)}°, seed = {tr.get('seed')}"
+             + (f", parity preset {tr.get('parity_preset')}" if card.get("task") == "parity" else ""),
+             f"trained {card.get('steps', '?')} steps in {card.get('train_seconds', '?')} s on {card.get('device', '?')}"]
+    if t.get("accuracy") is not None:
+        parts.append(f"test accuracy {t['accuracy']:.4f}, mean halting step {t.get('mean_steps', float('nan')):.2f}"
+                     f" (n = {t.get('n', '?')})")
+    return "  \n".join(parts)
+
+
+def training_eta(row: dict, now: float) -> tuple[str, Optional[float]]:
+    """("step 190 of 1,290", seconds left) for a running job, from its last progress row.
+
+    row: a Progress dict with 'wall', the time.time() when it was reported. Times are on the
+    training clock (row['elapsed'], which starts after the data is loaded) plus the time since
+    that report, so start-up is not mistaken for training. Steps are limited by the epochs and,
+    when there is one, by the time budget: the run ends at whichever comes first.
+    """
+    step, total, train_s = int(row["step"]), int(row["total_steps"]), float(row["elapsed"])
+    since = max(0.0, now - float(row.get("wall", now)))
+    if step <= 0 or train_s <= 0:
+        return f"step {step:,} of {total:,}", None
+    per_step = train_s / step                                            # seconds per step so far
+    left = (total - step) * per_step                                     # to the end of the epochs
+    text = f"step {step:,} of {total:,}"
+    budget = row.get("max_seconds")
+    if budget and budget - train_s < left:                               # the budget ends it first
+        left = budget - train_s
+        text = f"step {step:,} of about {min(total, int(budget / per_step)):,} ({budget:g} s budget)"
+    return text, max(0.0, left - since)
+

@@ -1,0 +1,118 @@
+"""One run, start to end: train -> save -> evaluate -> record the test metrics in the card.
+
+`python -m ponder train`, `python -m ponder reproduce` and the explorer's background jobs all
+call run() and nothing else, so every saved run has the same files and the same metrics shape.
+The run is saved before it is evaluated: a crash or Ctrl-C in the evaluation keeps the model.
+"""
+from __future__ import annotations
+
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from . import data as D
+from .atomic import SaveError
+from .card import one_line, update_card
+from .checkpoint import save_run
+from .config import PARITY_PRESETS, TrainConfig
+from .evaluate import evaluate_mnist, evaluate_parity
+from .halting import PonderNet
+from .train import Progress, TrainResult, device_name, train
+
+BREAKDOWNS = ("by_class", "by_k")          # per-class / per-k rows: in results, not in a card
+
+
+@dataclass
+class RunOutcome:
+    """What run() did. The trained model is result.model."""
+    result: TrainResult                 # how training ended: model, status, reason, steps, seconds, history
+    run_dir: Optional[Path] = None      # the folder written; None when there was nothing to save
+    saved_elsewhere: str = ""           # why the run went to a fresh temporary folder, not where asked
+    metrics: Optional[dict] = None      # full test metrics (breakdowns included); None when not evaluated
+    problems: list = field(default_factory=list)   # one-line notes: a failed save, evaluation or card update
+
+    @property
+    def status(self) -> str:
+        return self.result.status
+
+    @property
+    def reason(self) -> str:
+        """The training reason, then each problem, '; '-joined."""
+        return "; ".join([r for r in [self.result.reason, self.saved_elsewhere] if r] + self.problems)
+
+
+def card_metrics(metrics: dict, **extra) -> dict:
+    """The one metrics shape a card holds: {'test': the test metrics without the breakdowns, **extra}."""
+    return {"test": {k: v for k, v in metrics.items() if k not in BREAKDOWNS}, **extra}
+
+
+def measure(model: PonderNet, cfg: TrainConfig, mnist: Optional[D.Mnist], limit: Optional[int] = None) -> dict:
+    """The standard test measurement: 'sample' mode (seed 0) on the MNIST test set, or on the parity
+    preset's test set (10,000 problems); `limit` keeps the first images / draws that many problems."""
+    if cfg.task == "mnist":
+        return evaluate_mnist(model, mnist, "sample", limit=limit)
+    return evaluate_parity(model, PARITY_PRESETS[cfg.parity_preset], "sample", size=limit or 10000)
+
+
+def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = None,
+        callback: Optional[Callable[[Progress], None]] = None, cancel: Optional[threading.Event] = None,
+        on_phase: Optional[Callable[[str], None]] = None, evaluate: bool = True, eval_limit: Optional[int] = None,
+        measure_fn: Optional[Callable[[PonderNet, Optional[D.Mnist]], dict]] = None, name: Optional[str] = None,
+        rescue: bool = False) -> RunOutcome:
+    """Train cfg, save the run in `out`, measure it on test data and add the metrics to its card.
+
+    out:        the run folder, or a function that makes one when the run is saved (the explorer's
+                fresh, uniquely named folder in the runs folder), so nothing is created before then.
+
+    load_data:  returns MNIST (default: ponder.data.load_mnist() from $PONDER_DATA); not called for parity.
+    callback / cancel: passed to ponder.train.train (progress reports; stop after the current step).
+    on_phase:   told 'loading data', 'training', 'saving', 'evaluating' as the run gets there.
+    measure_fn: (model, mnist) -> full test metrics; default measure(..., limit=eval_limit).
+    rescue:     when saving in `out` fails, save in a fresh temporary folder instead (the CLI);
+                otherwise the SaveError propagates.
+    A run cancelled before its first step is not saved (run_dir None). Problems after the save
+    (evaluation, card update) do not raise: they are listed in outcome.problems.
+    """
+    phase = on_phase or (lambda _: None)
+    mnist = None
+    if cfg.task == "mnist":
+        phase("loading data")
+        mnist = load_data() if load_data is not None else D.load_mnist()
+    phase("training")
+    result = train(cfg, mnist=mnist, callback=callback, cancel=cancel)
+    outcome = RunOutcome(result)
+    if result.status == "cancelled" and result.steps == 0:
+        outcome.problems.append("cancelled before the first step; nothing to save")
+        return outcome
+    phase("saving")
+    save = dict(status=result.status, reason=result.reason, device=device_name(result.device),
+                train_seconds=result.seconds, steps=result.steps, history=result.history, name=name)
+    try:
+        outcome.run_dir = save_run(out() if callable(out) else out, result.model, cfg, **save)
+    except OSError as e:
+        if not rescue:
+            raise
+        first = one_line(e)
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="ponder-unsaved-"))
+            outcome.run_dir = save_run(folder, result.model, cfg, **{**save, "name": name or Path(str(out)).name})
+        except OSError as e2:
+            raise SaveError(out, e2, f"could not save the run ({first}); the fallback save failed too") from None
+        outcome.saved_elsewhere = (f"could not save the run to {out}: {first}; saved it to {outcome.run_dir} "
+                                   f"instead (move it where you want it)")
+    if not evaluate or result.steps == 0:
+        return outcome
+    phase("evaluating")
+    try:
+        metrics = (measure_fn or (lambda m, d: measure(m, cfg, d, eval_limit)))(result.model, mnist)
+    except Exception as e:                          # a run is still saved without its metrics
+        outcome.problems.append(f"evaluation failed: {one_line(e)}")
+        return outcome
+    outcome.metrics = metrics
+    try:
+        update_card(outcome.run_dir, metrics=card_metrics(metrics))
+    except Exception as e:
+        outcome.problems.append(f"could not add the test metrics to {outcome.run_dir}: {one_line(e)}")
+    return outcome

@@ -1,0 +1,210 @@
+"""Analyses of a trained model, one function per analysis (torch / numpy; no Streamlit, no plots).
+
+The CLI, `reproduce` and the explorer's pages all measure through these functions; a new
+measurement is a new function here.
+
+trace_input       one input through every step, and the halting decision of a mode
+rotation_study    accuracy and halting steps per rotation: fixed angles θ and uniform ranges ±d
+ponder_verdict    "does it ponder longer on harder inputs?" from rotation rows, in plain words
+steps_vs_angle    one sentence: do the mean halting steps grow with the angle?
+parity_sets       easy / hard (/ extrapolation) ranges of k for a parity model
+parity_study      accuracy, halting steps and p_n per set of k, and per k
+prior_mean        mean of the geometric prior truncated to N steps (what the KL term pulls to)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from . import data as D
+from .evaluate import by_k_rows, group_stats, halves, summarize, unroll_stats
+from .halting import PonderNet, expected_steps, ponder
+from .losses import log_geometric_prior
+
+
+def prior_mean(lambda_p: float, max_steps: int) -> float:
+    """Σ n p_G(n) over the prior truncated to N steps and renormalised (1/λp when N is large)."""
+    p = log_geometric_prior(lambda_p, max_steps).double().exp()             # [N]
+    return float((torch.arange(1, max_steps + 1, dtype=torch.float64) * p).sum())
+
+
+# ----------------------------------------------------------------------------- one input
+
+@dataclass
+class Trace:
+    """One input through all N steps, and the halting decision of one mode."""
+    probs: np.ndarray          # [N, C] class probabilities at each step (the answer if it stopped at n)
+    lambdas: np.ndarray        # [N] λ_n (λ_N = 1)
+    p: np.ndarray              # [N] p_n
+    cdf: np.ndarray            # [N] P(halted by n)
+    expected_steps: float      # E[n] = Σ n p_n
+    mode: str                  # sample / deterministic / expected
+    seed: int                  # seed of the halting draws ('sample' mode)
+    halt_step: int             # the step whose answer was used (N in 'expected' mode)
+    pred: int                  # the answer
+    answer_probs: np.ndarray   # [C] probabilities of the answer
+    lambda_p: float            # the model's prior parameter
+    max_steps: int             # N
+
+    @property
+    def confidence(self) -> float:
+        return float(self.answer_probs[self.pred])
+
+
+@torch.no_grad()
+def trace_input(model: PonderNet, x: torch.Tensor, mode: str = "sample", seed: int = 0) -> Trace:
+    """x: one input with a batch dimension ([1, 1, 28, 28] or [1, n]).
+
+    The charts come from a full unroll (what it would do at every step); the decision comes
+    from ponder(), the real early-exit inference, with a seeded generator so a draw replays.
+    """
+    model.eval()
+    out = model(x)
+    n = out.log_p.shape[0]
+    probs = model.step_fn.probs(out.y.flatten(0, 1)).float().view(n, x.shape[0], -1)[:, 0]    # [N, C]
+    p = out.log_p.exp()[:, 0]                                                                  # [N]
+    res = ponder(model, x, mode, generator=torch.Generator().manual_seed(int(seed)))
+    f64 = lambda t: t.numpy().astype(np.float64)          # noqa: E731
+    return Trace(probs=f64(probs), lambdas=f64(out.lambdas[:, 0]), p=f64(p), cdf=f64(p.cumsum(0)),
+                 expected_steps=float(expected_steps(out.log_p)[0]), mode=mode, seed=int(seed),
+                 halt_step=int(res.halt_step[0]), pred=int(res.pred[0]), answer_probs=f64(res.probs[0]),
+                 lambda_p=model.lambda_p, max_steps=model.max_steps)
+
+
+# ----------------------------------------------------------------------------- rotation
+
+def box_stats(s: np.ndarray) -> dict:
+    """Quartiles and whiskers (1.5 IQR, clipped to the data) of halting steps s [M]."""
+    q1, q3 = (float(v) for v in np.percentile(s, [25, 75]))
+    iqr = q3 - q1
+    inside = s[(s >= q1 - 1.5 * iqr) & (s <= q3 + 1.5 * iqr)]
+    return dict(q1=q1, q3=q3, lo=float(inside.min()), hi=float(inside.max()))
+
+
+def rotation_study(model: PonderNet, x_uint8: torch.Tensor, y: torch.Tensor, angles: Sequence[float] = (),
+                   ranges: Sequence[float] = (), mode: str = "sample", seed: int = 0,
+                   per_sample: bool = False, batch_size: int = 1000) -> list:
+    """One row per fixed angle θ (every image rotated by θ), then per range d (each image by its own
+    angle ~ U(−d, d), drawn with seed + 1).
+
+    Row: kind ('fixed' / 'uniform'), angle, n, accuracy, mean/median/std steps, halting_distribution
+    [N] (mean p_n). per_sample adds steps, confidence, correct (lists) and q1, q3, lo, hi (box).
+    """
+    rows = []
+    for kind, a in [("fixed", float(a)) for a in angles] + [("uniform", float(d)) for d in ranges]:
+        if kind == "fixed":
+            x = D.mnist_inputs(x_uint8, angle=a)
+        else:
+            x = D.mnist_inputs(x_uint8, angles=D.uniform_angles(len(y), a, torch.Generator().manual_seed(seed + 1)))
+        stats = unroll_stats(model, x, y, mode, batch_size, seed)
+        s = summarize(stats, y, model.lambda_p, by_class=False)
+        row = dict(kind=kind, angle=a, **{k: s[k] for k in ("n", "accuracy", "mean_steps", "median_steps",
+                                                               "std_steps", "halting_distribution")})
+        if per_sample:
+            steps = stats["halt_step"].numpy().astype(np.float64)
+            row.update(steps=steps.tolist(), confidence=stats["confidence"].numpy().astype(np.float64).tolist(),
+                       correct=stats["correct"].numpy().astype(bool).tolist(), **box_stats(steps))
+        rows.append(row)
+    return rows
+
+
+def rotation_label(r: dict) -> str:
+    return f"±{r['angle']:g}°" if r.get("kind") == "uniform" else f"{r['angle']:g}°"
+
+
+def correlation(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
+    """Pearson r, or None with fewer than 3 points or a constant series."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if len(a) < 3 or a.std() < 1e-12 or b.std() < 1e-12:
+        return None
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def ponder_verdict(rows: Sequence[dict]) -> tuple[str, str]:
+    """(answer, explanation): does the model ponder longer on harder (less accurate) inputs?
+
+    answer is 'longer', 'shorter', 'no' or 'unclear'. Computed from the rows: the easiest and
+    hardest test sets by accuracy, their mean halting steps, the correlation across sets between
+    error rate and mean steps, and right vs wrong answers over all samples (per-sample rows).
+    """
+    rows = [r for r in rows if r.get("n")]
+    if not rows:
+        return "unclear", "No results yet."
+    easy = max(rows, key=lambda r: r["accuracy"])
+    hard = min(rows, key=lambda r: r["accuracy"])
+    acc_gap = easy["accuracy"] - hard["accuracy"]
+    rel = (hard["mean_steps"] - easy["mean_steps"]) / max(easy["mean_steps"], 1e-9)
+    r = correlation([1 - x["accuracy"] for x in rows], [x["mean_steps"] for x in rows])
+    lo_s, hi_s = min(x["mean_steps"] for x in rows), max(x["mean_steps"] for x in rows)
+    facts = [f"Accuracy goes from {easy['accuracy']:.1%} ({rotation_label(easy)}) down to {hard['accuracy']:.1%} "
+             f"({rotation_label(hard)}), while the mean halting step is {easy['mean_steps']:.2f} at "
+             f"{rotation_label(easy)} and {hard['mean_steps']:.2f} at {rotation_label(hard)} ({rel:+.0%}); across "
+             f"all {len(rows)} test sets it stays between {lo_s:.2f} and {hi_s:.2f}."]
+    if r is not None:
+        facts.append(f"Correlation between error rate and mean steps across the test sets: r = {r:+.2f}.")
+    if all("steps" in x for x in rows):
+        steps = np.concatenate([np.asarray(x["steps"], np.float64) for x in rows])
+        ok = np.concatenate([np.asarray(x["correct"], bool) for x in rows])
+        if ok.any() and (~ok).any():
+            facts.append(f"Over all {len(steps):,} samples, wrong answers halted after {steps[~ok].mean():.2f} "
+                         f"steps on average and right ones after {steps[ok].mean():.2f}.")
+    if acc_gap < 0.05:
+        answer = "unclear"
+        head = ("Can't tell: these rotations are not much harder for this model (accuracy varies by less "
+                "than 5 points), so there is no hard set to compare with.")
+    elif rel >= 0.10 and (r is None or r >= 0.5):
+        answer, head = "longer", "Yes: on the harder (more rotated) inputs this model halts later."
+    elif rel <= -0.10 and (r is None or r <= -0.5):
+        answer, head = "shorter", "No, the opposite: this model halts earlier on the harder inputs."
+    else:
+        answer = "no"
+        head = ("No: this model does not ponder longer on harder inputs; its halting steps barely move "
+                "while accuracy drops.")
+    return answer, head + " " + " ".join(facts)
+
+
+def steps_vs_angle(rows: Sequence[dict]) -> str:
+    """Say, from fixed-angle rows, whether mean halting steps grow with the rotation angle."""
+    a0, a1 = rows[0], max(rows, key=lambda r: r["angle"])
+    grow = a1["mean_steps"] - a0["mean_steps"]
+    if abs(grow) < 0.25 * max(a0["std_steps"], 1e-9):
+        verdict = "stay about flat"
+    elif grow > 0:
+        verdict = "grow"
+    else:
+        verdict = "shrink"
+    return (f"Mean halting steps {verdict} with the angle: {a0['mean_steps']:.2f} at {a0['angle']:g} deg vs "
+            f"{a1['mean_steps']:.2f} at {a1['angle']:g} deg (std at 0 deg {a0['std_steps']:.2f}), while accuracy "
+            f"goes from {a0['accuracy']:.3f} to {a1['accuracy']:.3f}.")
+
+
+# ----------------------------------------------------------------------------- parity
+
+def parity_sets(n: int, train_k: Sequence[int]) -> dict:
+    """Test sets by difficulty: easy / hard halves of the training range of k, and extrapolation
+    (k above the training range) when the model was not trained up to n. {name: (k_lo, k_hi)}."""
+    (lo, mid), (mid1, hi) = halves(int(train_k[0]), int(train_k[1]))
+    sets = {f"easy (k {lo}–{mid})": (lo, mid)}
+    if hi >= mid1:
+        sets[f"hard (k {mid1}–{hi})"] = (mid1, hi)
+    if hi < n:
+        sets[f"extrapolation (k {hi + 1}–{n})"] = (hi + 1, n)
+    return sets
+
+
+def parity_study(model: PonderNet, n: int, sets: dict, size: int = 2000, mode: str = "sample",
+                 seed: int = 0) -> dict:
+    """{'sets': {name: {k_range, count, accuracy, mean_steps, halting_distribution}}, 'by_k': rows}.
+
+    Each set is its own fixed test set of `size` problems with k in its range.
+    """
+    out, by_k = {}, {}
+    for name, (lo, hi) in sets.items():
+        x, y, k = D.parity_eval_set(n, lo, hi, size)
+        stats = unroll_stats(model, x, y, mode, batch_size=1000, seed=seed)
+        out[name] = dict(k_range=[lo, hi], **group_stats(stats, torch.ones_like(y, dtype=torch.bool)))
+        by_k.update({r["k"]: r for r in by_k_rows(stats, k)})
+    return {"sets": out, "by_k": [by_k[v] for v in sorted(by_k)]}

@@ -1,0 +1,570 @@
+"""Every page of the explorer under streamlit.testing's AppTest, with tiny models made here.
+
+Each page's main interaction: pick and rotate a digit, inject a drawing through session state, change λp,
+train a tiny job and poll it until it finishes, run a 2-value sweep, compare two runs, explore parity. And
+bad input never crashes a page: drawings and uploads give a hint or a prediction; a run that cannot be
+loaded, a bad form value, a bad import or an unwritable runs folder is one red line; two sessions starting
+at once respect the machine's limit; a diverging run shows as failed. Runs go to a temporary PONDER_RUNS
+folder, never into the repository.
+"""
+import base64
+import io
+import json
+import re
+import threading
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageDraw
+
+from helpers import (charts, encode_image, fake_history, one_line_errors, open_app, picture_in_mode, poll, run_ok,
+                    save_tiny_run, seven_picture, stroke, texts, tiny_config, tiny_model)
+from ponder.card import CARD, WEIGHTS, read_card
+from ponder.checkpoint import load_checkpoint, save_run
+from ponder.config import TrainConfig
+from ponder.evaluate import evaluate_mnist, evaluate_parity
+from ponder.lifecycle import card_metrics
+
+TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",
+            log_every=5)
+DIVERGING = dict(TINY, beta=1e38)            # the KL weight overflows the gradient at the first step
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, mnist):
+    """A runs folder: two tiny MNIST runs and a tiny parity run (cards with metrics, and histories), and
+    runs whose weights are broken after they were saved (their cards still list them)."""
+    root = tmp_path_factory.mktemp("runs")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PONDER_RUNS", str(root))
+    for name, seed in (("tiny-mnist", 0), ("tiny-mnist-b", 1)):
+        m = tiny_model("mnist", max_steps=5, seed=seed)
+        save_run(root / name, m, tiny_config("mnist"), steps=60, history=fake_history(),
+                 metrics=card_metrics(evaluate_mnist(m, mnist, limit=200)))
+    p = tiny_model("parity", max_steps=5, n_elems=8)
+    save_run(root / "tiny-parity", p, tiny_config("parity"), steps=60, history=fake_history(),
+             metrics=card_metrics(evaluate_parity(p, dict(n_elems=8, train_k=(1, 8), test_k=(1, 8)), size=200)))
+    for name, task in (("broken-mnist", "mnist"), ("broken-parity", "parity"), ("sweep-lp0.45", "mnist")):
+        save_tiny_run(root / name, task, steps=10)
+        (root / name / WEIGHTS).write_bytes(b"\x00" * 64)          # the card still lists it; loading fails
+    yield root
+    from explorer.loaders import job_registry
+    job_registry().shutdown()
+    mp.undo()
+
+
+def idle_registry():
+    """The app's job registry with no job running (the machine's limit is free)."""
+    from explorer.loaders import job_registry
+    reg = job_registry()
+    reg.shutdown(timeout=60)
+    assert reg.busy_message("nobody") == ""
+    return reg
+
+
+# ----------------------------------------------------------------------------- 1. Ponder a digit
+
+
+def test_digit_page_blank_canvas_hint_then_pick_and_rotate_a_test_digit(runs):
+    at = open_app(model="runs/tiny-mnist")
+    assert at.title[0].value == "Ponder a digit"
+    assert at.sidebar.selectbox(key="pick_model_mnist").value == "runs/tiny-mnist"
+    assert any("Draw a digit" in i.value for i in at.info) and not at.error          # a hint, not an error
+    at.segmented_control(key="digit_source").set_value("MNIST test digit")
+    run_ok(at)
+    at.selectbox(key="digit_class").set_value(3)
+    run_ok(at)
+    assert "label 3" in texts(at)
+    at.button(key="digit_random").click()
+    run_ok(at)
+    assert "label 3" in texts(at)
+    at.slider(key="angle").set_value(45)
+    run_ok(at)
+    assert "rotated 45°" in at.image[0].captions[0]
+    metrics = {m.label: m.value for m in at.metric}
+    assert set(metrics) >= {"Prediction", "Halted at step", "E[n]"} and metrics["Prediction"] in list("0123456789")
+    figs = charts(at)
+    assert len(figs) == 4
+    heat = next(f for f in figs if f["data"][0]["type"] == "heatmap")
+    assert np.allclose(np.sum(heat["data"][0]["z"], axis=1), 1, atol=1e-5)
+    # the seed is visible and 'Sample again' draws a new one; other modes run too
+    seed = at.number_input(key="seed").value
+    at.button(key="seed_again").click()
+    run_ok(at)
+    assert f"seed **{at.number_input(key='seed').value}**" in texts(at)
+    assert at.number_input(key="seed").value != seed or seed == 0
+    for mode in ("deterministic", "expected"):
+        at.segmented_control(key="mode").set_value(mode)
+        run_ok(at)
+        assert mode.capitalize() in texts(at)
+    assert at.query_params["model"] == "runs/tiny-mnist" and at.query_params["page"] == "digit"
+
+
+def _drawing_state(stroke=((90, 60), (190, 60), (140, 230))):
+    img = Image.new("RGBA", (280, 280), (0, 0, 0, 255))
+    ImageDraw.Draw(img).line(list(stroke), fill=(255, 255, 255, 255), width=18)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return {"drawing": {"raw": {"objects": [{"type": "path"}], "background": "#000000"}, "data": url},
+            "backgroundFit": None}
+
+
+def test_digit_page_reads_a_drawing_injected_through_session_state(runs):
+    at = open_app()                                   # the shipped default model
+    assert at.sidebar.selectbox(key="pick_model_mnist").value == "mnist-default"
+    at.session_state["canvas"] = _drawing_state()
+    run_ok(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Prediction"] == "7", texts(at)   # the shipped model reads the drawn 7
+    assert len(charts(at)) == 4 and not at.info
+
+
+def _drawing(arr_rgba: np.ndarray):
+    buf = io.BytesIO()
+    Image.fromarray(arr_rgba, "RGBA").save(buf, format="PNG")
+    import base64
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return {"drawing": {"raw": {"objects": [{"type": "path"}], "background": "#000000"}, "data": url},
+            "backgroundFit": None}
+
+
+def _rgba(grey: np.ndarray) -> np.ndarray:
+    return np.dstack([grey, grey, grey, np.full(grey.shape, 255, np.uint8)])
+
+
+def test_digit_page_drawings_and_uploads_give_a_hint_or_a_prediction(runs):
+    at = open_app()
+    drawings = {"blank": (_rgba(np.zeros((280, 280), np.uint8)), "hint"),
+                "single-dot": (_rgba(np.pad(np.full((4, 4), 255, np.uint8), 138)), "prediction"),
+                "all-white": (_rgba(np.full((280, 280), 255, np.uint8)), "hint"),
+                "huge-stroke": (_rgba(stroke(width=120)), "prediction"),
+                "empty-state": (None, "hint")}
+    for case, (arr, want) in drawings.items():
+        at.session_state["canvas"] = _drawing(arr) if arr is not None else {"drawing": None, "backgroundFit": None}
+        run_ok(at)
+        got = "prediction" if any(m.label == "Prediction" for m in at.metric) else "hint" if at.info else "?"
+        assert got == want and not at.exception, ("digit page drawing", case)
+    at.segmented_control(key="digit_source").set_value("Upload")
+    run_ok(at)
+    assert any("Upload a picture" in i.value for i in at.info)
+    uploads = [("seven.png", encode_image(seven_picture(), "PNG"), "7"), ("seven-cmyk.jpg", encode_image(picture_in_mode("CMYK"), "JPEG"), "7"),
+               ("seven16.png", encode_image(picture_in_mode("I;16"), "PNG"), "7"), ("white.png", encode_image(Image.new("L", (9, 9), 255), "PNG"), None),
+               ("junk.png", b"\x89PNG not really", None), ("1x5000.png", encode_image(Image.new("L", (1, 5000)), "PNG"), None)]
+    for name, data, want in uploads:
+        at.file_uploader(key="digit_upload").set_value((name, data, "image/png"))
+        run_ok(at)
+        pred = {m.label: m.value for m in at.metric}.get("Prediction")
+        ok = pred == want if want else (pred is None and len(at.info) == 1 and at.info[0].value)
+        assert bool(ok) and not at.exception, ("digit page upload", name)
+    assert len(charts(at)) == 0                                         # a hint: no empty charts drawn
+    at.file_uploader(key="digit_upload").set_value(("seven.png", encode_image(seven_picture((400, 300)), "PNG"), "image/png"))
+    at.slider(key="angle").set_value(-90)
+    run_ok(at)
+    assert len(charts(at)) == 4 and "rotated -90°" in at.image[0].captions[0]
+
+
+# ----------------------------------------------------------------------------- 2. Train
+
+
+def test_train_page_runs_a_tiny_job_until_it_finishes(runs):
+    at = open_app("pages/train.py")
+    assert at.title[0].value == "Train a PonderNet" and "Start training" in texts(at)
+    at.sidebar.radio(key="train_task").set_value("parity")
+    run_ok(at)
+    for key, value in (("epochs", 0.04), ("hidden", 16), ("batch", 32), ("n", 6), ("seconds", 60)):
+        at.number_input(key=f"tf_parity_{key}").set_value(value)
+    at.text_input(key="tf_parity_name").input("apptest parity")
+    at.button(key="tf_start").click()
+    run_ok(at)
+    at.switch_page("pages/digit.py")                    # the job survives switching pages and reruns
+    run_ok(at)
+    at.switch_page("pages/train.py")
+    poll(at, lambda a: any("Completed" in s.value for s in a.success))
+    assert "apptest-parity" in texts(at)
+    card = read_card(runs / "apptest-parity")
+    assert card["status"] == "completed" and card["steps"] == 20 and card["train"]["hidden"] == 16
+    assert len(charts(at)) == 2                             # training curves and the halting distribution
+    at.switch_page("pages/parity.py")
+    run_ok(at)
+    options = at.sidebar.selectbox(key="pick_model_parity").options
+    assert options[0].startswith("runs/apptest-parity · λp 0.2")            # the new run, newest first
+
+
+def _start_parity_job(at, name, epochs):
+    at.sidebar.radio(key="train_task").set_value("parity")
+    run_ok(at)
+    for key, value in (("epochs", epochs), ("hidden", 16), ("batch", 32), ("n", 6), ("seconds", 0)):
+        at.number_input(key=f"tf_parity_{key}").set_value(value)
+    at.text_input(key="tf_parity_name").input(name)
+    at.button(key="tf_start").click()
+    return run_ok(at)
+
+
+def test_train_page_cancel_keeps_a_partial_run_and_a_busy_machine_says_so(runs):
+    at = _start_parity_job(open_app("pages/train.py"), "apptest-long", 200.0)
+    poll(at, lambda a: bool(a.get("progress")) and len(charts(a)) == 2)       # live progress bar and curves
+    other = _start_parity_job(open_app("pages/train.py"), "other-session", 0.04)
+    assert [e.value for e in other.error if "machine is busy" in e.value] and not other.warning   # said once
+    at.button(key="train_cancel").click()
+    run_ok(at)
+    poll(at, lambda a: any("Partial run**: cancelled" in w.value for w in a.warning), timeout=60)
+    card = read_card(runs / "apptest-long")
+    assert card["status"] == "cancelled" and 0 < card["steps"] < 200 * 500
+    assert not (runs / "other-session").exists()
+
+
+BAD_NAMES = ["!!!", "", "   ", "../../etc/passwd", "/abs/path", "..", ".", "a/b\\c", "\x00nul", "ünïcødé 名前", "CON",
+             "x" * 64]
+
+
+def _train_form(at, task="parity", **values):
+    at.sidebar.radio(key="train_task").set_value(task)
+    run_ok(at)
+    for key, value in values.items():
+        at.number_input(key=f"tf_{task}_{key}").set_value(value)
+    return at
+
+
+def test_train_form_bad_names_and_out_of_range_values_are_one_line(runs, monkeypatch):
+    idle_registry()
+    at = open_app("pages/train.py")
+    import explorer.ui as U
+    submitted = []                                           # (name, config) the page would start
+    monkeypatch.setattr(U.loaders.job_registry(), "submit", lambda s, specs, kind: submitted.append(specs[0]))
+    # names: refused with a one-line error, or made safe (nothing can point outside the runs folder)
+    for name in BAD_NAMES:
+        _train_form(at, epochs=0.04)
+        at.text_input(key="tf_parity_name").set_value(name)
+        at.button(key="tf_start").click()
+        run_ok(at)
+        errs = one_line_errors(at)
+        ok = not at.exception and (len(errs) == 1 and "run name" in errs[0] or
+                                   (submitted and "/" not in submitted[-1][0] and not submitted[-1][0].startswith(".")))
+        assert ok, ("train form name", repr(name))
+    # values the widgets refuse in the browser, forced in here: Streamlit falls back to the default (or the
+    # form says why in one line); a bad config never reaches a job
+    fields = dict(lr="lr", hidden="hidden", batch="batch_size", epochs="epochs", n="max_steps", beta="beta",
+                  seed="seed", seconds="max_seconds")
+    for key, value in (("lr", 5.0), ("lr", 0.0), ("lr", float("nan")), ("hidden", 0), ("batch", 0), ("epochs", 0.0),
+                       ("epochs", 1e9), ("n", 500), ("beta", -1.0), ("beta", float("inf")), ("seed", -3),
+                       ("seconds", -5)):
+        n = len(submitted)
+        at = _train_form(open_app("pages/train.py"), **{key: value})
+        at.button(key="tf_start").click()
+        run_ok(at)
+        errs = one_line_errors(at)
+        if len(submitted) > n:
+            cfg = submitted[-1][1]
+            got = getattr(cfg, fields[key])
+            ok = cfg.validate() is cfg and got != value and not errs
+        else:
+            ok = len(errs) == 1
+        assert ok and not at.exception, ("train form value", f"{key}={value}")
+
+
+def test_an_unwritable_runs_folder_fails_the_run_with_one_line(runs, monkeypatch, tmp_path):
+    reg = idle_registry()
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the runs folder should be")
+    monkeypatch.setenv("PONDER_RUNS", str(blocker))
+    at = open_app("pages/train.py")                         # no runs can be listed: the page still works
+    _train_form(at, epochs=0.04, hidden=16, batch=32, n=6, seconds=60)
+    at.text_input(key="tf_parity_name").set_value("nowhere")
+    at.button(key="tf_start").click()
+    run_ok(at)
+    poll(at, lambda a: bool(a.error), timeout=120)
+    errs = one_line_errors(at)
+    ok = len(errs) == 1 and "Failed" in errs[0] and f"{blocker}: cannot create the runs folder" in errs[0]
+    assert ok and not at.exception, ("save error", "runs folder is a file")
+    assert reg.busy_message("nobody") == ""
+
+
+def _start(at, name, epochs):
+    _train_form(at, epochs=epochs, hidden=16, batch=32, n=6, seconds=0)
+    at.text_input(key="tf_parity_name").set_value(name)
+    at.button(key="tf_start").click()
+    return at
+
+
+def test_two_sessions_start_training_at_the_same_moment(runs):
+    idle_registry()
+    sessions = [_start(open_app("pages/train.py"), f"race-{i}", 0.2) for i in range(2)]
+    barrier, errors = threading.Barrier(2), []
+
+    def go(at):
+        try:
+            barrier.wait(10)
+            at.run()
+        except BaseException as e:                          # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=go, args=(at,)) for at in sessions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert not any(at.exception for at in sessions), [e.value for at in sessions for e in at.exception]
+    busy = [at for at in sessions if any("machine is busy" in e.value for e in at.error)]
+    running = [at for at in sessions if at.get("progress") or any("Training job" in m.value for m in at.markdown)]
+    assert len(busy) == 1 and len(running) == 1, ("concurrency", "two starts at once")
+    assert len(one_line_errors(busy[0])) == 1 and not busy[0].warning          # one clear message, not two
+    winner = running[0]
+    poll(winner, lambda a: any("Completed" in s.value for s in a.success))
+    names = [p.name for p in runs.iterdir() if p.name.startswith("race-")]
+    assert len(names) == 1 and read_card(runs / names[0])["status"] == "completed"
+
+
+def test_sequential_runs_with_one_name_are_complete_and_distinct(runs):
+    idle_registry()
+    dirs = []
+    for i in range(2):                                       # two sessions, one after the other
+        at = _start(open_app("pages/train.py"), "same name", 0.04)
+        run_ok(at)
+        poll(at, lambda a: any("Completed" in s.value for s in a.success))
+        dirs.append(re.search(r"runs/([\w.-]+?)\**\.?$", next(s.value for s in at.success if "Completed" in s.value)).group(1))
+    assert dirs == ["same-name", "same-name-2"], dirs
+    cards = [read_card(runs / d) for d in dirs]
+    ok = all(c["status"] == "completed" and c["steps"] == 20 for c in cards) and cards[0]["name"] != cards[1]["name"]
+    assert ok, ("concurrency", "same name twice")
+    for d in dirs:
+        load_checkpoint(runs / d)
+
+
+def test_a_diverging_run_shows_as_failed_on_the_train_page(runs):
+    reg = idle_registry()
+    at = open_app("pages/train.py")
+    session = at.session_state["_session_id"]
+    job = reg.submit(session, [("diverges", TrainConfig(**DIVERGING))], kind="train")
+    assert job.join(60)
+    run_ok(at)
+    errs = one_line_errors(at)
+    ok = len(errs) == 1 and "Failed" in errs[0] and "became inf at step 1" in errs[0]
+    assert ok and not at.exception, ("divergence", "train page")
+    assert read_card(runs / "diverges")["status"] == "failed"
+    at.switch_page("pages/parity.py")
+    run_ok(at)
+    at.sidebar.selectbox(key="pick_model_parity").set_value("runs/diverges")
+    run_ok(at)
+    assert any("FAILED" in o for o in at.sidebar.selectbox(key="pick_model_parity").options)
+    assert any("became inf" in w.value for w in at.sidebar.warning) and not at.exception
+
+
+# ----------------------------------------------------------------------------- 3. λp sweep
+
+
+def test_sweep_page_prior_follows_lambda_p_and_a_two_value_sweep_runs(runs):
+    at = open_app("pages/sweep.py")
+    at.slider(key="lp").set_value(0.5)
+    run_ok(at)
+    prior = charts(at)[0]["data"][0]
+    assert np.allclose(prior["y"], 0.5 * 0.5 ** np.arange(20)) and at.query_params["lp"] == "0.5"
+    assert "1/λp = 2.00" in texts(at)
+    at.multiselect(key="sw_values").set_value([0.3, 0.6])
+    at.number_input(key="sw_epochs").set_value(0.003)
+    at.number_input(key="sw_n").set_value(5)
+    at.button(key="sw_start").click()
+    run_ok(at)
+
+    def finished(a):
+        df = a.dataframe[0].value if a.dataframe else None
+        return df is not None and len(df) == 2 and all(s in ("completed", "failed") for s in df["status"])
+
+    poll(at, finished)
+    df = at.dataframe[0].value
+    assert list(df["λp"]) == [0.3, 0.6] and list(df["status"]) == ["completed", "completed"]
+    figs = {f["layout"]["title"]["text"] if f["layout"].get("title") else "grid": f for f in charts(at)}
+    acc = figs["Accuracy vs λp"]["data"][0]
+    assert list(acc["x"]) == [0.3, 0.6]
+    assert (runs / "sweep-lp0.3").is_dir() and (runs / "sweep-lp0.6").is_dir()
+    at.radio(key="sweep_source_True").set_value("Shipped sweep (assets/sweep-lp*)")
+    run_ok(at)
+    assert len(at.dataframe[0].value) == 6                              # the shipped sweep loads as well
+
+
+def test_a_diverging_run_shows_as_failed_in_the_sweep_results(runs):
+    reg = idle_registry()
+    at = open_app("pages/sweep.py")
+    session = at.session_state["_session_id"]
+    specs = [("sweep-lp0.3", TrainConfig(**{**TINY, "lambda_p": 0.3})),
+             ("sweep-lp0.9", TrainConfig(**{**DIVERGING, "lambda_p": 0.9}))]
+    job = reg.submit(session, specs, kind="sweep")
+    assert job.join(60)
+    run_ok(at)
+    df = at.dataframe[0].value
+    ok = list(df["status"]) == ["completed", "failed"] and "became inf" in df["reason"].iloc[1]
+    ok = ok and any("λp 0.9" in e and "failed" in e and "became inf" in e for e in one_line_errors(at))
+    grid = charts(at)[1]
+    ok = ok and any("became inf" in (a.get("text") or "") for a in grid["layout"].get("annotations", []))
+    assert ok and not at.exception, ("divergence", "sweep results")
+
+
+# ----------------------------------------------------------------------------- 4. Rotation study
+
+
+def test_rotation_page_states_the_answer_from_the_numbers(runs):
+    at = open_app("pages/rotation.py", model="runs/tiny-mnist")
+    at.session_state["_model_mnist"] = "runs/tiny-mnist"
+    at.text_input(key="rot_angles").input("0, 90")
+    at.text_input(key="rot_ranges").input("45")
+    at.number_input(key="rot_limit").set_value(100)
+    at.button(key="rot_go").click()
+    run_ok(at)
+    assert at.sidebar.selectbox(key="pick_model_mnist").value == "runs/tiny-mnist"
+    verdict = texts(at)
+    assert "Does it ponder longer" in at.subheader[0].value
+    assert "test sets" in verdict and "Accuracy goes from" in verdict
+    figs = charts(at)
+    assert len(figs) == 4 and any(t["type"] == "box" for f in figs for t in f["data"])
+    assert [r for r in at.dataframe[0].value["rotation"]] == ["0°", "90°", "±45°"]
+    at.text_input(key="rot_angles").input("0, 400")
+    at.button(key="rot_go").click()
+    run_ok(at)
+    assert "outside" in at.error[0].value
+
+
+def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeypatch):
+    # an empty data folder: the rotation page says where to put MNIST and offers the download button;
+    # a failed download is one red line, a successful one (faked: the local copy) opens the study
+    import explorer.digits
+    from ponder.data import DataError
+    monkeypatch.setenv("PONDER_DATA", str(tmp_path / "no-mnist"))
+    at = open_app("pages/rotation.py")
+    assert "MNIST was not found" in at.info[0].value and at.button(key="rotation_download")
+    tried = []
+
+    def offline(folder, download=True):
+        tried.append((folder, download))
+        raise DataError(f"MNIST not found in {folder} (download failed: URLError: no internet)")
+
+    monkeypatch.setattr(explorer.digits, "load_mnist", offline)
+    at.button(key="rotation_download").click()
+    run_ok(at)
+    assert (str(tmp_path / "no-mnist"), True) in tried                 # the button asked torchvision to download
+    assert len(at.error) == 1 and "download failed" in at.error[0].value and "\n" not in at.error[0].value
+    monkeypatch.setattr(explorer.digits, "load_mnist", lambda folder, download=True: mnist)
+    at.button(key="rotation_download").click()
+    run_ok(at)
+    assert not at.error and at.text_input(key="rot_angles")          # the study's form is there now
+    at.switch_page("pages/train.py").run()
+    run_ok(at)
+    assert not [b for b in at.button if b.key == "train_download"]  # MNIST is loaded: no download offer
+
+
+# ----------------------------------------------------------------------------- 5. Compare runs
+
+
+def test_compare_page_overlays_two_runs(runs):
+    at = open_app("pages/compare.py")
+    at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/tiny-mnist-b"])
+    run_ok(at)
+    figs = charts(at)
+    assert len(figs) == 5
+    halting = figs[0]
+    names = [t["name"] for t in halting["data"]]
+    assert "runs/tiny-mnist" in names and "runs/tiny-mnist-b" in names and any(n.startswith("prior") for n in names)
+    loss = next(f for f in figs if f["layout"]["title"]["text"] == "Training loss")
+    assert len(loss["data"]) == 2
+    assert list(at.dataframe[0].value["model"]) == ["runs/tiny-mnist", "runs/tiny-mnist-b"]
+    assert at.query_params["models"] == ["runs/tiny-mnist", "runs/tiny-mnist-b"]
+
+
+def _run_files(root, name="tiny-mnist"):
+    return (root / name / WEIGHTS).read_bytes(), (root / name / CARD).read_bytes()
+
+
+def test_import_on_the_compare_page_validates_uploads(runs):
+    weights, card = _run_files(runs)
+    pickle = io.BytesIO()
+    torch.save({"w": torch.zeros(3)}, pickle)
+    bad_card = json.dumps({**json.loads(card), "max_steps": 10**6}).encode()
+    parity_weights, _ = _run_files(runs, "tiny-parity")
+    at = open_app("pages/compare.py")
+    cases = [
+        ("pickle weights", [("model.safetensors", pickle.getvalue()), ("run.json", card)], "imported", "pickle"),
+        ("garbage weights", [("model.safetensors", b"\x00" * 100), ("run.json", card)], "imported", WEIGHTS),
+        ("json that is not a card", [("model.safetensors", weights), ("run.json", b"[1, 2, 3]")], "imported", CARD),
+        ("not json", [("model.safetensors", weights), ("run.json", b"\xff\xfe{")], "imported", CARD),
+        ("out-of-range card", [("model.safetensors", weights), ("run.json", bad_card)], "imported", "max_steps"),
+        ("weights of another model", [("model.safetensors", parity_weights), ("run.json", card)], "imported", "fit"),
+        ("weights only", [("model.safetensors", weights)], "imported", "exactly one"),
+        ("two cards", [("model.safetensors", weights), ("run.json", card), ("b.json", card)], "imported", "exactly one"),
+        ("nothing", [], "imported", "exactly one"),
+        ("bad name", [("model.safetensors", weights), ("run.json", card)], "!!!", "run name"),
+    ]
+    before = sorted(p.name for p in runs.iterdir())
+    for case, files, name, expect in cases:
+        at.file_uploader(key="import_files").set_value([(f, b, "application/octet-stream") for f, b in files] or None)
+        at.text_input(key="import_name").set_value(name)
+        at.button(key="import_go").click()
+        run_ok(at)
+        errs = one_line_errors(at)
+        assert len(errs) == 1 and expect in errs[0] and not at.exception, ("import", f"{case} -> {errs}")
+    assert sorted(p.name for p in runs.iterdir()) == before           # nothing bad landed in the runs folder
+    at.file_uploader(key="import_files").set_value([("model.safetensors", weights, "application/octet-stream"),
+                                                    ("run.json", card, "application/json")])
+    at.text_input(key="import_name").set_value("from upload")
+    at.button(key="import_go").click()
+    run_ok(at)
+    assert any("runs/from-upload" in s.value for s in at.sidebar.success)
+    assert "runs/from-upload" in at.multiselect(key="compare_models").value        # and it joins the comparison
+    load_checkpoint(runs / "from-upload")
+    assert len(charts(at)) == 5
+
+
+def test_compare_and_sweep_pages_with_a_broken_run(runs):
+    at = open_app("pages/compare.py")
+    at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/broken-mnist"])
+    run_ok(at)
+    errs = one_line_errors(at)
+    assert len(errs) == 1 and WEIGHTS in errs[0] and not at.exception, ("broken run", "compare page")
+    at.switch_page("pages/sweep.py")
+    run_ok(at)
+    at.radio(key="sweep_source_False").set_value("Saved sweep runs (runs/sweep-*)")
+    run_ok(at)
+    df = at.dataframe[0].value
+    row = df[df["run"] == "runs/sweep-lp0.45"].iloc[0]
+    assert row["status"] == "failed" and WEIGHTS in row["reason"] and not at.exception, ("broken run", "sweep results")
+    assert any("sweep-lp0.45" in e for e in one_line_errors(at))
+
+
+# ----------------------------------------------------------------------------- 6. Parity
+
+
+def test_parity_page_generated_and_typed_vectors(runs):
+    at = open_app(page="parity", model="runs/tiny-parity")         # a shared link: page and model in the URL
+    assert at.title[0].value == "Parity"
+    assert at.sidebar.selectbox(key="pick_model_parity").value == "runs/tiny-parity"
+    at.slider(key="par_k").set_value(3)
+    run_ok(at)
+    assert "3 non-zeros" in charts(at)[0]["layout"]["title"]["text"]
+    at.segmented_control(key="par_how").set_value("Type")
+    run_ok(at)
+    at.text_input(key="par_text").input("1 1 1 0 0 0 0 -1")
+    run_ok(at)
+    assert "3 of them +1" in charts(at)[0]["layout"]["title"]["text"]
+    assert {m.label for m in at.metric} >= {"Prediction", "E[n]"}
+    df = at.dataframe[0].value
+    assert len(df) == 2 and all(0 <= a <= 1 for a in df["accuracy"])
+    at.text_input(key="par_text").input("1 0 1")
+    run_ok(at)
+    assert "takes 8 values" in at.error[0].value
+    assert len(at.dataframe[0].value) == 2 and len(charts(at)) == 2      # easy vs hard still shows
+
+
+# ----------------------------------------------------------------------------- any page: a run that cannot be loaded
+
+
+@pytest.mark.parametrize("key,model", [("digit", "runs/broken-mnist"), ("parity", "runs/broken-parity"),
+                                       ("rotation", "runs/broken-mnist")])
+def test_a_run_that_cannot_be_loaded_is_one_red_line(runs, key, model):
+    at = open_app(page=key, model=model)                   # a shared link to the broken run
+    if key == "rotation":
+        at.number_input(key="rot_limit").set_value(100)
+        at.button(key="rot_go").click()
+        run_ok(at)
+    errs = one_line_errors(at)
+    ok = len(errs) == 1 and WEIGHTS in errs[0] and "broken" in errs[0] and not at.exception and not charts(at)
+    assert ok, ("broken run", f"{key} page")

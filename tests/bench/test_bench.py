@@ -1,0 +1,129 @@
+"""bench/: every CPU benchmark in --quick mode (a few seconds each), the report, and the gpu command's
+message without CUDA."""
+import json
+
+import pytest
+import torch
+
+from bench import common, early_exit, gpu, latency, profiling, report, throughput, time_to_accuracy
+from bench.__main__ import main
+
+
+def _doc(path, name):
+    d = json.loads(path.read_text())
+    assert d["name"] == name and d["quick"] is True
+    m = d["machine"]
+    assert m["cpu_count"] >= 1 and m["torch_threads"] >= 1 and m["torch"] and m["date"]
+    assert "loadavg_start" in m and "loadavg_end" in m and "other_work_cpu_share" in m
+    return d["results"]
+
+
+def _pos(*values):
+    for v in values:
+        assert isinstance(v, (int, float)) and v > 0 and v == v and v != float("inf"), v
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory, mnist):
+    """Every CPU benchmark in --quick mode, run once for this module, its JSON in one folder. One thread,
+    as the rest of the suite (the benchmarks' default, one per core, is for measuring)."""
+    out = tmp_path_factory.mktemp("bench")
+    throughput.run(throughput.ThroughputConfig.quick(threads=1), mnist=mnist, out=out / "throughput.json", quick=True)
+    time_to_accuracy.run(time_to_accuracy.TimeToAccuracyConfig.quick(max_seconds=1.5, eval_limit=300, threads=1),
+                         mnist=mnist, out=out / "time_to_accuracy.json", quick=True)
+    early_exit.run(early_exit.EarlyExitConfig.quick(n_images=128, batch_sizes=(128, 1), single_images=3, threads=1),
+                   mnist=mnist, out=out / "early_exit.json", quick=True)
+    latency.run(latency.LatencyConfig.quick(n_inputs=3, threads=1), mnist=mnist, out=out / "latency.json", quick=True)
+    profiling.run(profiling.ProfileConfig.quick(threads=1), mnist=mnist, out=out / "profile.json", quick=True)
+    # no GPU here: the gpu benchmark's code on the CPU (its own smoke mode)
+    gpu.run(gpu.GpuConfig.quick(device="cpu", epochs=0.01, eval_limit=200), mnist=mnist, out=out / "gpu.json", quick=True)
+    return out
+
+
+def test_throughput_quick(docs):
+    r = _doc(docs / "throughput.json", "throughput")
+    assert set(r["variants"]) == {"a0_before", "a_default", "b_reference", "c_same_size", "d_classifier"}
+    for v in r["variants"].values():
+        _pos(v["images_per_s"], v["ms_per_step"], v["us_per_image"], v["params"], v["seconds"])
+    _pos(r["ratios"]["c_over_b"], r["ratios"]["a_time_over_d"], r["ratios"]["a_over_a0"])
+    assert isinstance(r["ratios"]["met_c_over_b"], bool) and isinstance(r["ratios"]["met_a_time_over_d"], bool)
+
+
+def test_time_to_accuracy_quick(docs):
+    r = _doc(docs / "time_to_accuracy.json", "time_to_accuracy")
+    _pos(r["train_seconds"], r["steps"], r["images_per_second"], r["final_accuracy"], r["target_seconds"])
+    assert r["curve"] and all(0 <= p["test_accuracy"] <= 1 and p["train_seconds"] >= 0 for p in r["curve"])
+    assert [p["train_seconds"] for p in r["curve"]] == sorted(p["train_seconds"] for p in r["curve"])
+    assert r["reached"] == (r["seconds_to_target"] is not None)
+    assert r["train_config"]["max_seconds"] == 1.5 and r["train_config"]["batch_size"] == 128
+
+
+def test_early_exit_quick(docs):
+    r = _doc(docs / "early_exit.json", "early_exit")
+    assert [b["batch_size"] for b in r["by_batch"]] == [128, 1] and r["primary_batch_size"] == 128
+    for b in r["by_batch"]:
+        assert len(b["models"]) == 2                        # mnist-default and the ~10-step stand-in
+        for m in b["models"].values():
+            _pos(m["full_seconds"], m["rec_full_seconds"], m["encode_seconds"], m["full_images_per_s"])
+            for s in m["modes"].values():
+                _pos(s["mean_steps"], s["rec_speedup"], s["whole_speedup"], s["ideal_speedup"], s["target_speedup"])
+                assert 1 <= s["mean_steps"] <= m["max_steps"] and 0 <= s["accuracy"] <= 1
+
+
+def test_latency_quick(docs):
+    r = _doc(docs / "latency.json", "latency")
+    assert r["inputs"] == 3 and r["figures"] == 4
+    for stage in ("preprocess", "input", "ponder", "figures", "total", "total_with_json"):
+        _pos(r["stages"][stage]["p50_ms"], r["stages"][stage]["p95_ms"])
+    assert r["stages"]["total"]["p95_ms"] >= r["stages"]["figures"]["p95_ms"] * 0.5
+    _pos(r["p95_ms"], r["cold_ms"]["total"])
+
+
+def test_canvas_images_are_280_rgba():
+    imgs = latency.canvas_images(torch.randint(0, 255, (2, 28, 28), dtype=torch.uint8).numpy(), 3)
+    assert len(imgs) == 3 and all(i.shape == (280, 280, 4) and i.dtype.name == "uint8" for i in imgs)
+    assert all((i[..., 3] == 255).all() and i[..., 0].max() > 0 for i in imgs)
+
+
+def test_profile_quick(docs):
+    r = _doc(docs / "profile.json", "profile")
+    for key in ("a_default", "d_classifier"):
+        assert set(profiling.PHASES) <= set(r["phases"][key])
+        _pos(r["phases"][key]["total"], r["phases"][key]["backward"])
+    assert r["ops"] and all(o["self_ms_per_step"] >= 0 and o["op"] for o in r["ops"])
+    _pos(r["layout"]["nchw_ms"], r["layout"]["channels_last_ms"])
+
+
+def test_gpu_code_path_on_cpu(docs):
+    """No GPU here: the gpu benchmark's code ran on the CPU (its own smoke mode)."""
+    r = _doc(docs / "gpu.json", "gpu")
+    _pos(r["throughput"]["32"]["images_per_s"])
+    assert r["time_to_accuracy"]["curve"] and r["time_to_accuracy"]["target_accuracy"] == 0.99
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present: the gpu command would run")
+def test_gpu_command_without_cuda_exits_with_message(capsys):
+    assert main(["gpu"]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_report_renders_every_section(docs, tmp_path):
+    out = tmp_path / "results"
+    out.mkdir()
+    for p in docs.glob("*.json"):
+        if p.name != "gpu.json":                            # a CPU smoke run is not a GPU figure
+            (out / p.name).write_bytes(p.read_bytes())
+    doc = report.write_report(out, tmp_path / "benchmarks.md")
+    text = doc.read_text()
+    heads = {"throughput": "## 1. Training throughput", "time_to_accuracy": "## 2. Time to accuracy",
+             "early_exit": "## 3. Early exit", "latency": "## 4. Explorer latency", "profile": "## Profile"}
+    for head in ["## Summary", "## 5. GPU", *heads.values()]:
+        assert head in text
+    assert "Not measured in this session" in text
+    assert "--quick smoke runs" in text and "## Machine" in text
+    assert "validation" in text                             # the GPU history is labelled as validation
+
+
+def test_quick_results_default_outside_docs():
+    assert common.default_out("latency", quick=True).parent == common.QUICK_DIR
+    assert common.default_out("latency").parent == common.RESULTS_DIR

@@ -1,0 +1,27 @@
+"""explorer/digits.py: the digit pools (MNIST test set, or the bundled examples without it)."""
+import numpy as np
+import torch
+
+from explorer.digits import DigitPool, digit_pool, example_digits
+
+
+def test_digit_pools():
+    ex = example_digits()
+    assert len(ex) == 20 and ex.x.shape == (20, 28, 28) and ex.x.dtype == np.uint8
+    assert sorted(set(ex.y.tolist())) == list(range(10))
+    assert digit_pool(None).source == "bundled examples"
+    rng = np.random.default_rng(0)
+    assert all(ex.y[ex.choose(7, rng)] == 7 for _ in range(10))
+    assert isinstance(DigitPool(ex.x, ex.y, ex.index, "x").choose(None, rng), int)
+
+
+def test_example_digits_are_the_mnist_test_images(mnist):
+    ex = example_digits()
+    assert torch.equal(mnist.test_x[torch.as_tensor(ex.index)], torch.as_tensor(ex.x))
+    assert torch.equal(mnist.test_y[torch.as_tensor(ex.index)], torch.as_tensor(ex.y))
+
+
+def test_the_mnist_pool_is_the_test_set_in_order(mnist):
+    pool = digit_pool(mnist)
+    assert pool.source == "MNIST test set" and len(pool) == 10000
+    assert np.array_equal(pool.index, np.arange(10000)) and np.array_equal(pool.y, mnist.test_y.numpy())

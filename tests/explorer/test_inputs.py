@@ -1,0 +1,57 @@
+"""explorer/inputs.py: typed angle lists and parity vectors, as properties over any text and by example."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+from explorer import inputs
+
+
+def test_parse_numbers_by_example():
+    assert inputs.parse_numbers("0, 15 30;45", 0, 180, "angles") == [0, 15, 30, 45]
+    assert inputs.parse_numbers("45, 45, 0", 0, 180, "angles") == [45, 0]          # duplicates dropped, order kept
+    with pytest.raises(ValueError, match="angles: 'x'"):
+        inputs.parse_numbers("0, x", 0, 180, "angles")
+    with pytest.raises(ValueError, match="outside"):
+        inputs.parse_numbers("200", 0, 180, "angles")
+    with pytest.raises(ValueError, match="at least one"):
+        inputs.parse_numbers(" , ", 0, 180, "angles")
+
+
+@given(st.lists(st.floats(-360, 360, allow_nan=False), min_size=1, max_size=8), st.sampled_from([", ", " ", ";"]))
+def test_parse_numbers_reads_back_what_was_written(values, sep):
+    got = inputs.parse_numbers(sep.join(repr(v) for v in values), -360, 360, "angles")
+    assert got == list(dict.fromkeys(values))
+
+
+@given(st.text(max_size=20))
+def test_parse_numbers_gives_numbers_in_range_or_one_plain_error(text):
+    try:
+        got = inputs.parse_numbers(text, 0, 180, "ranges")
+    except ValueError as e:
+        assert str(e).startswith("ranges: ") and "\n" not in str(e)
+    else:
+        assert got and all(math.isfinite(v) and 0 <= v <= 180 for v in got)
+
+
+def test_parse_vector_by_example():
+    assert inputs.parse_vector("1 -1 0 +1", 4).tolist() == [[1, -1, 0, 1]]
+    assert inputs.parse_vector("+-0+", 4).tolist() == [[1, -1, 0, 1]]
+    with pytest.raises(ValueError, match="takes 4 values, got 3"):
+        inputs.parse_vector("1 0 1", 4)
+    with pytest.raises(ValueError, match="not one of"):
+        inputs.parse_vector("1 2 0 0", 4)
+
+
+@given(st.lists(st.sampled_from([-1, 0, 1]), min_size=1, max_size=16), st.booleans())
+def test_parse_vector_reads_back_what_was_written(vals, compact):
+    text = "".join("+-0"[[1, -1, 0].index(v)] for v in vals) if compact else " ".join(str(v) for v in vals)
+    assert inputs.parse_vector(text, len(vals)).tolist() == [[float(v) for v in vals]]
+
+
+@given(st.integers(1, 64), st.integers(-5, 70), st.integers(0, 10 ** 9))
+def test_parity_vector_has_k_nonzeros_and_replays(n, k, seed):
+    x = inputs.parity_vector(n, k, seed)
+    assert x.shape == (1, n) and int((x != 0).sum()) == min(max(k, 0), n)
+    assert set(x.unique().tolist()) <= {-1.0, 0.0, 1.0} and torch.equal(x, inputs.parity_vector(n, k, seed))

@@ -1,0 +1,96 @@
+"""explorer/study_figures.py: the data inside the λp-sweep, rotation and parity figures."""
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer import study_figures as sf
+from explorer.style import CORRECT_COLOR, LEARNED_COLOR, PRIOR_COLOR, WRONG_COLOR
+from explorer.tables import sweep_row
+from ponder.studies import box_stats
+
+
+def _prior_traces(fig):
+    return [t for t in fig.data if getattr(t, "marker", None) is not None and t.marker.color == PRIOR_COLOR
+            or getattr(t, "line", None) is not None and getattr(t.line, "color", None) == PRIOR_COLOR]
+
+
+def test_sweep_figures_keep_failed_runs():
+    rows = [sweep_row("a", {"lambda_p": 0.2, "status": "completed", "metrics": {"test": {
+                "accuracy": 0.99, "mean_steps": 4.7, "halting_distribution": [0.3, 0.3, 0.4]}}}),
+            sweep_row("b", None, status="failed", reason="loss became nan at step 3", lambda_p=0.9)]
+    grid = sf.sweep_grid_fig(rows)
+    assert any("loss became nan" in (a.text or "") for a in grid.layout.annotations)
+    assert any(isinstance(t, go.Bar) and t.marker.color == LEARNED_COLOR for t in grid.data)
+    assert any(t.line.color == PRIOR_COLOR for t in grid.data if isinstance(t, go.Scatter))
+    steps = sf.sweep_steps_fig(rows, 20)
+    learned = next(t for t in steps.data if t.name.startswith("mean halting step"))
+    assert list(learned.x) == [0.2] and list(learned.y) == [4.7]               # the failed run has no point
+    ref = next(t for t in steps.data if t.name == "1/λp")
+    assert np.allclose(np.array(ref.y) * np.array(ref.x), 1.0)
+    acc = sf.sweep_accuracy_fig(rows)
+    assert list(acc.data[0].y) == [0.99]
+
+
+def _rows():
+    rng = np.random.default_rng(0)
+    rows = []
+    for kind, a, acc in (("fixed", 0, 0.99), ("fixed", 90, 0.2), ("uniform", 45, 0.9)):
+        s = rng.integers(1, 8, 200).astype(float)
+        rows.append(dict(kind=kind, angle=a, n=200, accuracy=acc, halting_distribution=[0.5, 0.3, 0.2], steps=s.tolist(),
+                         confidence=rng.uniform(0, 1, 200).tolist(), correct=(rng.uniform(0, 1, 200) < acc).tolist(),
+                         **box_stats(s), mean_steps=float(s.mean()), median_steps=float(np.median(s))))
+    return rows
+
+
+def test_rotation_figures():
+    rows = _rows()
+    acc = sf.rotation_accuracy_fig(rows)
+    fixed = next(t for t in acc.data if t.name == "fixed angle θ")
+    assert list(fixed.x) == [0, 90] and list(fixed.y) == [0.99, 0.2]
+    box = sf.rotation_steps_fig(rows)
+    b = next(t for t in box.data if isinstance(t, go.Box))
+    assert list(b.x) == ["0°", "90°", "±45°"]
+    assert all(lo <= q1 <= m <= q3 <= hi for lo, q1, m, q3, hi in zip(b.lowerfence, b.q1, b.median, b.q3, b.upperfence))
+    means = {t.name: list(t.x) for t in box.data if isinstance(t, go.Scatter)}   # fixed and ranges not joined
+    assert means == {"mean, fixed angles": ["0°", "90°"], "mean, uniform ranges": ["±45°"]}
+    heat = sf.rotation_halting_fig(rows)
+    assert np.array(heat.data[0].z).shape == (3, 3)
+    sc = sf.confidence_scatter_fig(rows[1]["steps"], rows[1]["confidence"], rows[1]["correct"])
+    right, wrong = sc.data
+    assert len(right.x) + len(wrong.x) == 200 and right.marker.color == CORRECT_COLOR
+    assert np.all(np.abs(np.array(right.x) - np.array(right.customdata)) < 0.2)      # jitter only
+
+
+def test_parity_figures():
+    fig = sf.parity_input_fig([1, -1, 0, 1, 1])
+    assert "3 of them +1" in fig.layout.title.text and "odd" in fig.layout.title.text
+    fig = sf.sets_halting_fig({"easy": [0.5, 0.5], "hard": [0.1, 0.9]}, 0.2)
+    assert len(_prior_traces(fig)) == 1
+    fig = sf.by_k_fig([{"k": 1, "accuracy": 1.0, "mean_steps": 3.0}, {"k": 2, "accuracy": 0.5, "mean_steps": 4.0}],
+                     train_k=(1, 1))
+    assert list(fig.data[0].y) == [3.0, 4.0]
+
+
+def test_sweep_grid_text_panels_sit_in_their_own_panel():
+    rows = [dict(name="a", lambda_p=0.2, status="completed", reason="", halting=[0.5, 0.3, 0.2]),
+            dict(name="b", lambda_p=0.7, status="failed", reason="gradient norm became inf at step 1", halting=None),
+            dict(name="c", lambda_p=0.8, status="running 38%", reason="", halting=None),
+            dict(name="d", lambda_p=0.9, status="queued", reason="", halting=None)]
+    fig = sf.sweep_grid_fig(rows)
+    notes = {a.text.replace("<br>", " "): a for a in fig.layout.annotations if a.xref == "paper" and a.yref == "paper"
+             and not a.text.startswith("λp=")}
+    failed = next(a for t, a in notes.items() if "became inf" in t)
+    assert failed.font.color == WRONG_COLOR and "failed" in failed.text
+    for i, key in ((1, "became inf"), (2, "running 38%"), (3, "queued")):
+        a = next(a for t, a in notes.items() if key in t)
+        xd, yd = fig.layout[f"xaxis{i + 1}"].domain, fig.layout[f"yaxis{i + 1}"].domain
+        assert xd[0] < a.x < xd[1] and yd[0] < a.y < yd[1], (key, a.x, a.y, xd, yd)
+    assert fig.layout.legend.yref == "container"                  # above the panel titles, not over them
+
+
+def test_every_trace_has_hover_text():
+    rows = _rows()
+    made = [sf.rotation_accuracy_fig(rows), sf.rotation_steps_fig(rows), sf.rotation_halting_fig(rows),
+            sf.sweep_steps_fig([], 20), sf.parity_input_fig([1, 0]), sf.sets_halting_fig({"a": [0.5, 0.5]}, 0.2)]
+    for fig in made:
+        for t in fig.data:
+            assert t.hovertemplate or t.hoverinfo, (fig.layout.title.text, t.name)

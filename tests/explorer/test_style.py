@@ -1,0 +1,37 @@
+"""explorer/style.py: step axes, log ticks, labelled rules and the prior trace, by hand."""
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer import style
+
+
+def test_step_ticks_by_hand():
+    # at most ~20 ticks: N = 20 -> every step, 100 -> every 5th, 7 with max 3 ticks -> every 3rd
+    assert (style.step_dtick(20), style.step_dtick(100), style.step_dtick(7, max_ticks=3)) == (1, 5, 3)
+    assert style.step_axis(20)["range"] == [0.4, 20.6] and style.step_axis(20)["tick0"] == 1
+    # training steps up to 4,000 with 6 ticks: 4000 / 6 = 667 -> the next 1-2-5 step is 1,000
+    assert style.count_axis(4000)["dtick"] == 1000 and style.count_axis(7)["dtick"] == 2
+
+
+def test_log_ticks_by_hand():
+    # 0.03 .. 0.9 spans two decades: 1-2-5 ticks from 0.02 to 2 (within a factor 2.5 of the data)
+    t = style.log_ticks([0.03, 0.9])
+    assert np.allclose(t["tickvals"], [0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0]) and t["ticktext"][0] == "0.02"
+    # 1e-5 .. 10 spans six decades: powers of ten only
+    assert np.allclose(style.log_ticks([1e-5, 10])["tickvals"], [1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1, 10])
+    assert style.log_ticks([0, -1, float("nan")]) == {}
+
+
+def test_a_rule_is_a_shape_and_a_legend_entry():
+    fig = go.Figure()
+    style.rule(fig, x=3, line=dict(color="red"), text="halted at step 3")
+    style.rule(fig, x=40, text="mean 1/λp = 40 (beyond N = 20)", draw=False)
+    assert [(s.x0, s.x1, s.yref) for s in fig.layout.shapes] == [(3, 3, "paper")]
+    assert [t.name for t in fig.data] == ["halted at step 3", "mean 1/λp = 40 (beyond N = 20)"]
+
+
+def test_prior_trace_is_the_renormalised_prior():
+    # λp = 0.5, N = 2: 0.5, 0.25 over Z = 0.75: 2/3, 1/3
+    t = style.prior_trace(0.5, 2)
+    assert list(t.x) == [1, 2] and np.allclose(t.y, [2 / 3, 1 / 3]) and t.line.color == style.PRIOR_COLOR
+    assert isinstance(style.prior_trace(0.5, 2, as_bars=True), go.Bar)

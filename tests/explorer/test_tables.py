@@ -1,0 +1,34 @@
+"""explorer/tables.py: λp-sweep rows and tooltip text from cards, and where a running job is."""
+from explorer import tables
+
+
+def test_sweep_rows_and_card_description():
+    card = {"name": "r", "task": "mnist", "lambda_p": 0.3, "max_steps": 20, "status": "failed", "reason": "NaN",
+            "train": {"beta": 0.01, "hidden": 64}, "metrics": {}}
+    row = tables.sweep_row("r", card)
+    assert row["status"] == "failed" and row["reason"] == "NaN" and row["accuracy"] is None and row["lambda_p"] == 0.3
+    text = tables.describe_card(card)
+    assert "λp = 0.3" in text and "failed" in text and "NaN" in text
+
+
+def test_training_eta_uses_the_training_clock_and_the_budget():
+    # 100 of 1,000 steps in 10 s of training, reported 2 s ago: 900 steps × 0.1 s = 90 s, less 2 s
+    row = dict(step=100, total_steps=1000, elapsed=10.0, wall=50.0, max_seconds=None)
+    assert tables.training_eta(row, now=52.0) == ("step 100 of 1,000", 88.0)
+    # a 15 s budget ends it first: 15 − 10 = 5 s left at the report, 3 s now; about 150 steps in all
+    text, left = tables.training_eta(dict(row, max_seconds=15.0), now=52.0)
+    assert text == "step 100 of about 150 (15 s budget)" and left == 3.0
+    # a budget longer than the epochs need changes nothing
+    assert tables.training_eta(dict(row, max_seconds=600.0), now=52.0) == ("step 100 of 1,000", 88.0)
+    # before the first timed step there is no estimate; past the end it is 0, never negative
+    assert tables.training_eta(dict(row, step=0, elapsed=0.0), now=52.0)[1] is None
+    assert tables.training_eta(dict(row, max_seconds=15.0), now=60.0)[1] == 0.0
+
+
+def test_a_sweep_row_from_a_job_without_a_card_yet():
+    row = tables.sweep_row("sweep-lp0.3", None, status="running 40%", lambda_p=0.3)
+    assert (row["lambda_p"], row["status"], row["accuracy"], row["halting"]) == (0.3, "running 40%", None, None)
+    card = {"lambda_p": 0.2, "status": "completed", "metrics": {"test": {"accuracy": 0.99, "mean_steps": 4.7,
+                                                                           "halting_distribution": [0.6, 0.4]}}}
+    row = tables.sweep_row("r", card)
+    assert (row["accuracy"], row["mean_steps"], row["halting"]) == (0.99, 4.7, [0.6, 0.4])

@@ -1,0 +1,166 @@
+"""ponder/card.py: the one card reader refuses every bad card with one line naming the file (a pickle
+is never unpickled), odd text fields stay loadable, updates are never lost, history garbage is skipped."""
+import json
+import pickle
+
+import pytest
+
+from helpers import ShellPayload, assert_one_line, run_threads, save_tiny_run, tiny_model
+from ponder import card as K
+from ponder.card import CARD, HISTORY, CheckpointError, read_card, read_history, update_card
+from ponder.checkpoint import load_checkpoint, save_run
+from ponder.config import TrainConfig
+
+
+@pytest.mark.parametrize("protocol", [0, 2, 5])
+def test_pickle_as_card_refused_and_never_run(tiny_run, tmp_path, protocol):
+    d, _ = tiny_run
+    marker = tmp_path / "PWNED"
+    (d / CARD).write_bytes(pickle.dumps(ShellPayload(marker), protocol=protocol))
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(d)
+    assert_one_line(e, d / CARD)
+    assert not marker.exists()
+
+
+def _edit(fn):
+    def apply(card):
+        fn(card)
+        return json.dumps(card)
+    return apply
+
+
+BAD_CARDS = {
+    "empty-file": lambda c: "",
+    "whitespace": lambda c: "   \n",
+    "null": lambda c: "null",
+    "list": lambda c: "[1, 2, 3]",
+    "string": lambda c: '"ponder-run"',
+    "number": lambda c: "42",
+    "truncated": lambda c: json.dumps(c)[:50],
+    "binary": lambda c: b"\xff\xfe\x00\x01garbage",
+    "utf8-bom": lambda c: "\ufeff" + json.dumps(c),
+    "deep-nesting": lambda c: "[" * 100000 + "]" * 100000,
+    "deep-nesting-in-field": lambda c: json.dumps(c)[:-1] + ', "x": ' + "[" * 50000 + "]" * 50000 + "}",
+    "over-1MiB": lambda c: json.dumps({**c, "pad": "x" * (2 * 1024 * 1024)}),
+    "format-missing": _edit(lambda c: c.pop("format")),
+    "format-wrong": _edit(lambda c: c.update(format="pytorch")),
+    "task-missing": _edit(lambda c: c.pop("task")),
+    "task-unknown": _edit(lambda c: c.update(task="cifar")),
+    "task-list": _edit(lambda c: c.update(task=["parity"])),
+    "task-null": _edit(lambda c: c.update(task=None)),
+    "model-missing": _edit(lambda c: c.pop("model")),
+    "model-null": _edit(lambda c: c.update(model=None)),
+    "model-list": _edit(lambda c: c.update(model=[16, 8])),
+    "model-string": _edit(lambda c: c.update(model="hidden=16")),
+    "model-unknown-field": _edit(lambda c: c["model"].update(layers=3)),
+    "model-hidden-0": _edit(lambda c: c["model"].update(hidden=0)),
+    "model-hidden-negative": _edit(lambda c: c["model"].update(hidden=-16)),
+    "model-hidden-string": _edit(lambda c: c["model"].update(hidden="16")),
+    "model-hidden-float": _edit(lambda c: c["model"].update(hidden=16.0)),
+    "model-hidden-bool": _edit(lambda c: c["model"].update(hidden=True)),
+    "model-hidden-1e9": _edit(lambda c: c["model"].update(hidden=10 ** 9)),
+    "model-hidden-10**400": _edit(lambda c: c["model"].update(hidden=10 ** 400)),
+    "max_steps-missing": _edit(lambda c: c.pop("max_steps")),
+    "max_steps-0": _edit(lambda c: c.update(max_steps=0)),
+    "max_steps-negative": _edit(lambda c: c.update(max_steps=-5)),
+    "max_steps-201": _edit(lambda c: c.update(max_steps=201)),
+    "max_steps-float": _edit(lambda c: c.update(max_steps=5.5)),
+    "max_steps-string": _edit(lambda c: c.update(max_steps="5")),
+    "max_steps-bool": _edit(lambda c: c.update(max_steps=True)),
+    "max_steps-huge": _edit(lambda c: c.update(max_steps=10 ** 400)),
+    "lambda_p-missing": _edit(lambda c: c.pop("lambda_p")),
+    "lambda_p-0": _edit(lambda c: c.update(lambda_p=0)),
+    "lambda_p-negative": _edit(lambda c: c.update(lambda_p=-0.5)),
+    "lambda_p-over-1": _edit(lambda c: c.update(lambda_p=1.5)),
+    "lambda_p-nan": _edit(lambda c: c.update(lambda_p=float("nan"))),
+    "lambda_p-inf": _edit(lambda c: c.update(lambda_p=float("inf"))),
+    "lambda_p-string": _edit(lambda c: c.update(lambda_p="0.3")),
+    "lambda_p-bool": _edit(lambda c: c.update(lambda_p=True)),
+    "lambda_p-list": _edit(lambda c: c.update(lambda_p=[0.3])),
+    "train-null": _edit(lambda c: c.update(train=None)),
+    "train-list": _edit(lambda c: c.update(train=["lr", 0.1])),
+    "train-string": _edit(lambda c: c.update(train="lr=0.1")),
+    "train-unknown-field": _edit(lambda c: c["train"].update(momentum=0.9)),
+    "train-beta-negative": _edit(lambda c: c["train"].update(beta=-1)),
+    "train-lr-string": _edit(lambda c: c["train"].update(lr="0.001")),
+    "train-lr-zero": _edit(lambda c: c["train"].update(lr=0)),
+    "train-batch-bool": _edit(lambda c: c["train"].update(batch_size=False)),
+    "train-seed-negative": _edit(lambda c: c["train"].update(seed=-1)),
+    "train-seed-2**70": _edit(lambda c: c["train"].update(seed=2 ** 70)),
+    "train-preset-list": _edit(lambda c: c["train"].update(parity_preset=["small"])),
+    "train-preset-unknown": _edit(lambda c: c["train"].update(parity_preset="giant")),
+    "train-device-dict": _edit(lambda c: c["train"].update(device={"cuda": 1})),
+    "train-compile-string": _edit(lambda c: c["train"].update(compile="yes")),
+    "train-rotate-181": _edit(lambda c: c["train"].update(rotate_train=181)),
+    "train-epochs-nan": _edit(lambda c: c["train"].update(epochs=float("nan"))),
+    "name-dict": _edit(lambda c: c.update(name={"$gt": ""})),
+    "name-number": _edit(lambda c: c.update(name=42)),
+    "status-list": _edit(lambda c: c.update(status=["failed"])),
+    "reason-huge": _edit(lambda c: c.update(reason="x" * 20000)),
+    "steps-negative": _edit(lambda c: c.update(steps=-1)),
+    "steps-string": _edit(lambda c: c.update(steps="many")),
+    "train_seconds-string": _edit(lambda c: c.update(train_seconds="fast")),
+    "metrics-string": _edit(lambda c: c.update(metrics="good")),
+    "metrics-test-list": _edit(lambda c: c.update(metrics={"test": [1, 2]})),
+    "metrics-accuracy-string": _edit(lambda c: c.update(metrics={"test": {"accuracy": "99%"}})),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_CARDS))
+def test_bad_card_one_line_error_naming_file(tiny_run, kind):
+    d, _ = tiny_run
+    card = json.loads((d / CARD).read_text())
+    text = BAD_CARDS[kind](card)
+    (d / CARD).write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(CheckpointError) as e:
+        read_card(d)
+    assert_one_line(e, d / CARD)
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(d)
+    assert_one_line(e, d / CARD)
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00garbage\n", b"[" * 50000 + b"\n", b"1\n2\n\"x\"\nnull\n[]\n",
+                                     b'{"step": 1}\n{not json\n{"step": 2}\n', b"\x00" * 1000],
+                         ids=["binary", "deep-nesting", "not-dicts", "bad-line", "nul-bytes"])
+def test_history_garbage_is_skipped(tiny_run, content):
+    d, _ = tiny_run
+    (d / HISTORY).write_bytes(content)
+    rows = read_history(d)
+    assert all(isinstance(r, dict) for r in rows)
+
+
+def test_history_that_is_a_folder(tiny_run):
+    d, _ = tiny_run
+    (d / HISTORY).unlink()
+    (d / HISTORY).mkdir()
+    assert read_history(d) == []
+
+
+@pytest.mark.parametrize("field", ["name", "reason", "status", "device"])
+@pytest.mark.parametrize("value", ["x" * 50000, "line1\nline2\x00\u202e", 12345, None])
+def test_save_run_with_odd_text_fields_stays_loadable(tmp_path, field, value):
+    """What a UI may pass to save_run (a traceback as the reason, a user's name) never makes an unloadable run."""
+    model = tiny_model("parity", max_steps=5)
+    d = save_run(tmp_path / "r", model, TrainConfig(task="parity", max_steps=5, hidden=16), **{field: value})
+    ck = load_checkpoint(d)
+    assert isinstance(ck.card[field], str) and len(ck.card[field]) <= K.MAX_CARD_TEXT
+
+
+@pytest.mark.parametrize("edit", [lambda c: c.update(lambda_p=2.0), lambda c: c.update(task="cifar"),
+                                  lambda c: c.pop("format"), lambda c: c["train"].update(beta=-1)])
+def test_bad_card(tmp_path, edit):
+    d, _ = save_tiny_run(tmp_path / "run")
+    card = json.loads((d / CARD).read_text())
+    edit(card)
+    (d / CARD).write_text(json.dumps(card))
+    with pytest.raises(CheckpointError, match=str(d / CARD)):
+        load_checkpoint(d)
+
+
+def test_concurrent_card_updates_are_not_lost(tmp_path):
+    d = save_run(tmp_path / "r", tiny_model("parity", max_steps=4), TrainConfig(task="parity", max_steps=4, hidden=16))
+    run_threads(8, lambda i: update_card(d, **{f"note{i}": i}))
+    card = read_card(d)
+    assert all(card.get(f"note{i}") == i for i in range(8))

@@ -1,0 +1,73 @@
+"""ponder/evaluate.py: metrics of a trained model (accuracy at the halting step, step statistics,
+per-step accuracy, the halting distribution next to the prior, by class), and parity by difficulty."""
+import pytest
+import torch
+
+from helpers import tiny_model
+from ponder import data as D
+from ponder.config import PARITY_PRESETS, TrainConfig
+from ponder.evaluate import by_k_rows, evaluate_mnist, evaluate_parity, group_stats, halves, mnist_split
+from ponder.train import train
+
+
+def small_mnist(m, n_train=6000, n_val=500):
+    return D.Mnist(m.train_x[:n_train], m.train_y[:n_train], m.val_x[:n_val], m.val_y[:n_val],
+                   m.test_x[:1000], m.test_y[:1000])
+
+
+def test_mnist_short_training_learns_and_evaluates(mnist):
+    small = small_mnist(mnist)
+    res = train(TrainConfig(epochs=1, batch_size=64, device="cpu", max_steps=8, rotate_train=10.0), mnist=small)
+    assert res.status == "completed"
+    ev = evaluate_mnist(res.model, small, "sample")
+    assert ev["accuracy"] > 0.85 and ev["n"] == 1000 and ev["mode"] == "sample" and ev["split"] == "test"
+    assert 1 <= ev["mean_steps"] <= 8
+    assert len(ev["per_step_accuracy"]) == 8 and len(ev["halting_distribution"]) == 8
+    assert abs(sum(ev["halting_distribution"]) - 1) < 1e-4 and abs(sum(ev["prior"]) - 1) < 1e-4
+    assert len(ev["by_class"]) == 10 and sum(r["count"] for r in ev["by_class"]) == 1000
+    # invariant: the accuracy is the count-weighted mean of the per-class accuracies
+    assert ev["accuracy"] == pytest.approx(sum(r["accuracy"] * r["count"] for r in ev["by_class"]) / 1000, abs=1e-6)
+    det = evaluate_mnist(res.model, small, "deterministic", limit=300)
+    exp = evaluate_mnist(res.model, small, "expected", limit=300)
+    assert det["accuracy"] > 0.85 and exp["accuracy"] > 0.85 and det["n"] == exp["n"] == 300
+    # expected mode runs every step: its 'steps' are E[n], whose mean is the expected_steps metric
+    assert exp["mean_steps"] == pytest.approx(exp["expected_steps"], abs=1e-4)
+
+
+def test_mnist_split_takes_the_first_images(mnist):
+    x, y = mnist_split(mnist, "val", 7)
+    assert torch.equal(x, mnist.val_x[:7]) and torch.equal(y, mnist.val_y[:7])
+    assert mnist_split(mnist)[0] is mnist.test_x
+
+
+def test_halves_of_a_range_of_k():
+    # by hand: 1..16 -> 1..8 and 9..16; 1..8 -> 1..4 and 5..8; 9..16 -> 9..12 and 13..16; 3..3 -> 3..3, empty
+    assert halves(1, 16) == ((1, 8), (9, 16))
+    assert halves(1, 8) == ((1, 4), (5, 8)) and halves(9, 16) == ((9, 12), (13, 16))
+    assert halves(3, 3) == ((3, 3), (4, 3))
+
+
+def test_group_stats_and_by_k_by_hand():
+    # 4 samples: correct T F T T, halting steps 1 2 3 4, p of two steps; k = 1 1 2 2
+    stats = {"correct": torch.tensor([True, False, True, True]), "halt_step": torch.tensor([1.0, 2.0, 3.0, 4.0]),
+             "p": torch.tensor([[1.0, 0.5, 0.0, 0.25], [0.0, 0.5, 1.0, 0.75]])}
+    g = group_stats(stats, torch.tensor([True, True, False, False]))
+    assert g == {"count": 2, "accuracy": 0.5, "mean_steps": 1.5, "halting_distribution": [0.75, 0.25]}
+    rows = by_k_rows(stats, torch.tensor([1, 1, 2, 2]))
+    assert rows == [{"k": 1, "accuracy": 0.5, "mean_steps": 1.5}, {"k": 2, "accuracy": 1.0, "mean_steps": 3.5}]
+
+
+def test_parity_evaluation_easy_hard_is_a_split_of_one_test_set():
+    model = tiny_model("parity", max_steps=6)
+    ev = evaluate_parity(model, PARITY_PRESETS["small"], size=1000)
+    easy, hard = ev["easy"], ev["hard"]
+    assert easy["count"] + hard["count"] == ev["n"] == 1000 and ev["test_k"] == [1, 8]
+    assert easy["k_range"] == [1, 4] and hard["k_range"] == [5, 8]
+    # invariants: the whole set's accuracy and mean steps are the count-weighted means of the halves, and
+    # of the per-k rows
+    for key in ("accuracy", "mean_steps"):
+        assert ev[key] == pytest.approx((easy[key] * easy["count"] + hard[key] * hard["count"]) / 1000, abs=1e-5)
+    assert [r["k"] for r in ev["by_k"]] == list(range(1, 9))
+    assert abs(sum(easy["halting_distribution"]) - 1) < 1e-4 and abs(sum(hard["halting_distribution"]) - 1) < 1e-4
+    # the same seed replays the same draws
+    assert evaluate_parity(model, PARITY_PRESETS["small"], size=1000)["accuracy"] == ev["accuracy"]

@@ -1,0 +1,40 @@
+"""ponder/reproduce.py: the results tables, from the results.json that `reproduce --from-assets` wrote
+(docs/results.json, measured); the retraining path runs in test_lifecycle.py."""
+import json
+
+from helpers import ROOT
+from ponder.reproduce import results_markdown, specs, stats_cells
+
+RESULTS = json.loads((ROOT / "docs" / "results.json").read_text())
+
+
+def test_expected_mode_row_says_all_steps_run_and_keeps_two_decimals_of_the_median():
+    md = results_markdown(RESULTS)
+    # docs/results.json: expected mode, accuracy 0.99410, E[n] mean 4.654812, median 4.647853, std 0.058365
+    assert "| expected (steps run: 20 (all); expected steps E[n]) | 0.9941 | 4.65 | 4.65 | 0.06 |" in md
+    # sampled steps are whole numbers: their median stays an integer (3.0 -> "3")
+    assert "| sample | 0.9941 | 4.65 | 3 | 4.04 |" in md
+
+
+def test_stats_cells_by_hand():
+    r = dict(accuracy=0.5, mean_steps=4.654, median_steps=4.648, std_steps=0.0583)
+    assert stats_cells(r) == "0.5000 | 4.65 | 5 | 0.06"
+    assert stats_cells(r, expected=True) == "0.5000 | 4.65 | 4.65 | 0.06"
+
+
+def test_every_section_is_rendered_from_the_measured_results():
+    md = results_markdown(RESULTS)
+    for heading in ("## MNIST default model `mnist-default`", "## Rotation study `mnist-rot22`", "## lambda_p sweep",
+                    "## Parity `parity-medium`", "## Parity `parity-medium-extrapolation`"):
+        assert md.count(heading) == 1, heading
+    assert "| fixed 90 deg | 0.2079 | 4.70 | 3 | 4.03 |" in md                 # README's rotation table
+    assert "Mean halting steps stay about flat with the angle" in md
+    # the sweep's prior mean truncated at N = 20, as README's table: 7.23 for lambda_p 0.1, 4.77 for 0.2
+    assert "| 0.1 | 10.00 | 7.23 |" in md and "| 0.2 | 5.00 | 4.77 |" in md
+
+
+def test_specs_name_the_shipped_models():
+    names = [s.name for s in specs(gpu=False)]
+    assert names[:2] == ["mnist-default", "mnist-rot22"] and names[-1] == "parity-small"
+    assert [s.name for s in specs(gpu=False) if s.role == "sweep"] == [f"sweep-lp{v:g}" for v in (0.1, 0.2, 0.3, 0.5, 0.7, 0.9)]
+    assert {s.name for s in specs(gpu=True)} >= {"parity-paper", "parity-extrapolation"}

@@ -1,0 +1,118 @@
+"""ponder/studies.py: one input's trace, the rotation study and its verdict, parity by difficulty, the
+prior's mean."""
+import numpy as np
+import pytest
+import torch
+
+from helpers import tiny_model
+from ponder import studies
+from ponder.evaluate import evaluate_mnist, mnist_split
+
+
+def test_trace_matches_the_core_and_replays_with_its_seed():
+    model = tiny_model("mnist", max_steps=8)
+    x = torch.randn(1, 1, 28, 28)
+    tr = studies.trace_input(model, x, "sample", seed=11)
+    assert tr.probs.shape == (8, 10) and np.allclose(tr.probs.sum(1), 1, atol=1e-5)
+    assert abs(tr.p.sum() - 1) < 1e-5 and abs(tr.cdf[-1] - 1) < 1e-5 and tr.lambdas[-1] == 1.0
+    assert abs(tr.expected_steps - (np.arange(1, 9) * tr.p).sum()) < 1e-4
+    assert np.allclose(tr.answer_probs, tr.probs[tr.halt_step - 1], atol=1e-5)      # answer = the halting step's
+    again = studies.trace_input(model, x, "sample", seed=11)
+    assert (again.halt_step, again.pred) == (tr.halt_step, tr.pred)
+    draws = {studies.trace_input(model, x, "sample", seed=s).halt_step for s in range(30)}
+    assert len(draws) > 1                                                            # the seed matters
+    det = studies.trace_input(model, x, "deterministic")
+    assert det.halt_step == int(np.argmax(det.cdf >= 0.5) + 1)
+    exp = studies.trace_input(model, x, "expected")
+    assert exp.halt_step == 8 and np.allclose(exp.answer_probs, (exp.p[:, None] * exp.probs).sum(0), atol=1e-5)
+
+
+def test_trace_of_a_parity_input():
+    model = tiny_model("parity", max_steps=5, n_elems=8)
+    x = torch.tensor([[1.0, -1, 0, 0, 1, 0, 0, 0]])
+    tr = studies.trace_input(model, x, "deterministic")
+    assert tr.probs.shape == (5, 2)
+
+
+def test_parity_sets_by_difficulty():
+    assert studies.parity_sets(16, (1, 16)) == {"easy (k 1–8)": (1, 8), "hard (k 9–16)": (9, 16)}
+    sets = studies.parity_sets(16, (1, 8))
+    assert list(sets.values()) == [(1, 4), (5, 8), (9, 16)] and "extrapolation" in list(sets)[2]
+    model = tiny_model("parity", max_steps=4, n_elems=8)
+    res = studies.parity_study(model, 8, studies.parity_sets(8, (1, 6)), size=200)
+    assert len(res["sets"]) == 3 and [r["k"] for r in res["by_k"]] == list(range(1, 9))
+    for s in res["sets"].values():
+        assert abs(sum(s["halting_distribution"]) - 1) < 1e-4 and 1 <= s["mean_steps"] <= 4 and s["count"] == 200
+
+
+def test_rotation_study_rows(mnist):
+    model = tiny_model("mnist", max_steps=5)
+    x, y = mnist_split(mnist, "test", 60)
+    rows = studies.rotation_study(model, x, y, [0, 90], [45], per_sample=True)
+    assert [(r["kind"], r["angle"]) for r in rows] == [("fixed", 0), ("fixed", 90), ("uniform", 45)]
+    for r in rows:
+        assert r["n"] == 60 and len(r["steps"]) == len(r["confidence"]) == len(r["correct"]) == 60
+        assert r["lo"] <= r["q1"] <= r["median_steps"] <= r["q3"] <= r["hi"]
+        assert r["mean_steps"] == pytest.approx(np.mean(r["steps"]), abs=1e-5)
+        assert r["accuracy"] == pytest.approx(np.mean(r["correct"]), abs=1e-6)
+        assert abs(sum(r["halting_distribution"]) - 1) < 1e-4
+    # the 0° row is the unrotated evaluation: the same numbers as evaluate_mnist on those images
+    plain = evaluate_mnist(model, mnist, "sample", limit=60)
+    assert rows[0]["accuracy"] == plain["accuracy"] and rows[0]["mean_steps"] == pytest.approx(plain["mean_steps"])
+    # without per_sample: the same summary, no per-sample lists
+    lean = studies.rotation_study(model, x, y, [0, 90], [45])
+    assert [{k: r[k] for k in lr} for r, lr in zip(rows, lean)] == lean and "steps" not in lean[0]
+
+
+def _row(angle, acc, steps, kind="fixed", n=100, wrong_steps=None):
+    s = np.full(n, float(steps))
+    correct = np.arange(n) < round(acc * n)
+    if wrong_steps is not None:
+        s[~correct] = wrong_steps
+    return dict(kind=kind, angle=angle, n=n, accuracy=float(correct.mean()), mean_steps=float(s.mean()),
+                steps=s.tolist(), correct=correct.tolist())
+
+
+def test_verdict_says_longer_when_steps_grow_with_difficulty():
+    rows = [_row(0, 0.99, 3), _row(45, 0.8, 4), _row(90, 0.3, 6, wrong_steps=7)]
+    answer, text = studies.ponder_verdict(rows)
+    assert answer == "longer" and text.startswith("Yes")
+    assert "99.0%" in text and "30.0%" in text and "r = +" in text
+
+
+def test_verdict_says_no_when_steps_stay_flat():
+    rows = [_row(0, 0.99, 4.66), _row(45, 0.55, 4.75), _row(90, 0.2, 4.70)]
+    answer, text = studies.ponder_verdict(rows)
+    assert answer == "no" and text.startswith("No:") and "4.66" in text and "4.70" in text
+
+
+def test_verdict_says_shorter_and_unclear():
+    assert studies.ponder_verdict([_row(0, 0.99, 6), _row(45, 0.6, 4), _row(90, 0.2, 3)])[0] == "shorter"
+    assert studies.ponder_verdict([_row(0, 0.99, 3), _row(10, 0.98, 6)])[0] == "unclear"
+    assert studies.ponder_verdict([])[0] == "unclear"
+
+
+def test_steps_vs_angle_sentence():
+    rows = [dict(angle=0.0, mean_steps=4.66, std_steps=4.03, accuracy=0.9938),
+            dict(angle=90.0, mean_steps=4.70, std_steps=4.03, accuracy=0.2079)]
+    # |4.70 - 4.66| = 0.04 < 0.25 * 4.03: flat
+    assert studies.steps_vs_angle(rows).startswith("Mean halting steps stay about flat with the angle: 4.66 at 0 deg")
+    assert "0.994 to 0.208" in studies.steps_vs_angle(rows)
+    grow = [rows[0], dict(rows[1], mean_steps=6.0)]                          # +1.34 > 0.25 * 4.03 = 1.01
+    assert "steps grow" in studies.steps_vs_angle(grow)
+    assert "steps shrink" in studies.steps_vs_angle([rows[0], dict(rows[1], mean_steps=3.0)])
+
+
+def test_prior_mean_by_hand():
+    # lambda_p = 0.5, N = 3: prior (4/7, 2/7, 1/7), mean 1*4/7 + 2*2/7 + 3/7 = 11/7
+    assert studies.prior_mean(0.5, 3) == pytest.approx(11 / 7, abs=1e-6)
+    assert studies.prior_mean(0.5, 200) == pytest.approx(2.0, abs=1e-6)          # 1/lambda_p for large N
+    assert studies.prior_mean(0.2, 20) == pytest.approx(4.77, abs=0.005)        # README's sweep table
+    assert studies.prior_mean(1.0, 20) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_box_stats_by_hand():
+    # 1..8 and an outlier 40: 9 values, so q1 and q3 are the 3rd and 7th (3 and 7), IQR 4; whiskers reach the
+    # data inside [3 - 6, 7 + 6] = [-3, 13]: 1 and 8 (40 is an outlier)
+    b = studies.box_stats(np.array([1, 2, 3, 4, 5, 6, 7, 8, 40], float))
+    assert b == {"q1": 3.0, "q3": 7.0, "lo": 1.0, "hi": 8.0}
