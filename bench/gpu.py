@@ -120,12 +120,11 @@ def run(cfg: GpuConfig, mnist=None, data_dir: Optional[str] = None, out=None, qu
 def history_summary(run_dir=None, target: float = TARGET_ACCURACY) -> Optional[dict]:
     """What the shipped assets/mnist-default training history shows (validation, not test):
     the first epoch-end validation at or above `target`, read from its metrics.jsonl and run.json."""
-    import json
+    from ponder.card import CheckpointError, read_card, read_history
     run_dir = run_dir or (common.ASSETS / "mnist-default")
     try:
-        card = json.loads((run_dir / "run.json").read_text())
-        hist = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    except (OSError, ValueError):
+        card, hist = read_card(run_dir), read_history(run_dir)
+    except CheckpointError:
         return None
     vals = [h for h in hist if h.get("val_accuracy") is not None]
     hit = next((h for h in vals if h["val_accuracy"] >= target), None)
