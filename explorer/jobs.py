@@ -182,9 +182,8 @@ class Job:
             return
         res = done.result
         reason = done.reason or ("cancelled" if res.status == "cancelled" else "")
-        metrics = lifecycle.card_metrics(done.metrics) if done.metrics is not None else None
         self._set(run, status=res.status, reason=reason, phase="", seconds=res.seconds, steps=res.steps,
-                  run_dir=str(done.run_dir) if done.run_dir else None, metrics=metrics)
+                  run_dir=str(done.run_dir) if done.run_dir else None, metrics=done.recorded)
 
 
 def _one_line(e: BaseException) -> str:

@@ -31,6 +31,7 @@ class RunOutcome:
     run_dir: Optional[Path] = None      # the folder written; None when there was nothing to save
     saved_elsewhere: str = ""           # why the run went to a fresh temporary folder, not where asked
     metrics: Optional[dict] = None      # full test metrics (breakdowns included); None when not evaluated
+    recorded: Optional[dict] = None     # the metrics as written to the card: card_metrics(metrics)
     problems: list = field(default_factory=list)   # one-line notes: a failed save, evaluation or card update
 
     @property
@@ -113,6 +114,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = N
     outcome.metrics = metrics
     try:
         update_card(outcome.run_dir, metrics=card_metrics(metrics))
+        outcome.recorded = card_metrics(metrics)
     except Exception as e:
         outcome.problems.append(f"could not add the test metrics to {outcome.run_dir}: {one_line(e)}")
     return outcome

@@ -30,7 +30,7 @@ def test_a_run_is_trained_saved_measured_and_recorded(tmp_path):
     assert set(card["metrics"]) == {"test"}
     assert card["metrics"]["test"] == {k: v for k, v in done.metrics.items() if k not in ("by_class", "by_k")}
     assert "by_k" in done.metrics and card["metrics"]["test"]["n"] == 500
-    assert card["metrics"] == lifecycle.card_metrics(done.metrics)
+    assert card["metrics"] == lifecycle.card_metrics(done.metrics) == done.recorded
 
 
 def test_mnist_data_is_loaded_once_by_the_given_loader(tmp_path, mnist):
