@@ -66,7 +66,6 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = N
 
     out:        the run folder, or a function that makes one when the run is saved (the explorer's
                 fresh, uniquely named folder in the runs folder), so nothing is created before then.
-
     load_data:  returns MNIST (default: ponder.data.load_mnist() from $PONDER_DATA); not called for parity.
     callback / cancel: passed to ponder.train.train (progress reports; stop after the current step).
     on_phase:   told 'loading data', 'training', 'saving', 'evaluating' as the run gets there.
@@ -98,7 +97,8 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = N
         first = one_line(e)
         try:
             folder = Path(tempfile.mkdtemp(prefix="ponder-unsaved-"))
-            outcome.run_dir = save_run(folder, result.model, cfg, **{**save, "name": name or Path(str(out)).name})
+            outcome.run_dir = save_run(folder, result.model, cfg,
+                                       **{**save, "name": name or (None if callable(out) else Path(out).name)})
         except OSError as e2:
             raise SaveError(out, e2, f"could not save the run ({first}); the fallback save failed too") from None
         outcome.saved_elsewhere = (f"could not save the run to {out}: {first}; saved it to {outcome.run_dir} "

@@ -114,7 +114,7 @@ def test_cli_evaluate_bad_values_one_line(tmp_path, capsys, args, needle):
     assert_one_line_error(rc, err, needle)
 
 
-@pytest.mark.parametrize("damage", ["pickle", "missing", "card-garbage", "not-a-folder", "nul"])
+@pytest.mark.parametrize("damage", ["pickle", "missing", "card-garbage", "not-a-folder", "nul", "no-such-folder"])
 def test_cli_evaluate_bad_checkpoint_one_line(tmp_path, capsys, damage):
     import pickle
     run, _ = save_tiny_run(tmp_path / "run")
@@ -129,8 +129,12 @@ def test_cli_evaluate_bad_checkpoint_one_line(tmp_path, capsys, damage):
         target = str(run / "metrics.jsonl")
     elif damage == "nul":
         target = str(run) + "\x00x"
+    elif damage == "no-such-folder":
+        target = str(tmp_path / "does" / "not" / "exist")
     rc, _, err = run_cli(["evaluate", target, "--limit", "10"], capsys)
-    assert_one_line_error(rc, err, "")
+    needle = {"pickle": "pickle", "missing": "model.safetensors: missing", "card-garbage": "run.json: bad config",
+              "not-a-folder": "not a run folder", "nul": "no such run folder", "no-such-folder": "no such run folder"}
+    assert_one_line_error(rc, err, needle[damage])
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
@@ -206,6 +210,7 @@ def test_cli_both_saves_fail_one_line(tmp_path, capsys, monkeypatch):
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_cli_ctrl_c_cancels_and_saves(tmp_path, capsys, monkeypatch):
     """First Ctrl-C: stop after the step and save as cancelled (the model is not lost)."""
+    before = signal.getsignal(signal.SIGINT)
     from ponder import lifecycle
     real = lifecycle.train
 
@@ -221,7 +226,7 @@ def test_cli_ctrl_c_cancels_and_saves(tmp_path, capsys, monkeypatch):
     assert rc == 0 and stdout.startswith("cancelled"), (stdout, err)
     ck = load_checkpoint(out)
     assert ck.card["status"] == "cancelled" and 10 <= ck.card["steps"] <= 11
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before                  # the handler is put back
 
 
 def test_cli_second_ctrl_c_aborts_without_leaving_an_empty_folder(tmp_path, capsys, monkeypatch):
