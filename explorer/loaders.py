@@ -13,8 +13,8 @@ import streamlit as st
 
 from ponder.card import CARD, WEIGHTS, read_history, test_metrics as card_test_metrics
 from ponder.checkpoint import Checkpoint, load_checkpoint
-from ponder.config import PARITY_PRESETS
-from ponder.evaluate import evaluate_mnist, evaluate_parity
+from ponder.config import PARITY_PRESETS, TrainConfig
+from ponder.lifecycle import card_metrics, measure
 from ponder.runs import ModelEntry, list_models
 from ponder.studies import parity_sets, parity_study, rotation_study
 
@@ -104,20 +104,16 @@ def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int
 
 @st.cache_data(max_entries=64, show_spinner="Measuring the model on test data (cached afterwards)…")
 def measured_metrics(path: str, file_stamp: tuple, limit: int = 1000) -> dict:
-    """Test metrics for a run whose card has none (e.g. an imported one). {} if it cannot be measured."""
+    """Test metrics for a run whose card has none (e.g. an imported one), as ponder.lifecycle measures
+    a run (the first `limit` test items), less the breakdowns. {} if it cannot be measured here."""
     ck = _checkpoint(path, file_stamp)
-    if ck.task == "mnist":
-        data, _ = mnist()
-        if data is None:
-            return {}
-        res = evaluate_mnist(ck.model, data, "sample", limit=limit)
-    else:
-        preset = PARITY_PRESETS.get(ck.card.get("train", {}).get("parity_preset"))
-        if not preset or preset["n_elems"] != ck.card["model"]["n_elems"]:
-            return {}
-        res = evaluate_parity(ck.model, preset, "sample", size=limit)
-    res.pop("by_class", None)
-    return res
+    cfg = TrainConfig.from_dict(ck.card["train"])
+    data = mnist()[0] if ck.task == "mnist" else None
+    if ck.task == "mnist" and data is None:
+        return {}
+    if ck.task == "parity" and PARITY_PRESETS[cfg.parity_preset]["n_elems"] != ck.card["model"]["n_elems"]:
+        return {}                                   # an imported model whose preset does not fit it
+    return card_metrics(measure(ck.model, cfg, data, limit))["test"]
 
 
 def test_metrics(entry: ModelEntry) -> dict:

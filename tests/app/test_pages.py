@@ -45,6 +45,7 @@ def runs(tmp_path_factory, mnist):
     p = tiny_model("parity", max_steps=5, n_elems=8)
     save_run(root / "tiny-parity", p, tiny_config("parity"), steps=60, history=fake_history(),
              metrics=card_metrics(evaluate_parity(p, dict(n_elems=8, train_k=(1, 8), test_k=(1, 8)), size=200)))
+    save_tiny_run(root / "plain-mnist", "mnist", steps=10)              # a card without test metrics
     for name, task in (("broken-mnist", "mnist"), ("broken-parity", "parity"), ("sweep-lp0.45", "mnist")):
         save_tiny_run(root / name, task, steps=10)
         (root / name / WEIGHTS).write_bytes(b"\x00" * 64)          # the card still lists it; loading fails
@@ -528,6 +529,16 @@ def test_compare_and_sweep_pages_with_a_broken_run(runs):
     row = df[df["run"] == "runs/sweep-lp0.45"].iloc[0]
     assert row["status"] == "failed" and WEIGHTS in row["reason"] and not at.exception, ("broken run", "sweep results")
     assert any("sweep-lp0.45" in e for e in one_line_errors(at))
+
+
+def test_compare_page_measures_a_run_whose_card_has_no_metrics(runs):
+    at = open_app("pages/compare.py")
+    at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/plain-mnist"])
+    run_ok(at)
+    df = at.dataframe[0].value
+    row = df[df["model"] == "runs/plain-mnist"].iloc[0]
+    assert row["test n"] == 1000 and 0 <= row["accuracy"] <= 1          # measured now on 1,000 test images
+    assert "No test metrics for" not in texts(at) and len(charts(at)) == 5
 
 
 # ----------------------------------------------------------------------------- 6. Parity
