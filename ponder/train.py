@@ -103,13 +103,21 @@ class MnistBatches:
         self.g = torch.Generator().manual_seed(cfg.seed)
         self.per_epoch = math.ceil(len(self.y) / cfg.batch_size)
 
+    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
+        """A host tensor (drawn by the seeded CPU generator) to the device; to a GPU from pinned memory,
+        so the copy does not make the host wait for the GPU's queue."""
+        if torch.device(self.device).type == "cuda":
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t.to(self.device)
+
     def __iter__(self):
         bs = self.cfg.batch_size
         while True:
-            perm = torch.randperm(len(self.y), generator=self.g).to(self.device)
+            perm = self._to_device(torch.randperm(len(self.y), generator=self.g))
             for i in range(0, len(perm), bs):
                 idx = perm[i:i + bs]
                 angles = D.uniform_angles(len(idx), self.cfg.rotate_train, self.g) if self.cfg.rotate_train else None
+                angles = self._to_device(angles) if angles is not None else None
                 yield D.mnist_inputs(self.x[idx], angles=angles), self.y[idx]
 
     def validation(self):
