@@ -114,8 +114,14 @@ def summary_section(docs: dict, hist: Optional[dict]) -> str:
         rows.append(["5", f"GPU ({gp['machine'].get('gpu')}): time to ≥ {t['target_accuracy']:.1%} test accuracy",
                      f"{f(t['seconds_to_target'], 1)} s" if t["reached"] else "not reached",
                      f"≤ {f(t['target_seconds'], 0)} s", ok(t["met"])])
-        rows.append(["5", "GPU: train images/s at N = 20, batch 128", f(gp["results"].get("images_per_s_batch128"), 0),
-                     "(no target)", "–"])
+        sbs = gp["results"].get("side_by_side")
+        if sbs and sbs.get("speedup_128") is not None:
+            rows.append(["5", "GPU: new / old loop, train images/s at N = 20, batch 128", f"{f(sbs['speedup_128'])}×",
+                         f"≥ {f(sbs['target_speedup_128'], 0)}×", ok(sbs["met_speedup_128"])])
+        par = gp["results"].get("parity")
+        if par and "15" in par["new_ms_per_step"]:
+            rows.append(["5", f"GPU: parity n = 15, batch {par['batch_size']}, ms per step (new loop)",
+                         f(par["new_ms_per_step"]["15"]), f"≤ {f(par['target_ms_n15'], 0)}", ok(par["met_n15"])])
     else:
         first = (hist or {}).get("first_val_at_target")
         rows.append(["5", f"GPU: time to ≥ {GPU_TARGET_ACC:.1%} test accuracy", "not measured here (no GPU in this "
@@ -355,19 +361,34 @@ def gpu_section(docs: dict, hist: Optional[dict]) -> str:
     if g:
         r, m = g["results"], g["machine"]
         t = r["time_to_accuracy"]
-        rows = [[b["batch_size"], f(b["ms_per_step"]), f(b["images_per_s"], 0)] for b in r["throughput"].values()]
-        text += [f"Measured on {m.get('gpu')} on {m.get('date')} (`{m.get('command')}`).", "",
-                 table(["batch", "ms / step", "train images / s (N = 20)"], rows), "",
+        sbs, par = r["side_by_side"], r["parity"]
+        rows = [[k, f(sbs["old"]["ms_per_step"][k]), f(sbs["new"]["ms_per_step"][k]), f(sbs["old"]["images_per_s"][k], 0),
+                 f(sbs["new"]["images_per_s"][k], 0), f"{f(sbs['speedup'][k])}×", sbs["new"]["step_mode"][k]]
+                for k in sbs["new"]["images_per_s"]]
+        prow = [[k, f(par["old_ms_per_step"][k]), f(par["new_ms_per_step"][k]), par["new_step_mode"][k]]
+                for k in par["new_ms_per_step"]]
+        text += [f"Measured on {m.get('device_name') or m.get('gpu')} on {m.get('date')} (`{m.get('command')}`): the "
+                 "training loop before issue 14 (*old*: eager steps, several host syncs per step) and as it is "
+                 "(*new*: no per-step sync; on CUDA the whole step captured in a CUDA graph), side by side in one "
+                 "process.", "",
+                 table(["batch", "old ms / step", "new ms / step", "old images / s", "new images / s", "new / old",
+                        "new step"], rows), "",
+                 f"Parity, hidden {par['hidden']}, batch {par['batch_size']}, N = {par['max_steps']}:", "",
+                 table(["n", "old ms / step", "new ms / step", "new step"], prow), "",
                  f"Time to {t['target_accuracy']:.1%} test accuracy: "
                  + (f"**{f(t['seconds_to_target'], 1)} s** (step {t['step_at_target']})" if t["reached"] else "not reached")
                  + f"; target ≤ {f(t['target_seconds'], 0)} s: {ok(t['met'])}. Config: batch {t['train_config']['batch_size']}, "
                  f"lr {t['train_config']['lr']}, {t['train_config']['epochs']:g} epochs, compile {t['train_config']['compile']}."]
     else:
-        text += ["**Not measured in this session: no GPU was available.** `python -m bench gpu` runs there (it exits "
-                 "with a message where CUDA is absent). It trains with the project's loop, which on CUDA keeps MNIST as "
-                 "one uint8 tensor on the GPU and runs under bf16 autocast, reports train images/s at N = 20 (batch 128 "
-                 "and 512), and the time to 99.0% test accuracy measured like benchmark 2 (weight snapshots from the "
-                 "callback, evaluated afterwards)."]
+        text += ["**Not measured in this session: no GPU was available; the GPU figures are still to be measured.** "
+                 "`python -m bench gpu` runs there (it exits with a message where CUDA is absent). In one process it "
+                 "times the training loop before issue 14 (bench/legacy_train.py: eager steps, several host syncs per "
+                 "step) and the current one (no per-step sync; on CUDA the whole step — forward, backward, clipping, "
+                 "capturable fused Adam — captured in a CUDA graph and replayed), side by side: MNIST train images/s at "
+                 "N = 20 for batch 128, 512 and 2048, and parity ms per step at n = 15 and n = 64 (GRU 128, batch "
+                 "1024). It then measures the time to 99.0% test accuracy with the current loop, like benchmark 2 "
+                 f"(weight snapshots from the callback, evaluated afterwards). Targets: new / old ≥ 10× at batch 128, "
+                 f"≤ {f(GPU_TARGET_S, 0)} s to 99.0%, parity n = 15 ≤ 2 ms per step."]
     if hist:
         first, prev = hist.get("first_val_at_target"), hist.get("previous_val")
         rows = [[f(p["epoch"], 0), f(p["elapsed"], 1), f(p["val_accuracy"], 4)] for p in hist["val_points"]]
@@ -388,10 +409,10 @@ def gpu_section(docs: dict, hist: Optional[dict]) -> str:
                      f"({f(first['elapsed'], 1)} s to its first epoch-end validation at {hist['target']:.0%}; the crossing "
                      f"lies somewhere after {f(prev['elapsed'] if prev else 0.0, 1)} s). At batch {hist['batch_size']} a GPU "
                      "step is bound by kernel launches (N = 20 sequential small steps forward and backward), not by "
-                     "arithmetic. What would close it: the changes above (fewer operators per step: the projection "
-                     "computed once, fused gates, heads applied once), a larger batch with a scaled learning rate "
-                     "(`--batch-size 512 --lr 4e-3`), and `--compile` (CUDA graphs / fused kernels), all to be measured "
-                     "with `python -m bench gpu`."]
+                     "arithmetic, and by the host waiting on the GPU several times a step. What would close it: the "
+                     "training step of issue 14 (no per-step host sync, the whole step captured in a CUDA graph and "
+                     "replayed), fewer operators per step (the changes above), and a larger batch with a scaled "
+                     "learning rate (`--batch-size 512 --lr 4e-3`), all to be measured with `python -m bench gpu`."]
     return "\n".join(text)
 
 

@@ -117,13 +117,19 @@ def before_model(cfg: MnistConfig, max_steps: int, lambda_p: float) -> PonderNet
 # ----------------------------------------------------------------------------- timing
 
 def time_project(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: int) -> float:
-    """Seconds for `steps` optimiser steps of ponder.train.train after `warm` untimed ones.
+    """Seconds for `steps` optimiser steps of ponder.train.train after `warm` untimed ones."""
+    return time_train(cfg, mnist, model, warm, steps)[0]
 
-    The train callback fires every log_every steps; the clock is read there (after the step's
-    loss.item(), so GPU work is finished), and the run is cancelled once the timed steps are done.
+
+def time_train(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: int, train_fn=train):
+    """(seconds, TrainResult): `steps` optimiser steps of ponder.train.train (or `train_fn`, a loop
+    with its signature, e.g. bench/legacy_train.py) after `warm` untimed ones.
+
+    The train callback fires every log_every steps; the clock is read there after a device sync,
+    and the run is cancelled once the timed steps are done.
     """
     every = math.gcd(warm, steps)
-    per_epoch = math.ceil(len(mnist.train_y) / cfg.batch_size)
+    per_epoch = math.ceil(len(mnist.train_y) / cfg.batch_size) if cfg.task == "mnist" else cfg.steps_per_epoch
     # plan a few more steps than we time: the last planned step would run a validation pass
     cfg = replace(cfg, log_every=every, epochs=(warm + steps + 2 * every) / per_epoch, max_seconds=None)
     marks, cancel = {}, threading.Event()
@@ -135,10 +141,10 @@ def time_project(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: in
         if p.step >= warm + steps:
             cancel.set()
 
-    res = train(cfg, mnist=mnist, callback=on_progress, cancel=cancel, model=model)
+    res = train_fn(cfg, mnist=mnist, callback=on_progress, cancel=cancel, model=model)
     if warm + steps not in marks or warm not in marks:
         raise RuntimeError(f"training stopped early ({res.status}: {res.reason})")
-    return marks[warm + steps] - marks[warm]
+    return marks[warm + steps] - marks[warm], res
 
 
 def time_reference(data_dir: str, rcfg: ReferenceConfig, warm: int, steps: int, seed: int = 0) -> float:

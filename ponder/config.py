@@ -71,6 +71,10 @@ class TrainConfig:
     log_every: int = 10              # report progress every this many optimiser steps
     compile: bool = False            # torch.compile the step function (helps on GPU only)
     lr_schedule: str = "onecycle"    # "onecycle" (warm-up then cosine decay) or "constant"
+    check_every: int = 50            # read the device's divergence flag (and snapshot the weights) every this many
+                                     # steps and at log points; a NaN/inf run stops at most this many steps late
+    cuda_graph: bool = True          # on CUDA: capture the whole training step in a CUDA graph and replay it
+                                     # (eager steps where capture fails; ignored on CPU/MPS and with compile)
 
     @classmethod
     def for_task(cls, task: str, **overrides) -> "TrainConfig":
@@ -102,6 +106,8 @@ class TrainConfig:
         _check(is_int(self.log_every) and self.log_every >= 1, "log_every", "an integer >= 1", self.log_every)
         _check(_choice(self.lr_schedule, ("onecycle", "constant")), "lr_schedule", "onecycle or constant", self.lr_schedule)
         _check(isinstance(self.compile, bool), "compile", "true or false", self.compile)
+        _check(_int(self.check_every) and 1 <= self.check_every <= 100000, "check_every", "an integer in [1, 100000]", self.check_every)
+        _check(isinstance(self.cuda_graph, bool), "cuda_graph", "true or false", self.cuda_graph)
         return self
 
     def model_config(self):

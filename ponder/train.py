@@ -52,6 +52,8 @@ class TrainResult:
     seconds: float = 0.0
     device: str = "cpu"
     history: list = field(default_factory=list)   # Progress dicts
+    step_mode: str = "eager"                 # how the steps ran: "cuda_graph" (captured and replayed) or "eager"
+    step_mode_reason: str = ""               # why eager where a CUDA graph was possible or asked for
 
     @property
     def partial(self) -> bool:
@@ -99,13 +101,21 @@ class MnistBatches:
         self.g = torch.Generator().manual_seed(cfg.seed)
         self.per_epoch = math.ceil(len(self.y) / cfg.batch_size)
 
+    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
+        """A host tensor (drawn by the seeded CPU generator) to the device; to a GPU from pinned memory,
+        so the copy does not make the host wait for the GPU's queue."""
+        if torch.device(self.device).type == "cuda":
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t.to(self.device)
+
     def __iter__(self):
         bs = self.cfg.batch_size
         while True:
-            perm = torch.randperm(len(self.y), generator=self.g).to(self.device)
+            perm = self._to_device(torch.randperm(len(self.y), generator=self.g))
             for i in range(0, len(perm), bs):
                 idx = perm[i:i + bs]
                 angles = D.uniform_angles(len(idx), self.cfg.rotate_train, self.g) if self.cfg.rotate_train else None
+                angles = self._to_device(angles) if angles is not None else None
                 yield D.mnist_inputs(self.x[idx], angles=angles), self.y[idx]
 
     def validation(self):
@@ -135,12 +145,17 @@ class ParityBatches:
         return self.val
 
 
-def batch_accuracy(model: PonderNet, y_steps: torch.Tensor, log_p: torch.Tensor, target: torch.Tensor) -> float:
-    """Accuracy of the p-weighted mixture sum_n p_n probs(y_n). y_steps [N, B, ...], log_p [N, B]."""
+def batch_accuracy_t(model: PonderNet, y_steps: torch.Tensor, log_p: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Accuracy of the p-weighted mixture sum_n p_n probs(y_n), a 0-d tensor on the device (no sync).
+    y_steps [N, B, ...], log_p [N, B], target [B]."""
     N, B = log_p.shape
     probs = model.step_fn.probs(y_steps.flatten(0, 1)).view(N, B, -1)     # [N, B, C]
     mix = (log_p.exp().unsqueeze(-1) * probs).sum(0)                      # [B, C]
-    return (mix.argmax(1) == target.long()).float().mean().item()
+    return (mix.argmax(1) == target.long()).float().mean()
+
+
+def batch_accuracy(model: PonderNet, y_steps: torch.Tensor, log_p: torch.Tensor, target: torch.Tensor) -> float:
+    return batch_accuracy_t(model, y_steps, log_p, target).item()
 
 
 @torch.no_grad()
@@ -156,6 +171,146 @@ def validation_accuracy(model: PonderNet, x: torch.Tensor, y: torch.Tensor, auto
     return correct / len(y)
 
 
+# ----------------------------------------------------------------------------- divergence on the device
+
+LOSS, GRADIENT, WEIGHTS = 1, 2, 3        # what became non-finite first (DivergenceGuard.kind)
+
+
+class DivergenceGuard:
+    """Non-finite losses, gradients and weights, detected on the device without a host sync.
+
+    A training step calls before_update(loss, gnorm) before the optimiser and after_update(params)
+    after it. The first bad step's number, kind and value stay on the device (later ones do not
+    overwrite them); the host reads them with first_failure() only at checks. `skip` is 1.0 from the
+    first non-finite loss or gradient on: given to a fused Adam as its found_inf (the hook
+    torch.amp.GradScaler uses), the optimiser skips that update and every later one on the device,
+    so the weights stay those of the last good step until the host notices.
+    """
+
+    def __init__(self, device):
+        def zero(dtype):
+            return torch.zeros((), dtype=dtype, device=device)
+        self.count = zero(torch.int64)     # updates attempted: the step number of the current one
+        self.step = zero(torch.int64)      # step number of the first non-finite update (0: none yet)
+        self.kind = zero(torch.int64)      # LOSS / GRADIENT / WEIGHTS
+        self.value = zero(torch.float32)   # the non-finite loss or gradient norm
+        self.skip = zero(torch.float32)    # 1.0: the optimiser must not update (fused Adam's found_inf)
+
+    @torch.no_grad()
+    def before_update(self, loss: torch.Tensor, gnorm: torch.Tensor) -> None:
+        self.count.add_(1)
+        loss_bad, grad_bad = ~torch.isfinite(loss), ~torch.isfinite(gnorm)          # 0-d bool
+        self._record(loss_bad | grad_bad, torch.where(loss_bad, LOSS, GRADIENT),
+                     torch.where(loss_bad, loss.float(), gnorm.float()))
+        self.skip.copy_(self.step != 0)
+
+    @torch.no_grad()
+    def after_update(self, params) -> None:
+        finite = torch.stack([torch.isfinite(p).all() for p in params]).all()       # 0-d bool
+        self._record(~finite, WEIGHTS, float("nan"))
+
+    def _record(self, bad, kind, value) -> None:
+        new = bad & (self.step == 0)                                                 # the first bad step only
+        self.step.copy_(torch.where(new, self.count, self.step))
+        self.kind.copy_(torch.where(new, kind, self.kind))
+        self.value.copy_(torch.where(new, value, self.value))
+
+    def first_failure(self):
+        """(step, kind, value) of the first non-finite update, or None. Reads the device (a host sync)."""
+        step = int(self.step)
+        return None if step == 0 else (step, int(self.kind), float(self.value))
+
+
+# ----------------------------------------------------------------------------- the step in a CUDA graph
+
+GRAPH_WARMUP = 3          # eager steps per batch shape before its capture (cuBLAS/cuDNN set-up, Adam's state)
+
+
+def choose_step_mode(cfg: TrainConfig, device) -> tuple:
+    """("cuda_graph", "") where the whole step can be captured, else ("eager", why not)."""
+    if torch.device(device).type != "cuda":
+        return "eager", f"CUDA graphs need a CUDA device (training on {torch.device(device).type})"
+    if not cfg.cuda_graph:
+        return "eager", "cuda_graph is off"
+    if cfg.compile:
+        return "eager", "compile is on (torch.compile and a captured step are not combined)"
+    return "cuda_graph", ""
+
+
+class GraphedStep:
+    """A training step replayed from CUDA graphs: one graph per batch shape (a short last batch gets its own).
+
+    The first GRAPH_WARMUP steps of a shape run eagerly on a side stream (they are real training
+    steps; they also create cuBLAS/cuDNN handles and the optimiser's state outside the graph), the
+    next one is captured on that stream, and from then on each batch is copied into the graph's
+    static input buffers and the graph replayed. If a capture fails, `fallback` says why and every
+    later step runs eagerly (the same function, so training goes on unchanged).
+    """
+
+    def __init__(self, step: Callable, device, warmup: int = GRAPH_WARMUP):
+        self.step, self.device, self.warmup = step, torch.device(device), warmup
+        self.graphs = {}          # batch signature -> (graph, static x, static y, static outputs)
+        self.warmed = {}          # batch signature -> eager steps run so far
+        self.fallback = ""        # why the graphs were given up ("" while they are in use)
+        self.stream = None        # side stream for warm-up and capture
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor):
+        if self.fallback:
+            return self.step(x, y)
+        key = (tuple(x.shape), x.dtype, tuple(y.shape), y.dtype)
+        entry = self.graphs.get(key)
+        if entry is None:
+            if self.warmed.get(key, 0) < self.warmup:
+                self.warmed[key] = self.warmed.get(key, 0) + 1
+                return self._warm(x, y)
+            try:
+                entry = self.graphs[key] = self._capture(x, y)
+            except Exception as e:               # capture impossible here: keep training eagerly
+                self.fallback = f"CUDA graph capture failed ({type(e).__name__}: {' '.join(str(e).split())[:300]})"
+                self.graphs.clear()
+                return self.step(x, y)
+        graph, static_x, static_y, outputs = entry
+        static_x.copy_(x)                                       # [B, ...] this step's batch into the graph's inputs
+        static_y.copy_(y)                                       # [B]
+        graph.replay()
+        return outputs
+
+    def _side_stream(self):
+        if self.stream is None:
+            self.stream = torch.cuda.Stream(self.device)
+        return self.stream
+
+    def _warm(self, x, y):
+        side, main = self._side_stream(), torch.cuda.current_stream(self.device)
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            out = self.step(x, y)
+        main.wait_stream(side)
+        return out
+
+    def _capture(self, x, y):
+        side = self._side_stream()
+        static_x, static_y = x.clone(), y.clone()
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            outputs = self.step(static_x, static_y)             # recorded, not run: replay() runs it
+        return graph, static_x, static_y, outputs
+
+
+# ----------------------------------------------------------------------------- the loop
+
+@dataclass
+class StepOut:
+    """What one training step leaves on the device (detached; in a graph these are its static outputs)."""
+    loss: torch.Tensor         # 0-d
+    rec: torch.Tensor          # 0-d
+    reg: torch.Tensor          # 0-d
+    y: torch.Tensor            # [N, B, ...] per-step outputs
+    log_p: torch.Tensor        # [N, B]
+    target: torch.Tensor       # [B]
+
+
 def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[str] = None,
           callback: Optional[Callable[[Progress], None]] = None,
           cancel: Optional[threading.Event] = None, model: Optional[PonderNet] = None) -> TrainResult:
@@ -166,8 +321,13 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
               whichever of steps or time is further along, so a budgeted run still anneals.
               The budget covers the training steps; the final validation pass comes after it
               (5,000 MNIST images: about 0.7 s on 2 CPU cores).
-    A non-finite loss or gradient stops before the optimiser step ("failed"); an update that
-    makes a weight non-finite is undone; either way the returned weights are the last good ones.
+    A step never waits for the device. A non-finite loss, gradient norm or weight is detected on
+    the device (DivergenceGuard); the host reads that every cfg.check_every steps and at log
+    points, so a diverging run stops at most check_every steps late, "failed" with the step it
+    went bad at. A non-finite loss or gradient makes the (fused) optimiser skip that update and
+    all later ones, so the returned weights are those of the last good step; an update that made a
+    weight non-finite is undone from the snapshot taken at the last check that found the run
+    healthy. On CUDA the step is captured in a CUDA graph and replayed (cfg.cuda_graph).
     """
     cfg.validate()
     torch.manual_seed(cfg.seed)
@@ -180,85 +340,142 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
     else:
         batches = ParityBatches(cfg, device)
     total = max(1, math.ceil(cfg.epochs * batches.per_epoch))
-    # fused Adam: one kernel for all parameters instead of a loop of small ops (0.55 -> 0.16 ms a step on 2 CPU cores)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
-                           fused=device.type in ("cpu", "cuda"))
+    mode, mode_reason = choose_step_mode(cfg, device)
+    graphed = mode == "cuda_graph"
+    params = [p for p in model.parameters()]
+    # fused Adam: one kernel for all parameters instead of a loop of small ops (0.55 -> 0.16 ms a step on 2 CPU cores).
+    # In a CUDA graph it must be capturable, and its learning rate a device tensor that each step refills.
+    lr = torch.tensor(cfg.lr, dtype=torch.float32, device=device) if graphed else cfg.lr
+    opt = torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay,
+                           fused=device.type in ("cpu", "cuda"), capturable=graphed)
+    guard = DivergenceGuard(device)
+    skips = bool(opt.param_groups[0]["fused"])      # only the fused Adam takes found_inf
+    if skips:
+        opt.found_inf = guard.skip
     use_amp = device.type == "cuda"
 
     def autocast():
-        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp)
+        # no cast cache inside a captured step: its cached bf16 weights would outlive the capture
+        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp, cache_enabled=not graphed)
 
     forward = torch.compile(model) if cfg.compile else model
+
+    def train_step(x: torch.Tensor, y: torch.Tensor) -> StepOut:
+        """One update: forward, loss, backward, clipping, Adam, divergence record. Queues device work, never syncs."""
+        with autocast():
+            out = forward(x)
+        N, B = out.log_p.shape
+        step_losses = model.step_fn.loss(out.y.flatten(0, 1), y.repeat(N)).view(N, B)   # [N, B]
+        loss, rec, reg = ponder_loss(step_losses, out.log_p, cfg.lambda_p, cfg.beta)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)                   # 0-d, on the device
+        guard.before_update(loss, gnorm)
+        opt.step()
+        guard.after_update(params)
+        return StepOut(loss.detach(), rec.detach(), reg.detach(), out.y.detach(), out.log_p.detach(), y)
+
+    run_step = GraphedStep(train_step, device) if graphed else train_step
+
+    def set_lr(value: float) -> None:
+        for g in opt.param_groups:
+            if isinstance(g["lr"], torch.Tensor):
+                g["lr"].fill_(value)                     # a kernel with the value as its argument: no sync
+            else:
+                g["lr"] = value
+
     history, status, reason = [], "completed", ""
     t0 = time.perf_counter()
-    step = 0
+    step = 0                   # optimiser steps run (after a failure: the step of the weights kept)
+    lr_now = cfg.lr
 
-    def report(loss, rec, reg, out, y, val=None):
+    def report(last: StepOut, val=None):
+        N = last.log_p.shape[0]
+        acc = batch_accuracy_t(model, last.y, last.log_p, last.target)
+        mean_steps = expected_steps(last.log_p).mean()
+        halting = last.log_p.exp().mean(1)                                               # [N]
+        # everything this report shows in one read from the device
+        values = torch.cat([torch.stack([last.loss, last.rec, last.reg, acc, mean_steps]).float(), halting]).tolist()
+        loss, rec, reg, acc, mean_steps = values[:5]
         p = Progress(step=step, total_steps=total, epoch=step / batches.per_epoch,
-                     loss=float(loss), rec=float(rec), reg=float(reg),
-                     accuracy=batch_accuracy(model, out.y.detach(), out.log_p.detach(), y),
-                     mean_steps=expected_steps(out.log_p.detach()).mean().item(),
-                     elapsed=time.perf_counter() - t0, lr=opt.param_groups[0]["lr"],
-                     halting=out.log_p.detach().exp().mean(1).tolist(), val_accuracy=val,
-                     max_seconds=cfg.max_seconds)
+                     loss=loss, rec=rec, reg=reg, accuracy=acc, mean_steps=mean_steps,
+                     elapsed=time.perf_counter() - t0, lr=lr_now, halting=values[5:5 + N],
+                     val_accuracy=val, max_seconds=cfg.max_seconds)
         history.append(asdict(p))
         if callback is not None:
             callback(p)
 
-    last = None        # (loss, rec, reg, out, y) of the last good step
-    params = [p for p in model.parameters()]
-    good = [p.detach().clone() for p in params]      # last weights known to be finite
+    good = [p.detach().clone() for p in params]      # weights at the last healthy check
+    good_step, checked = 0, 0
+
+    def check() -> bool:
+        """Read the device's divergence record (the loop's only regular host sync). Healthy: snapshot
+        the weights and return True. Diverged: keep the last good weights, set the failure, return False."""
+        nonlocal status, reason, step, good_step, checked
+        bad = guard.first_failure()
+        if bad is None:
+            with torch.no_grad():
+                for p, g in zip(params, good):
+                    g.copy_(p)
+            good_step = checked = step
+            return True
+        at, kind, value = bad
+        status = "failed"
+        if kind == LOSS:
+            reason = f"loss became {value} at step {at}"
+        elif kind == GRADIENT:
+            reason = f"gradient norm became {value} at step {at}"
+        else:
+            reason = f"the weights became non-finite after the update at step {at}"
+        if kind in (LOSS, GRADIENT) and skips:
+            step = at - 1          # the optimiser skipped update `at` and all later ones
+        else:
+            with torch.no_grad():
+                for p, g in zip(params, good):
+                    p.copy_(g)
+            if good_step < at - 1:
+                reason += f"; the weights of step {good_step}, the last check, are kept"
+            step = good_step
+        return False
+
+    stop = None                # (status, reason) of a host-side stop: cancel or the time budget
+    last = None                # StepOut of the last step run
     for x, y in batches:
         elapsed = time.perf_counter() - t0
         if cancel is not None and cancel.is_set():
-            status, reason = "cancelled", f"cancelled at step {step}"
+            stop = ("cancelled", f"cancelled at step {step}")
             break
         if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
-            reason = f"stopped by the time budget of {cfg.max_seconds:g} s at step {step}"
+            stop = ("completed", f"stopped by the time budget of {cfg.max_seconds:g} s at step {step}")
             break
         if step >= total:
             break
         frac = step / total
         if cfg.max_seconds:
             frac = max(frac, elapsed / cfg.max_seconds)
-        for g in opt.param_groups:
-            g["lr"] = lr_at(cfg, frac)
+        lr_now = lr_at(cfg, frac)
+        set_lr(lr_now)
 
-        with autocast():
-            out = forward(x)
-        N, B = out.log_p.shape
-        step_losses = model.step_fn.loss(out.y.flatten(0, 1), y.repeat(N)).view(N, B)   # [N, B]
-        loss, rec, reg = ponder_loss(step_losses, out.log_p, cfg.lambda_p, cfg.beta)
-        loss_v = loss.item()
-        if not math.isfinite(loss_v):
-            status, reason = "failed", f"loss became {loss_v} at step {step + 1}"
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        if not torch.isfinite(gnorm):
-            status, reason = "failed", f"gradient norm became {gnorm.item()} at step {step + 1}"
-            break
-        opt.step()
-        if not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
-            # finite loss and gradient, yet the update overflowed: put the last good weights back
-            with torch.no_grad():
-                for p, g in zip(params, good):
-                    p.copy_(g)
-            status, reason = "failed", f"the weights became non-finite after the update at step {step + 1}"
-            break
-        with torch.no_grad():
-            for p, g in zip(params, good):
-                g.copy_(p)
+        last = run_step(x, y)
         step += 1
-        last = (loss_v, rec.item(), reg.item(), out, y)
         epoch_end = step % batches.per_epoch == 0
-        if step % cfg.log_every == 0 or epoch_end or step == total:
+        log = step % cfg.log_every == 0 or epoch_end or step == total
+        if (log or step % cfg.check_every == 0) and not check():
+            break
+        if log:
             val = validation_accuracy(model, *batches.validation(), autocast) if (epoch_end or step == total) else None
-            report(*last, val)
+            report(last, val)
 
-    if last is not None and (not history or history[-1]["step"] != step):
-        report(*last, validation_accuracy(model, *batches.validation(), autocast))
+    if status != "failed" and checked != step:
+        check()                                      # the steps since the last check
+    if status != "failed":
+        if stop is not None:
+            status, reason = stop
+        if last is not None and (not history or history[-1]["step"] != step):
+            report(last, validation_accuracy(model, *batches.validation(), autocast))
+    if graphed and not run_step.graphs:
+        mode, mode_reason = "eager", run_step.fallback or f"the run ended before a capture ({GRAPH_WARMUP} eager steps come first)"
     model.eval()
     return TrainResult(model=model, config=cfg, status=status, reason=reason, steps=step,
-                       seconds=time.perf_counter() - t0, device=str(device), history=history)
+                       seconds=time.perf_counter() - t0, device=str(device), history=history,
+                       step_mode=mode, step_mode_reason=mode_reason)
