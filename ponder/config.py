@@ -106,7 +106,7 @@ class TrainConfig:
         _check(is_int(self.log_every) and self.log_every >= 1, "log_every", "an integer >= 1", self.log_every)
         _check(_choice(self.lr_schedule, ("onecycle", "constant")), "lr_schedule", "onecycle or constant", self.lr_schedule)
         _check(isinstance(self.compile, bool), "compile", "true or false", self.compile)
-        _check(_int(self.check_every) and 1 <= self.check_every <= 100000, "check_every", "an integer in [1, 100000]", self.check_every)
+        _check(is_int(self.check_every) and 1 <= self.check_every <= 100000, "check_every", "an integer in [1, 100000]", self.check_every)
         _check(isinstance(self.cuda_graph, bool), "cuda_graph", "true or false", self.cuda_graph)
         return self
 

@@ -13,13 +13,14 @@ import threading
 import pytest
 import torch
 
-from conftest import tiny_model
+from helpers import tiny_model
 from ponder import data as D
 from ponder import train as T
 from ponder.config import ConfigError, TrainConfig
 from ponder.halting import expected_steps
 from ponder.losses import ponder_loss
-from ponder.train import GraphedStep, batch_accuracy, choose_step_mode, lr_at, train
+from ponder.fastpath import GraphedStep, choose_step_mode
+from ponder.train import batch_accuracy, lr_at, train
 
 
 def parity_cfg(**kw):
