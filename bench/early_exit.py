@@ -70,8 +70,8 @@ class FromEmbedding(nn.Module):
     def init_hidden(self, ctx):
         return self.fn.init_hidden(ctx)
 
-    def step(self, ctx, h):
-        return self.fn.step(ctx, h)
+    def step(self, ctx, h, n):
+        return self.fn.step(ctx, h, n)
 
     def unroll(self, ctx, h, n_steps):
         return self.fn.unroll(ctx, h, n_steps)

@@ -66,8 +66,8 @@ def phase_times(model, batches, cfg: ProfileConfig) -> dict:
             y_steps, lam = fn.unroll(ctx, h, model.max_steps)                 # [N, B, 10], [N, B]
         else:
             ys, logits = [], []
-            for _ in range(model.max_steps):
-                out, h, l = fn.step(ctx, h)
+            for n in range(model.max_steps):
+                out, h, l = fn.step(ctx, h, n)
                 ys.append(out)
                 logits.append(l)
             y_steps, lam = torch.stack(ys), torch.stack(logits)

@@ -14,14 +14,23 @@ class ConfigError(ValueError):
     """A bad hyperparameter. The message names the field and the allowed range."""
 
 
+MNIST_READERS = ("cnn", "rows", "coarse")
+REGULARISERS = ("kl", "kl-reverse")     # KL(p || p_G) (paper), KL(p_G || p) (reverse); see ponder/losses.py
+ROWS_PER_STEP = (2, 4, 14, 28)   # the row reader's feature map has 14 rows, each 2 image rows high
+
+
 @dataclass
 class MnistConfig:
-    """CNN embedding (computed once per image) + GRU cell over steps."""
+    """A CNN embedding + GRU cell over steps. `reader` says what the cell sees at step n."""
     channels1: int = 16      # first conv layer's channels (5x5, then 2x2 max-pool)
-    channels2: int = 32      # second conv layer's channels (5x5, then 2x2 max-pool)
-    embed: int = 128         # size of the image embedding fed to the cell at every step
+    channels2: int = 32      # second conv layer's channels (5x5, then a max-pool)
+    embed: int = 128         # size of the image embedding fed to the cell
     hidden: int = 64         # GRU hidden size
     dropout: float = 0.0     # dropout on the embedding during training
+    reader: str = "cnn"      # "cnn": the whole image at every step (step 1 is a full classifier);
+                             # "rows": the first rows_per_step * n rows at step n (evidence grows);
+                             # "coarse": the image at a growing resolution, 2x2 ... 28x28
+    rows_per_step: int = 2   # "rows" reader: image rows revealed per step (2 -> all 28 rows by step 14)
 
 
 @dataclass
@@ -54,7 +63,9 @@ class TrainConfig:
     """Everything a run needs. Saved in the run folder; defaults give a useful MNIST model in ~1 min on 2 CPU cores."""
     task: str = "mnist"              # "mnist" or "parity"
     lambda_p: float = 0.2            # geometric prior parameter, prior mean 1/lambda_p steps
-    beta: float = 0.01               # weight of KL(p || p_G)
+    beta: float = 0.01               # weight of the regulariser
+    regulariser: str = "kl"          # "kl": KL(p || p_G), the paper's direction (the learned p first);
+                                     # "kl-reverse": KL(p_G || p), the prior first (labml's, the video's)
     max_steps: int = 20              # N, the most steps a sample can take
     hidden: int = 64                 # recurrent cell hidden size
     batch_size: int = 128            # training batch size
@@ -62,6 +73,8 @@ class TrainConfig:
     epochs: float = 3.0              # passes over the 55k training images (parity: over steps_per_epoch batches)
     max_seconds: Optional[float] = None  # wall-clock budget; training stops cleanly when it runs out
     rotate_train: float = 0.0        # MNIST augmentation: rotate each image by uniform(-d, d) degrees
+    reader: str = "cnn"              # MNIST step function: "cnn" (whole image each step), "rows", "coarse"
+    rows_per_step: int = 2           # MNIST "rows" reader: image rows revealed per step
     seed: int = 0                    # seeds weights, data order, augmentation and parity data
     device: str = "auto"             # auto picks cuda > mps > cpu
     grad_clip: float = 1.0           # max global gradient norm
@@ -87,6 +100,10 @@ class TrainConfig:
         _check(_choice(self.task, TASKS), "task", f"one of {', '.join(TASKS)}", self.task)
         _check(finite(self.lambda_p) and 0.0 < self.lambda_p <= 1.0, "lambda_p", "(0, 1]", self.lambda_p)
         _check(finite(self.beta) and self.beta >= 0.0, "beta", ">= 0", self.beta)
+        _check(_choice(self.regulariser, REGULARISERS), "regulariser", f"one of {', '.join(REGULARISERS)}", self.regulariser)
+        _check(_choice(self.reader, MNIST_READERS), "reader", f"one of {', '.join(MNIST_READERS)}", self.reader)
+        _check(is_int(self.rows_per_step) and self.rows_per_step in ROWS_PER_STEP, "rows_per_step",
+               f"one of {', '.join(map(str, ROWS_PER_STEP))}", self.rows_per_step)
         _check(is_int(self.max_steps) and 1 <= self.max_steps <= 200, "max_steps", "an integer in [1, 200]", self.max_steps)
         _check(is_int(self.hidden) and 1 <= self.hidden <= 4096, "hidden", "an integer in [1, 4096]", self.hidden)
         _check(is_int(self.batch_size) and 1 <= self.batch_size <= 65536, "batch_size", "an integer in [1, 65536]", self.batch_size)
@@ -113,7 +130,7 @@ class TrainConfig:
     def model_config(self):
         """The model dataclass this run trains."""
         if self.task == "mnist":
-            return MnistConfig(hidden=self.hidden)
+            return MnistConfig(hidden=self.hidden, reader=self.reader, rows_per_step=self.rows_per_step)
         return ParityConfig(n_elems=PARITY_PRESETS[self.parity_preset]["n_elems"], hidden=self.hidden)
 
     def to_dict(self) -> dict:
@@ -133,6 +150,10 @@ def model_config_from_dict(task: str, d: dict):
         v = getattr(cfg, f.name)
         if f.name == "dropout":
             _check(finite(v) and 0.0 <= v < 1.0, f.name, "[0, 1)", v)
+        elif f.name == "reader":
+            _check(_choice(v, MNIST_READERS), f.name, f"one of {', '.join(MNIST_READERS)}", v)
+        elif f.name == "rows_per_step":
+            _check(is_int(v) and v in ROWS_PER_STEP, f.name, f"one of {', '.join(map(str, ROWS_PER_STEP))}", v)
         else:
             _check(is_int(v) and 1 <= v <= 4096, f.name, "an integer in [1, 4096]", v)
     return cfg

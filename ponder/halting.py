@@ -2,6 +2,8 @@
 
 Notation (Banino et al. 2021):
     step function  s(x, h_n) -> (y_n, h_{n+1}, lambda_n)
+                   (the code passes the 0-based step index too: a step function whose
+                   evidence grows with the steps, e.g. reading more rows, needs to know n)
     lambda_n       chance to halt at step n given it has not halted yet
     p_n            = lambda_n * prod_{j<n} (1 - lambda_j)   (halt exactly at step n)
     N              the maximum number of steps; lambda_N = 1, so sum_n p_n = 1.
@@ -99,7 +101,7 @@ class StepFunction(Protocol):
 
     encode(x) -> ctx          computed once per input (e.g. a CNN embedding) [B, ...]
     init_hidden(ctx) -> h     h_1 [B, H]
-    step(ctx, h) -> (y_n, h_{n+1}, lambda_logit_n)   y_n [B, ...], lambda_logit_n [B]
+    step(ctx, h, n) -> (y_n, h_{n+1}, lambda_logit_n)   n: 0-based step index; y_n [B, ...], lambda_logit_n [B]
     unroll(ctx, h, N) -> (y [N, B, ...], lambda_logits [N, B])   optional: all N steps at once, the
                               same values as N step() calls; PonderNet.forward uses it when present
     loss(y, target) -> [B]    per-sample loss L(y, y_n) for one step
@@ -108,7 +110,7 @@ class StepFunction(Protocol):
 
     def encode(self, x: torch.Tensor) -> torch.Tensor: ...
     def init_hidden(self, ctx: torch.Tensor) -> torch.Tensor: ...
-    def step(self, ctx: torch.Tensor, h: torch.Tensor): ...
+    def step(self, ctx: torch.Tensor, h: torch.Tensor, n: int): ...
     def loss(self, y: torch.Tensor, target: torch.Tensor) -> torch.Tensor: ...
     def probs(self, y: torch.Tensor) -> torch.Tensor: ...
 
@@ -163,8 +165,8 @@ class PonderNet(nn.Module):
             y, lambda_logits = unroll(ctx, h, self.max_steps)   # [N, B, ...], [N, B]
         else:
             ys, logits = [], []
-            for _ in range(self.max_steps):
-                y, h, l = self.step_fn.step(ctx, h)
+            for n in range(self.max_steps):
+                y, h, l = self.step_fn.step(ctx, h, n)
                 ys.append(y)
                 logits.append(l)
             y, lambda_logits = torch.stack(ys), torch.stack(logits)
@@ -223,7 +225,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
         t_p = torch.full((N, B), float("nan"), device=dev)
         t_probs = None
     for n in range(N):
-        y, h, l = fn.step(ctx, h)
+        y, h, l = fn.step(ctx, h, n)
         l = l.float()
         if out_y is None:
             out_y = torch.zeros((B, *y.shape[1:]), device=dev)

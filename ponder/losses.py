@@ -2,7 +2,16 @@
 
     L = L_rec + beta * L_reg
     L_rec = mean_b sum_n p_n * L(y, y_n)          (reconstruction)
-    L_reg = mean_b KL(p || p_G(lambda_p))         (regularisation, the paper's direction)
+    L_reg = mean_b KL(p || p_G(lambda_p))         (regulariser "kl": the paper's direction)
+         or mean_b KL(p_G || p)                   (regulariser "kl-reverse": labml's and the video seed's)
+
+Why the direction matters. Per input, the best halting distribution under each is
+    "kl":          p*_n ∝ p_G(n) exp(-L_n / beta)        (mode-seeking: p_n ~ 0 wherever L_n is a
+                   little above its minimum; those steps then get no reconstruction gradient, never
+                   improve, and every input ends up halting where the loss first got low)
+    "kl-reverse":  p*_n = beta p_G(n) / (L_n + mu)       (mass-covering: every step keeps some weight,
+                   so every step keeps training, and p moves smoothly with the per-step losses)
+Both are computed from log p, so a p_n that underflows is finite in both.
 
 The caller applies beta: total = rec + beta * reg.
 """
@@ -55,14 +64,34 @@ def kl_to_prior_per_sample(log_p: torch.Tensor, log_prior: torch.Tensor) -> torc
     return (log_p.exp() * (log_p - log_prior.float().unsqueeze(1))).sum(0)
 
 
-def kl_to_prior(log_p: torch.Tensor, lambda_p: float) -> torch.Tensor:
-    """L_reg = mean_b KL(p || p_G(lambda_p)), p_G truncated to N = log_p.shape[0] and renormalised."""
+def kl_from_prior_per_sample(log_p: torch.Tensor, log_prior: torch.Tensor) -> torch.Tensor:
+    """KL(p_G || p) = sum_n p_G(n) (log p_G(n) - log p_n) for each sample. [N, B], [N] -> [B].
+
+    Direction: the prior p_G is the first argument (the expectation is under the prior), the
+    learned p the second: the reverse of the paper's. F.kl_div(log p, p_G) computes this one.
+    log p comes from log-sigmoids, so it is finite even where p_n underflows to 0 in float32;
+    a p_n far below p_G(n) then costs a large but finite amount (no log 0 = -inf).
+    """
+    log_prior = log_prior.float().unsqueeze(1)                           # [N, 1]
+    return (log_prior.exp() * (log_prior - log_p.float())).sum(0)
+
+
+def kl_to_prior(log_p: torch.Tensor, lambda_p: float, regulariser: str = "kl") -> torch.Tensor:
+    """L_reg averaged over the batch, p_G truncated to N = log_p.shape[0] and renormalised.
+
+    regulariser "kl": KL(p || p_G), the paper's direction; "kl-reverse": KL(p_G || p).
+    """
     log_prior = log_geometric_prior(lambda_p, log_p.shape[0], device=log_p.device)
-    return kl_to_prior_per_sample(log_p, log_prior).mean()
+    if regulariser == "kl":
+        return kl_to_prior_per_sample(log_p, log_prior).mean()
+    if regulariser == "kl-reverse":
+        return kl_from_prior_per_sample(log_p, log_prior).mean()
+    raise ValueError(f"regulariser must be 'kl' or 'kl-reverse', got {regulariser!r}")
 
 
-def ponder_loss(step_losses: torch.Tensor, log_p: torch.Tensor, lambda_p: float, beta: float):
+def ponder_loss(step_losses: torch.Tensor, log_p: torch.Tensor, lambda_p: float, beta: float,
+                regulariser: str = "kl"):
     """(total, rec, reg) with total = rec + beta * reg."""
     rec = reconstruction_loss(step_losses, log_p)
-    reg = kl_to_prior(log_p, lambda_p)
+    reg = kl_to_prior(log_p, lambda_p, regulariser)
     return rec + beta * reg, rec, reg

@@ -1,7 +1,14 @@
 """Step functions for the two tasks, and build_model() from a config.
 
-Both follow the StepFunction protocol of ponder.halting:
-    encode(x) -> ctx, init_hidden(ctx) -> h_1, step(ctx, h_n) -> (y_n, h_{n+1}, lambda_logit_n)
+All follow the StepFunction protocol of ponder.halting:
+    encode(x) -> ctx, init_hidden(ctx) -> h_1, step(ctx, h_n, n) -> (y_n, h_{n+1}, lambda_logit_n)
+
+MNIST has three readers (MnistConfig.reader), which differ in what the cell sees at step n:
+    "cnn"     MnistStep: the whole image's embedding at every step. Step 1 is already a complete
+              classifier, so extra steps bring nothing and halting follows the prior.
+    "rows"    RowReader: the first rows_per_step * n image rows. Evidence grows with the steps.
+    "coarse"  CoarseReader: the image at a growing resolution (2x2, 3x3, ..., 28x28).
+Each has view(x, n): the image as step n sees it (the explorer draws it).
 """
 from __future__ import annotations
 
@@ -86,7 +93,7 @@ class MnistStep(nn.Module):
         n = torch.tanh(torch.addcmul(ctx_n, r, torch.addmm(b_n, h, w_n)))       # [B, H]
         return torch.lerp(n, h, z)                              # h_{n+1} = (1 - z) n + z h   [B, H]
 
-    def step(self, ctx, h):
+    def step(self, ctx, h, n=0):
         h = self._update(h, *self._parts(ctx))
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
 
@@ -105,6 +112,132 @@ class MnistStep(nn.Module):
 
     def probs(self, y):
         return torch.softmax(y.float(), -1)                              # [B, 10]
+
+
+class GrowingEvidence(nn.Module):
+    """Shared by the readers whose input changes with n: encode() returns the GRU input projection
+    of one embedding per evidence level, ctx [B, L, 3H]; step n feeds level min(n, L - 1).
+    Steps past the last level see the whole image and keep refining the state.
+    """
+
+    def _init_cell(self, cfg: MnistConfig, lambda_p: float, fc_in: int):
+        self.cfg = cfg
+        self.fc = nn.Linear(fc_in, cfg.embed)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.cell = nn.GRUCell(cfg.embed, cfg.hidden)
+        self.out_head = nn.Linear(cfg.hidden, 10)
+        self.lambda_head = nn.Linear(cfg.hidden, 1)
+        init_lambda_head(self.lambda_head, lambda_p)
+
+    def init_hidden(self, ctx):
+        return ctx.new_zeros(ctx.shape[0], self.cfg.hidden)     # [B, H]
+
+    def _update(self, gi, h):
+        """One GRUCell update from a precomputed input projection gi = W_ih e + b_ih. [B, 3H], [B, H] -> [B, H]."""
+        gh = F.linear(h, self.cell.weight_hh, self.cell.bias_hh)             # [B, 3H]
+        i_r, i_z, i_n = gi.chunk(3, 1)
+        h_r, h_z, h_n = gh.chunk(3, 1)
+        r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+        return torch.lerp(torch.tanh(i_n + r * h_n), h, z)                   # (1 - z) n + z h
+
+    def _level(self, ctx, n: int):
+        return ctx[:, min(n, ctx.shape[1] - 1)]                              # [B, 3H]
+
+    def step(self, ctx, h, n=0):
+        h = self._update(self._level(ctx, n), h)
+        return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
+
+    def unroll(self, ctx, h, n_steps: int):
+        """All steps: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls."""
+        hs = []
+        for n in range(n_steps):
+            h = self._update(self._level(ctx, n), h)
+            hs.append(h)
+        hs = torch.stack(hs)                                                 # [N, B, H]
+        return self.out_head(hs), self.lambda_head(hs).squeeze(-1)
+
+    def levels(self) -> int:
+        raise NotImplementedError
+
+    loss = MnistStep.loss
+    probs = MnistStep.probs
+
+
+def _causal_rows(x, k: int = 5):
+    """Pad for a k x k convolution whose output row i sees input rows <= i only (none below)."""
+    return F.pad(x, (k // 2, k // 2, k - 1, 0))
+
+
+class RowReader(GrowingEvidence):
+    """Progressive reading: step n sees the first rows_per_step * n image rows (all 28 from then on).
+
+    One pass of a vertically causal CNN gives a 14 x 7 feature map whose row r depends only on
+    image rows <= 2r + 1. The embedding after reading rows 0..2r+1 is relu(b + sum_{r' <= r} W_r' z_r'):
+    the fc layer's per-row contributions summed cumulatively, so every reveal level costs one
+    cumsum, not one CNN pass. x [B, 1, 28, 28] -> ctx [B, L, 3H], L = 28 / rows_per_step.
+    """
+
+    def __init__(self, cfg: MnistConfig, lambda_p: float):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, cfg.channels1, 5)
+        self.conv2 = nn.Conv2d(cfg.channels1, cfg.channels2, 5)
+        self._init_cell(cfg, lambda_p, cfg.channels2 * 14 * 7)
+
+    def levels(self) -> int:
+        return 28 // self.cfg.rows_per_step
+
+    def encode(self, x):
+        z = F.max_pool2d(F.relu(self.conv1(_causal_rows(x))), 2)            # [B, C1, 14, 14] row r <- image rows <= 2r+1
+        z = F.max_pool2d(F.relu(self.conv2(_causal_rows(z))), (1, 2))       # [B, C2, 14, 7]  row r <- image rows <= 2r+1
+        w = self.fc.weight.view(-1, *z.shape[1:])                           # [E, C2, 14, 7]
+        per_row = torch.einsum("bcrw,ecrw->bre", z, w)                      # [B, 14, E] each feature row's share
+        k = self.cfg.rows_per_step // 2                                     # feature rows per level
+        e = per_row.cumsum(1)[:, k - 1::k] + self.fc.bias                   # [B, L, E] after reading level l
+        e = self.drop(F.relu(e))
+        return F.linear(e, self.cell.weight_ih, self.cell.bias_ih)          # [B, L, 3H]
+
+    def view(self, x, n: int):
+        """The image as step n (0-based) sees it: rows below the read ones at the background value."""
+        seen = min((n + 1) * self.cfg.rows_per_step, 28)
+        out = torch.full_like(x, float(x.min()) if x.numel() else 0.0)
+        out[..., :seen, :] = x[..., :seen, :]
+        return out
+
+
+class CoarseReader(GrowingEvidence):
+    """Coarse to fine: step n sees the image area-averaged to RESOLUTIONS[n] squared (then every
+    step from the 8th on sees all 28 x 28). The same CNN embeds every level (upsampled back to
+    28 x 28, bilinear). x [B, 1, 28, 28] -> ctx [B, L, 3H], L = 8.
+    """
+    RESOLUTIONS = (2, 3, 4, 5, 7, 10, 14, 28)
+
+    def __init__(self, cfg: MnistConfig, lambda_p: float):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, cfg.channels1, 5, padding=2)
+        self.conv2 = nn.Conv2d(cfg.channels1, cfg.channels2, 5, padding=2)
+        self._init_cell(cfg, lambda_p, cfg.channels2 * 7 * 7)
+
+    def levels(self) -> int:
+        return len(self.RESOLUTIONS)
+
+    @staticmethod
+    def at_resolution(x, r: int):
+        """x [B, 1, 28, 28] averaged over r x r cells and drawn back at 28 x 28."""
+        if r >= x.shape[-1]:
+            return x
+        return F.interpolate(F.adaptive_avg_pool2d(x, r), size=x.shape[-2:], mode="bilinear", align_corners=False)
+
+    def encode(self, x):
+        B = x.shape[0]
+        xs = torch.cat([self.at_resolution(x, r) for r in self.RESOLUTIONS])   # [L*B, 1, 28, 28]
+        z = F.relu(F.max_pool2d(self.conv1(xs), 2))                          # [L*B, C1, 14, 14]
+        z = F.relu(F.max_pool2d(self.conv2(z), 2))                           # [L*B, C2, 7, 7]
+        e = self.drop(F.relu(self.fc(z.flatten(1))))                         # [L*B, E]
+        e = e.view(len(self.RESOLUTIONS), B, -1).transpose(0, 1)             # [B, L, E]
+        return F.linear(e, self.cell.weight_ih, self.cell.bias_ih)           # [B, L, 3H]
+
+    def view(self, x, n: int):
+        return self.at_resolution(x, self.RESOLUTIONS[min(n, len(self.RESOLUTIONS) - 1)])
 
 
 class ParityStep(nn.Module):
@@ -127,7 +260,7 @@ class ParityStep(nn.Module):
     def init_hidden(self, ctx):
         return ctx.new_zeros(ctx.shape[0], self.cfg.hidden)
 
-    def step(self, ctx, h):
+    def step(self, ctx, h, n=0):
         h = self.cell(ctx, h)
         return self.out_head(h).squeeze(-1), h, self.lambda_head(h).squeeze(-1)
 
@@ -139,10 +272,16 @@ class ParityStep(nn.Module):
         return torch.stack([1 - p1, p1], -1)                             # [B, 2]: even, odd
 
 
+MNIST_STEPS = {"cnn": MnistStep, "rows": RowReader, "coarse": CoarseReader}
+
+
 def build_model(task: str, model_cfg, max_steps: int, lambda_p: float) -> PonderNet:
     if isinstance(model_cfg, dict):
         model_cfg = model_config_from_dict(task, model_cfg)
-    step = MnistStep(model_cfg, lambda_p) if task == "mnist" else ParityStep(model_cfg, lambda_p)
+    if task == "mnist":
+        step = MNIST_STEPS[model_cfg.reader](model_cfg, lambda_p)
+    else:
+        step = ParityStep(model_cfg, lambda_p)
     return PonderNet(step, max_steps=max_steps, lambda_p=lambda_p)
 
 

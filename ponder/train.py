@@ -27,7 +27,7 @@ class Progress:
     epoch: float               # fractional epoch
     loss: float                # rec + beta * reg
     rec: float                 # reconstruction loss
-    reg: float                 # KL(p || p_G)
+    reg: float                 # the regulariser: KL(p || p_G), or KL(p_G || p) for "kl-reverse"
     accuracy: float            # batch accuracy of the p-weighted prediction
     mean_steps: float          # batch mean of E[n] = sum_n n p_n
     elapsed: float             # seconds since training started
@@ -240,7 +240,7 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
             out = forward(x)
         N, B = out.log_p.shape
         step_losses = model.step_fn.loss(out.y.flatten(0, 1), y.repeat(N)).view(N, B)   # [N, B]
-        loss, rec, reg = ponder_loss(step_losses, out.log_p, cfg.lambda_p, cfg.beta)
+        loss, rec, reg = ponder_loss(step_losses, out.log_p, cfg.lambda_p, cfg.beta, cfg.regulariser)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)                   # 0-d, on the device

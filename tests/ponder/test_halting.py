@@ -60,9 +60,9 @@ def test_early_exit_really_skips_compute():
     sizes = []
     step = model.step_fn.step
 
-    def counting_step(ctx, h):
+    def counting_step(ctx, h, n):
         sizes.append(ctx.shape[0])
-        return step(ctx, h)
+        return step(ctx, h, n)
 
     model.step_fn.step = counting_step
     res = ponder(model, _inputs("parity", 256), "sample", torch.Generator().manual_seed(0))

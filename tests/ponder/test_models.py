@@ -17,9 +17,9 @@ def test_mnist_step_equals_grucell_and_unroll_equals_steps():
         h_ref = torch.zeros(9, 12)
         ctx, h = fn.encode(x), fn.init_hidden(fn.encode(x))
         ys, ls = [], []
-        for _ in range(6):
+        for n in range(6):
             h_ref = fn.cell(e, h_ref)
-            y, h, l = fn.step(ctx, h)
+            y, h, l = fn.step(ctx, h, n)
             assert torch.allclose(h, h_ref, atol=1e-6)
             assert torch.allclose(y, fn.out_head(h_ref), atol=1e-6)
             ys.append(y)
