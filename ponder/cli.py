@@ -9,7 +9,7 @@ import sys
 import threading
 from dataclasses import fields
 
-from .config import DEVICES, MAX_SEED, PARITY_PRESETS, TASKS, ConfigError, TrainConfig
+from .config import DEVICES, MAX_SEED, MNIST_READERS, PARITY_PRESETS, REGULARISERS, TASKS, ConfigError, TrainConfig
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,7 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=float, default=None, help=f"passes over the training set (default {d.epochs}; parity 6 x steps-per-epoch batches)")
     t.add_argument("--max-seconds", type=float, default=None, help="time budget; stops cleanly when used")
     t.add_argument("--lambda-p", type=float, default=d.lambda_p, help=f"prior lambda_p in (0, 1] (default {d.lambda_p})")
-    t.add_argument("--beta", type=float, default=d.beta, help=f"KL weight (default {d.beta})")
+    t.add_argument("--beta", type=float, default=d.beta, help=f"regulariser weight (default {d.beta})")
+    t.add_argument("--regulariser", default=None, choices=REGULARISERS,
+                   help="kl: KL(p || p_G), the paper's direction; kl-reverse: KL(p_G || p), the prior first "
+                        f"(default {d.regulariser})")
+    t.add_argument("--reader", default=None, choices=MNIST_READERS,
+                   help="MNIST step function: cnn (whole image every step), rows (rows_per_step more rows each step), "
+                        f"coarse (growing resolution) (default {d.reader})")
+    t.add_argument("--rows-per-step", type=int, default=None, help=f"rows reader: image rows per step (default {d.rows_per_step})")
     t.add_argument("--max-steps", type=int, default=d.max_steps, help=f"N, most pondering steps (default {d.max_steps})")
     t.add_argument("--hidden", type=int, default=None, help=f"GRU hidden size (default {d.hidden}; parity 128)")
     t.add_argument("--batch-size", type=int, default=None, help=f"(default {d.batch_size})")

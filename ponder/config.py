@@ -15,7 +15,10 @@ class ConfigError(ValueError):
 
 
 MNIST_READERS = ("cnn", "rows", "coarse")
-REGULARISERS = ("kl", "kl-reverse")     # KL(p || p_G) (paper), KL(p_G || p) (reverse); see ponder/losses.py
+REGULARISERS = ("kl", "kl-reverse")
+# Per-reader model sizes over MnistConfig's: the row reader's fc sees a 14 x 7 map per channel, so
+# 16 second-layer channels keep it at 1568 x 128 weights (~1 MB a model, like the "cnn" reader's).
+READER_DEFAULTS = {"rows": dict(channels2=16)}     # KL(p || p_G) (paper), KL(p_G || p) (reverse); see ponder/losses.py
 ROWS_PER_STEP = (2, 4, 14, 28)   # the row reader's feature map has 14 rows, each 2 image rows high
 
 
@@ -41,11 +44,15 @@ class ParityConfig:
 
 
 PARITY_PRESETS = {
-    # name: (n_elems, train k range, test k range)
+    # name: n_elems, the k (number of non-zeros) trained on and tested on, and the test's easy and
+    # hard ranges of k (what evaluate reports as `easy` / `hard`; without them: the two halves)
     "small": dict(n_elems=8, train_k=(1, 8), test_k=(1, 8)),          # ~1 minute on 2 CPU cores
     "medium": dict(n_elems=16, train_k=(1, 16), test_k=(1, 16)),
     "medium-extrapolation": dict(n_elems=16, train_k=(1, 8), test_k=(9, 16)),   # the paper's split, scaled to 16
     "large": dict(n_elems=32, train_k=(1, 32), test_k=(1, 32)),
+    "video-15": dict(n_elems=15, train_k=(1, 15), test_k=(1, 15), easy=(1, 4), hard=(11, 15)),   # the video seed's
+    # the video seed's extrapolation: trained on k <= 25, tested on all k; easy = seen k, hard = unseen 26..30
+    "video-30-extrapolation": dict(n_elems=30, train_k=(1, 25), test_k=(1, 30), easy=(1, 25), hard=(26, 30)),
     "paper": dict(n_elems=64, train_k=(1, 64), test_k=(1, 64)),       # the paper's interpolation
     "extrapolation": dict(n_elems=96, train_k=(1, 48), test_k=(49, 96)),  # the paper's extrapolation
 }
@@ -130,7 +137,8 @@ class TrainConfig:
     def model_config(self):
         """The model dataclass this run trains."""
         if self.task == "mnist":
-            return MnistConfig(hidden=self.hidden, reader=self.reader, rows_per_step=self.rows_per_step)
+            return MnistConfig(hidden=self.hidden, reader=self.reader, rows_per_step=self.rows_per_step,
+                               **READER_DEFAULTS.get(self.reader, {}))
         return ParityConfig(n_elems=PARITY_PRESETS[self.parity_preset]["n_elems"], hidden=self.hidden)
 
     def to_dict(self) -> dict:
