@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ponder.card import test_metrics
+from ponder.card import mean_expected_steps, test_metrics
 
 
 def sweep_row(name: str, card: Optional[dict], status: Optional[str] = None, reason: str = "",
@@ -15,7 +15,7 @@ def sweep_row(name: str, card: Optional[dict], status: Optional[str] = None, rea
     return dict(name=name, lambda_p=float(lp) if lp is not None else float("nan"),
                 status=status or card.get("status", ""), reason=reason or card.get("reason", ""),
                 accuracy=t.get("accuracy"), mean_steps=t.get("mean_steps"),
-                expected_steps=t.get("expected_steps"), halting=t.get("halting_distribution"),
+                expected_steps=mean_expected_steps(t), halting=t.get("halting_distribution"),
                 steps=card.get("steps"), seconds=card.get("train_seconds"))
 
 

@@ -25,7 +25,8 @@ WEIGHTS, CARD, HISTORY = "model.safetensors", "run.json", "metrics.jsonl"
 MAX_CARD_BYTES = 1024 * 1024          # a run.json is a few kB; refuse megabytes of JSON
 MAX_CARD_TEXT = 10000                 # name / status / reason / device strings in a card
 CARD_STRINGS = ("name", "status", "reason", "device", "created", "ponder_version")
-METRIC_NUMBERS = ("n", "accuracy", "mean_steps", "median_steps", "std_steps", "expected_steps")
+METRIC_NUMBERS = ("n", "accuracy", "mean_steps", "median_steps", "std_steps")
+SPREAD_KEYS = ("mean", "std", "min", "max")   # metrics.test.expected_steps: E[n] over the test inputs
 _CARD_LOCK = threading.Lock()         # update_card is read-modify-write: one at a time in this process
 
 
@@ -135,6 +136,10 @@ def check_card(card: dict) -> None:
         v = test.get(k)
         if v is not None and not finite(v):
             raise ConfigError(f"metrics.test.{k} must be a number, got {short_repr(v)}")
+    en = test.get("expected_steps")              # a number in cards written before it was a spread
+    if en is not None and not finite(en) and not (
+            isinstance(en, dict) and all(finite(en.get(k)) for k in SPREAD_KEYS)):
+        raise ConfigError(f"metrics.test.expected_steps must be a number or {{mean, std, min, max}}, got {short_repr(en)}")
 
 
 def old_metrics(run_dir: Path) -> dict:
@@ -161,6 +166,12 @@ def test_metrics(card) -> dict:
     m = card.get("metrics") if isinstance(card, dict) else None
     t = m.get("test") if isinstance(m, dict) else None
     return t if isinstance(t, dict) else {}
+
+
+def mean_expected_steps(test: dict) -> Optional[float]:
+    """Mean E[n] of a metrics.test mapping: {mean, std, min, max} now, a plain number in older cards."""
+    en = test.get("expected_steps") if isinstance(test, dict) else None
+    return en.get("mean") if isinstance(en, dict) else en
 
 
 def read_history(path) -> list:

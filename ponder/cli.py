@@ -302,6 +302,10 @@ def cmd_evaluate(args) -> int:
     else:
         print(f"accuracy {res['accuracy']:.4f}   halting step mean {res['mean_steps']:.2f} "
               f"median {res['median_steps']:.0f} std {res['std_steps']:.2f}")
+    en, bc = res["expected_steps"], res["by_correctness"]
+    print(f"expected steps E[n] per input: mean {en['mean']:.2f} std {en['std']:.2f} (min {en['min']:.2f}, "
+          f"max {en['max']:.2f}); right {bc['correct']['count']} at E[n] {_num(bc['correct']['expected_steps'])}, "
+          f"wrong {bc['wrong']['count']} at E[n] {_num(bc['wrong']['expected_steps'])}")
     what = "E[n]" if args.mode == "expected" else "steps"
     print("step  p_n(learned)  p_G(prior)  acc-if-stopped")
     for n, (p, q, a) in enumerate(zip(res["halting_distribution"], res["prior"], res["per_step_accuracy"]), 1):
@@ -309,9 +313,15 @@ def cmd_evaluate(args) -> int:
             print(f"{n:4d}  {p:12.4f}  {q:10.4f}  {a:14.4f}")
     for row in res["rotations"] + res["uniform_rotations"]:
         label = f"{row['angle']:g} deg" if row["kind"] == "fixed" else f"U(+-{row['angle']:g}) deg"
-        print(f"rotation {label:>14}: accuracy {row['accuracy']:.4f}  {what} {row['mean_steps']:.2f} +- {row['std_steps']:.2f}")
+        print(f"rotation {label:>14}: accuracy {row['accuracy']:.4f}  {what} {row['mean_steps']:.2f} +- "
+              f"{row['std_steps']:.2f}  E[n] {row['expected_steps']:.2f}")
     if "easy" in res:
         for k in ("easy", "hard"):
             r = res[k]
-            print(f"{k} (k in {r['k_range']}): accuracy {r['accuracy']:.4f}  {what} {r['mean_steps']:.2f}")
+            print(f"{k} (k in {r['k_range']}): accuracy {r['accuracy']:.4f}  {what} {r['mean_steps']:.2f}  "
+                  f"E[n] {r['expected_steps']:.2f}")
     return 0
+
+
+def _num(v) -> str:
+    return "-" if v is None else f"{v:.2f}"

@@ -54,18 +54,39 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
     return {k: torch.cat(v, cat_dims.get(k, 0)) for k, v in rows.items()}
 
 
+def expected_steps_per_input(stats: dict) -> torch.Tensor:
+    """E[n] = sum_n n p_n for every input: the noise-free measure of how long it ponders. [B]."""
+    return expected_steps(stats["p"].clamp_min(1e-45).log())
+
+
+def spread(values: torch.Tensor) -> dict:
+    """{mean, std, min, max} of a 1-D tensor (std 0 for one value)."""
+    v = values.double()
+    return {"mean": v.mean().item(), "std": v.std().item() if len(v) > 1 else 0.0,
+            "min": v.min().item(), "max": v.max().item()}
+
+
 def summarize(stats: dict, labels: torch.Tensor, lambda_p: float, by_class: bool = True) -> dict:
-    """Plain-Python summary of unroll_stats (JSON-ready)."""
+    """Plain-Python summary of unroll_stats (JSON-ready).
+
+    mean/median/std_steps are over the halting steps of the mode (sampled steps are noisy: std ~ 3
+    for one input); expected_steps is over E[n] per input, which is what to compare inputs by.
+    by_correctness: how many the mode got right and wrong, and their mean E[n].
+    """
     steps = stats["halt_step"]
     N = stats["p"].shape[0]
+    en = expected_steps_per_input(stats)                                     # [B]
+    right = stats["correct"].bool()
     out = {
         "n": int(len(steps)),
         "accuracy": stats["correct"].float().mean().item(),
         "mean_steps": steps.mean().item(),
         "median_steps": steps.median().item(),
         "std_steps": steps.std().item() if len(steps) > 1 else 0.0,
-        "expected_steps": expected_steps(stats["p"].clamp_min(1e-45).log()).mean().item(),
+        "expected_steps": spread(en),
         "per_step_accuracy": stats["per_step_correct"].float().mean(1).tolist(),
+        "by_correctness": {name: {"count": int(m.sum()), "expected_steps": en[m].mean().item() if m.any() else None}
+                           for name, m in (("correct", right), ("wrong", ~right))},
         "halting_distribution": stats["p"].mean(1).tolist(),
         "prior": log_geometric_prior(lambda_p, N).exp().tolist(),
     }
@@ -73,7 +94,8 @@ def summarize(stats: dict, labels: torch.Tensor, lambda_p: float, by_class: bool
         labels = labels.cpu().long()
         out["by_class"] = [
             {"label": int(c), "count": int(m.sum()), "accuracy": stats["correct"][m].float().mean().item(),
-             "mean_steps": steps[m].mean().item(), "halting_distribution": stats["p"][:, m].mean(1).tolist()}
+             "mean_steps": steps[m].mean().item(), "expected_steps": en[m].mean().item(),
+             "halting_distribution": stats["p"][:, m].mean(1).tolist()}
             for c in labels.unique() for m in [labels == c]
         ]
     return out
@@ -108,29 +130,35 @@ def halves(lo: int, hi: int) -> tuple:
 
 
 def group_stats(stats: dict, mask: torch.Tensor) -> dict:
-    """count, accuracy, mean_steps and halting_distribution of the samples where mask [B] is True."""
+    """count, accuracy, mean_steps (sampled), expected_steps (mean E[n]) and halting_distribution of
+    the samples where mask [B] is True."""
     return {"count": int(mask.sum()), "accuracy": stats["correct"][mask].float().mean().item(),
             "mean_steps": stats["halt_step"][mask].mean().item(),
+            "expected_steps": expected_steps_per_input(stats)[mask].mean().item(),
             "halting_distribution": stats["p"][:, mask].mean(1).tolist()}
 
 
 def by_k_rows(stats: dict, k: torch.Tensor) -> list:
-    """Accuracy and mean halting step for each number of non-zeros k [B] of parity inputs."""
-    return [{"k": int(v), "accuracy": stats["correct"][k == v].float().mean().item(),
-             "mean_steps": stats["halt_step"][k == v].mean().item()} for v in k.unique()]
+    """count, accuracy, mean halting step and mean E[n] for each number of non-zeros k [B] of parity inputs."""
+    en = expected_steps_per_input(stats)
+    return [{"k": int(v), "count": int(m.sum()), "accuracy": stats["correct"][m].float().mean().item(),
+             "mean_steps": stats["halt_step"][m].mean().item(), "expected_steps": en[m].mean().item()}
+            for v in k.unique() for m in [k == v]]
 
 
 def evaluate_parity(model: PonderNet, preset: dict, mode: str = "sample", seed: int = 0,
                     size: int = 10000, batch_size: int = 2000) -> dict:
-    """Parity on the preset's fixed test set, split into easy (fewer non-zeros) and hard halves."""
+    """Parity on the preset's fixed test set, with `easy` and `hard` blocks over the preset's ranges of
+    k (its `easy` / `hard`, else the two halves of the test range) and one row per k."""
     n = preset["n_elems"]
     k_lo, k_hi = preset["test_k"]
     x, y, k = D.parity_eval_set(n, k_lo, k_hi, size)
     stats = unroll_stats(model, x, y, mode, batch_size, seed)
     res = summarize(stats, y, model.lambda_p, by_class=False)
     res["mode"], res["test_k"] = mode, [k_lo, k_hi]
-    for name, (lo, hi) in zip(("easy", "hard"), halves(k_lo, k_hi)):
+    ranges = (preset["easy"], preset["hard"]) if "easy" in preset else halves(k_lo, k_hi)
+    for name, (lo, hi) in zip(("easy", "hard"), ranges):
         m = (k >= lo) & (k <= hi)
-        res[name] = {"k_range": [int(k[m].min()), int(k[m].max())], **group_stats(stats, m)}
+        res[name] = {"k_range": [lo, hi], **group_stats(stats, m)}
     res["by_k"] = by_k_rows(stats, k)
     return res

@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 
 from . import data as D, lifecycle
-from .card import update_card
+from .card import mean_expected_steps, update_card
 from .checkpoint import load_checkpoint
 from .config import PARITY_PRESETS, TrainConfig
 from .evaluate import evaluate_mnist, evaluate_parity, mnist_split
@@ -194,7 +194,7 @@ def results_markdown(r: dict) -> str:
             t = m["metrics"]
             status = m["status"] + (f" ({m['reason']})" if m["status"] == "failed" else "")
             lines.append(f"| {m['lambda_p']:g} | {1 / m['lambda_p']:.2f} | {prior_mean(m['lambda_p'], m['max_steps']):.2f} | {t['mean_steps']:.2f} | "
-                         f"{t['expected_steps']:.2f} | {t['accuracy']:.4f} | {status} |")
+                         f"{mean_expected_steps(t):.2f} | {t['accuracy']:.4f} | {status} |")
         failed = [n for n, m in sweep if m["status"] == "failed"]
         lines += ["", f"Failed runs: {', '.join(failed) if failed else 'none (every run finished with a finite loss)'}.", ""]
     lines += [line for name, m in models.items() if m["role"] == "parity" for line in parity_section(name, m)]

@@ -101,8 +101,8 @@ def rotation_study(model: PonderNet, x_uint8: torch.Tensor, y: torch.Tensor, ang
             x = D.mnist_inputs(x_uint8, angles=D.uniform_angles(len(y), a, torch.Generator().manual_seed(seed + 1)))
         stats = unroll_stats(model, x, y, mode, batch_size, seed)
         s = summarize(stats, y, model.lambda_p, by_class=False)
-        row = dict(kind=kind, angle=a, **{k: s[k] for k in ("n", "accuracy", "mean_steps", "median_steps",
-                                                               "std_steps", "halting_distribution")})
+        row = dict(kind=kind, angle=a, expected_steps=s["expected_steps"]["mean"],
+                   **{k: s[k] for k in ("n", "accuracy", "mean_steps", "median_steps", "std_steps", "halting_distribution")})
         if per_sample:
             steps = stats["halt_step"].numpy().astype(np.float64)
             row.update(steps=steps.tolist(), confidence=stats["confidence"].numpy().astype(np.float64).tolist(),
