@@ -16,7 +16,8 @@ from ponder.checkpoint import Checkpoint, load_checkpoint
 from ponder.config import PARITY_PRESETS, TrainConfig
 from ponder.lifecycle import card_metrics, measure
 from ponder.runs import ModelEntry, list_models
-from ponder.studies import parity_sets, parity_study, rotation_study
+from ponder import data as D
+from ponder.studies import parity_sets, parity_study, pondering_gallery as pondering_gallery_of, rotation_study
 
 from .digits import data_dir, missing_data_message, mnist_dataset
 from .jobs import JobRegistry
@@ -89,6 +90,20 @@ def rotation_results(path: str, file_stamp: tuple, angles: tuple, ranges: tuple,
     if limit:
         x, y = x[:limit], y[:limit]
     return rotation_study(ck.model, x, y, angles, ranges, mode, seed, per_sample=True)
+
+
+@st.cache_data(max_entries=16, show_spinner="Finding the test digits it ponders least and most (cached afterwards)…")
+def pondering_gallery(path: str, file_stamp: tuple, limit: int = 2000, k: int = 8) -> Optional[dict]:
+    """The least / most pondered of the first `limit` MNIST test digits, with their images. None without MNIST."""
+    ck = _checkpoint(path, file_stamp)
+    data, missing = mnist()
+    if missing:
+        return None
+    x, y = data.test_x[:limit], data.test_y[:limit]
+    g = pondering_gallery_of(ck.model, D.mnist_inputs(x), y, k)
+    for row in g["least"] + g["most"]:
+        row["image"] = x[row["index"]].numpy()
+    return g
 
 
 @st.cache_data(max_entries=32, show_spinner="Evaluating parity test sets (cached afterwards)…")

@@ -28,7 +28,7 @@ from . import canvas, digits, loaders, tables
 USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
-DEFAULT_MODEL = {"mnist": "mnist-default", "parity": "parity-medium", None: "mnist-default"}
+DEFAULT_MODEL = {"mnist": "mnist-adaptive", "parity": "parity-medium", None: "mnist-adaptive"}
 MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inference; a seeded draw). "
              "deterministic: halt at the median of the halting distribution (first n with P(halted by n) ≥ 0.5). "
              "expected: run all N steps and answer the p-weighted mixture Σ p_n · y_n.")

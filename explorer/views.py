@@ -69,6 +69,47 @@ def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] 
               f"0.5. E[n] = {tr.expected_steps:.2f}.", key=f"{key}_cdf")
 
 
+def step_through_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], key: str = "step") -> None:
+    """A slider over the steps: what step n saw and what it would answer if it stopped there.
+
+    seen: [N, 28, 28] uint8 images per step, or None when every step sees the whole image.
+    """
+    n = st.slider("Step through the steps", 1, tr.max_steps, value=min(tr.halt_step, tr.max_steps), key=key,
+                  help="Move through the steps: the image as that step saw it, and its answer if it stopped there.")
+    probs = tr.probs[n - 1]
+    top = int(np.argmax(probs))
+    c1, c2 = st.columns([0.8, 2.4])
+    with c1:
+        if seen is not None:
+            seen_image_ui(seen[n - 1], f"What step {n} has seen")
+        else:
+            st.caption("This model sees the whole image at every step: its steps only refine the state.")
+    with c2:
+        m1, m2, m3, m4 = st.columns(4)
+        m1.metric(f"Answer at step {n}", class_names[top], help=f"{probs[top]:.1%} for this class at step {n}")
+        m2.metric("λ_n", f"{tr.lambdas[n - 1]:.3f}", help="chance to halt at this step if still running")
+        m3.metric("p_n", f"{tr.p[n - 1]:.3f}", help="probability of halting exactly here")
+        m4.metric("P(halted by n)", f"{tr.cdf[n - 1]:.3f}")
+        where = "where it halted" if n == tr.halt_step and tr.mode != "expected" else (
+            "after it halted: shown to compare" if n > tr.halt_step and tr.mode != "expected" else "")
+        st.caption(f"Step {n} of {tr.max_steps}{f' ({where})' if where else ''}: it would answer "
+                   f"{class_names[top]} with {probs[top]:.1%}.")
+
+
+def pondering_gallery_ui(gallery: Optional[dict], class_names: Sequence[str]) -> None:
+    """Two rows of test digits: the ones it ponders least and most (by E[n]), with its answers."""
+    if gallery is None:
+        st.info("The gallery needs the MNIST test set (see the MNIST test digit source above).")
+        return
+    for title, rows in (("Least pondered", gallery["least"]), ("Most pondered", gallery["most"])):
+        st.markdown(f"**{title}**")
+        for col, r in zip(st.columns(len(rows)), rows):
+            mark = "" if r["pred"] == r["label"] else f" ✗ (label {class_names[r['label']]})"
+            with col:
+                st.image(Image.fromarray(r["image"]).resize((84, 84), Image.NEAREST),
+                         caption=f"#{r['index']} · E[n] {r['expected_steps']:.1f} · says {class_names[r['pred']]}{mark}")
+
+
 # ----------------------------------------------------------------------------- training jobs
 
 def _fmt_s(s: Optional[float]) -> str:

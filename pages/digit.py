@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import canvas, digits, loaders, ui, views
-from ponder.studies import trace_input
+from ponder.studies import seen_at_steps, trace_input
 
 ui.app_guard("digit")
 st.title("Ponder a digit")
@@ -43,5 +43,9 @@ with right:
     with c2:
         views.answer_ui(trace, CLASSES, truth)
 
+seen = seen_at_steps(model, x)
+views.step_through_ui(trace, None if seen is None else [canvas.seen_image(v[None]) for v in seen], CLASSES)
 st.divider()
 views.trace_charts_ui(trace, CLASSES, truth)
+with st.expander("Test digits it ponders least and most (E[n] over the first 2,000 test digits)"):
+    views.pondering_gallery_ui(loaders.pondering_gallery(str(entry.path), loaders.stamp(entry.path)), CLASSES)

@@ -4,6 +4,8 @@ The CLI, `reproduce` and the explorer's pages all measure through these function
 measurement is a new function here.
 
 trace_input       one input through every step, and the halting decision of a mode
+seen_at_steps     the image each step sees (readers whose evidence grows), or None
+pondering_gallery the inputs with the fewest and the most expected steps E[n]
 rotation_study    accuracy and halting steps per rotation: fixed angles θ and uniform ranges ±d
 ponder_verdict    "does it ponder longer on harder inputs?" from rotation rows, in plain words
 steps_vs_angle    one sentence: do the mean halting steps grow with the angle?
@@ -72,6 +74,35 @@ def trace_input(model: PonderNet, x: torch.Tensor, mode: str = "sample", seed: i
                  expected_steps=float(expected_steps(out.log_p)[0]), mode=mode, seed=int(seed),
                  halt_step=int(res.halt_step[0]), pred=int(res.pred[0]), answer_probs=f64(res.probs[0]),
                  lambda_p=model.lambda_p, max_steps=model.max_steps)
+
+
+@torch.no_grad()
+def seen_at_steps(model: PonderNet, x: torch.Tensor) -> Optional[torch.Tensor]:
+    """The input as each step sees it, [N, *x.shape[1:]] for one input x [1, ...]; None when every
+    step sees the whole input (the step function has no view())."""
+    view = getattr(model.step_fn, "view", None)
+    if view is None:
+        return None
+    return torch.cat([view(x, n) for n in range(model.max_steps)])
+
+
+@torch.no_grad()
+def pondering_gallery(model: PonderNet, x: torch.Tensor, y: torch.Tensor, k: int = 8,
+                      batch_size: int = 1000) -> dict:
+    """The k inputs with the fewest and the k with the most expected steps E[n] = Σ n p_n.
+
+    x: ready inputs [M, ...], y: labels [M]. Returns {'least': rows, 'most': rows}, each row
+    {index, expected_steps, pred, label, confidence}, pred being the answer of the p-weighted
+    mixture (expected mode: no random draw, so a gallery is the same every time).
+    """
+    stats = unroll_stats(model, x, y, "expected", batch_size)
+    en = expected_steps(stats["p"].clamp_min(1e-45).log())                   # [M]
+    order = torch.argsort(en)
+
+    def rows(idx):
+        return [dict(index=int(i), expected_steps=float(en[i]), pred=int(stats["pred"][i]), label=int(y[i]),
+                     confidence=float(stats["confidence"][i])) for i in idx]
+    return {"least": rows(order[:k]), "most": rows(order.flip(0)[:k])}
 
 
 # ----------------------------------------------------------------------------- rotation

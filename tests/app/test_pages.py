@@ -113,13 +113,30 @@ def _drawing_state(stroke=((90, 60), (190, 60), (140, 230))):
 
 
 def test_digit_page_reads_a_drawing_injected_through_session_state(runs):
-    at = open_app()                                   # the shipped default model
-    assert at.sidebar.selectbox(key="pick_model_mnist").value == "mnist-default"
+    at = open_app(model="mnist-default")              # the accuracy anchor (whole image every step)
     at.session_state["canvas"] = _drawing_state()
     run_ok(at)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Prediction"] == "7", texts(at)   # the shipped model reads the drawn 7
     assert len(charts(at)) == 4 and not at.info
+
+
+def test_digit_page_opens_on_the_adaptive_model_steps_through_and_ponders_per_digit(runs):
+    at = open_app()
+    assert at.sidebar.selectbox(key="pick_model_mnist").value == "mnist-adaptive"
+    en = {}
+    for name, stroke in (("7", ((90, 60), (190, 60), (140, 230))), ("1", ((140, 40), (140, 240)))):
+        at.session_state["canvas"] = _drawing_state(stroke)
+        run_ok(at)
+        en[name] = float(next(m.value for m in at.metric if m.label == "E[n]"))
+    assert abs(en["7"] - en["1"]) > 0.2, en          # halting changes from digit to digit
+    at.slider(key="step").set_value(1)
+    run_ok(at)
+    captions = [c for im in at.image for c in im.captions]
+    assert "What step 1 has seen" in captions
+    assert any(m.label == "Answer at step 1" for m in at.metric)
+    # the gallery: 8 least and 8 most pondered test digits, each with its E[n]
+    assert sum("E[n]" in c for c in captions) == 16, captions
 
 
 def _drawing(arr_rgba: np.ndarray):

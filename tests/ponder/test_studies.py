@@ -1,5 +1,5 @@
-"""ponder/studies.py: one input's trace, the rotation study and its verdict, parity by difficulty, the
-prior's mean."""
+"""ponder/studies.py: one input's trace, what each step sees, the least / most pondered inputs, the
+rotation study and its verdict, parity by difficulty, the prior's mean."""
 import numpy as np
 import pytest
 import torch
@@ -116,3 +116,25 @@ def test_box_stats_by_hand():
     # data inside [3 - 6, 7 + 6] = [-3, 13]: 1 and 8 (40 is an outlier)
     b = studies.box_stats(np.array([1, 2, 3, 4, 5, 6, 7, 8, 40], float))
     assert b == {"q1": 3.0, "q3": 7.0, "lo": 1.0, "hi": 8.0}
+
+
+def test_seen_at_steps_follows_the_reader():
+    x = torch.randn(1, 1, 28, 28)
+    assert studies.seen_at_steps(tiny_model("mnist", max_steps=4), x) is None       # "cnn": the whole image every step
+    views = studies.seen_at_steps(tiny_model("mnist", max_steps=16, reader="rows", rows_per_step=2), x)
+    assert views.shape == (16, 1, 28, 28)
+    rows_shown = [(v[0] != x.min()).any(1).nonzero().max().item() + 1 if (v[0] != x.min()).any() else 0 for v in views]
+    assert rows_shown[0] <= 2 and rows_shown == sorted(rows_shown)        # more rows each step
+    assert torch.equal(views[-1], x[0])                                    # all 28 rows by step 14
+
+
+def test_pondering_gallery_is_sorted_by_expected_steps():
+    model = tiny_model("mnist", max_steps=8, lambda_std=3.0)
+    x, y = torch.randn(50, 1, 28, 28), torch.randint(0, 10, (50,))
+    g = studies.pondering_gallery(model, x, y, k=5)
+    least, most = [r["expected_steps"] for r in g["least"]], [r["expected_steps"] for r in g["most"]]
+    assert least == sorted(least) and most == sorted(most, reverse=True) and least[-1] <= most[-1]
+    with torch.no_grad():
+        en = studies.expected_steps(model(x).log_p)
+    assert least[0] == pytest.approx(en.min().item(), abs=1e-5) and most[0] == pytest.approx(en.max().item(), abs=1e-5)
+    assert all(r["label"] == int(y[r["index"]]) and 0 <= r["pred"] < 10 for r in g["least"] + g["most"])
