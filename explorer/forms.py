@@ -6,7 +6,7 @@ from typing import Optional
 import streamlit as st
 import torch
 
-from ponder.config import PARITY_PRESETS, ConfigError, TrainConfig
+from ponder.config import MNIST_READERS, PARITY_PRESETS, REGULARISERS, ConfigError, TrainConfig
 from ponder.runs import MAX_UPLOAD_BYTES, RunNameError, import_checkpoint, safe_name
 
 from .ui import USER_ERRORS, one_line, remembered_lambda_p
@@ -23,6 +23,11 @@ def task_ui(key: str = "train_task") -> str:
                             format_func=lambda t: {"mnist": "MNIST", "parity": "Parity"}[t])
 
 
+REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G ‖ p), reverse"}
+READER_LABELS = {"rows": "rows: reads 2 more rows a step", "coarse": "coarse to fine: sharper each step",
+                 "cnn": "cnn: the whole image every step"}
+
+
 def train_form_ui(task: str) -> Optional[tuple]:
     """The sidebar training form. Returns (run name, TrainConfig) when Start is pressed, else None.
 
@@ -37,6 +42,15 @@ def train_form_ui(task: str) -> Optional[tuple]:
         lp = st.slider("λp (prior)", 0.01, 1.0, float(remembered_lambda_p()), 0.01, key=k + "lp")
         beta = st.number_input("β (weight of the KL term)", 0.0, 10.0, float(d.beta), 0.005, format="%.3f",
                                key=k + "beta")
+        reg = st.selectbox("Regulariser", REGULARISERS, index=REGULARISERS.index(d.regulariser), key=k + "reg",
+                           format_func=REGULARISER_LABELS.get,
+                           help="KL(p ‖ p_G), the paper's, lets p ≈ 0 on early steps (mode-seeking); "
+                                "KL(p_G ‖ p) keeps weight on every step (mass-covering).")
+        reader = st.selectbox("What each step sees (MNIST)", MNIST_READERS, index=MNIST_READERS.index(d.reader),
+                              disabled=task != "mnist", key=k + "reader", format_func=READER_LABELS.get,
+                              help="rows: 2 more image rows each step, so extra steps bring evidence and halting "
+                                   "varies by digit (how mnist-adaptive was trained; λp 0.5 and 6 epochs there); "
+                                   "cnn: the whole image every step (step 1 is already a classifier, fastest).")
         n = st.number_input("N (most steps)", 1, 200, int(d.max_steps), 1, key=k + "n")
         hidden = st.number_input("Hidden size", 4, 1024, int(d.hidden), 8, key=k + "hidden")
         batch = st.number_input("Batch size", 8, 4096, int(d.batch_size), 16, key=k + "batch")
@@ -60,7 +74,8 @@ def train_form_ui(task: str) -> Optional[tuple]:
     cfg = TrainConfig.for_task(task, lambda_p=float(lp), beta=float(beta), max_steps=int(n), hidden=int(hidden),
                                batch_size=int(batch), lr=float(lr), epochs=float(epochs),
                                max_seconds=float(seconds) or None, rotate_train=float(rot) if task == "mnist" else 0.0,
-                               seed=int(seed), device=device, parity_preset=preset)
+                               seed=int(seed), device=device, parity_preset=preset, regulariser=reg,
+                               reader=reader if task == "mnist" else d.reader)
     try:
         return safe_name(name), cfg.validate()
     except (RunNameError, ConfigError) as e:
