@@ -41,6 +41,20 @@ class Checkpoint:
         return self.card["task"]
 
 
+HISTORY_DIGITS = 5     # significant digits of the floats in metrics.jsonl: a chart history (and a small one)
+
+
+def chart_precision(v):
+    """Floats rounded to HISTORY_DIGITS significant digits, inside lists and dicts too."""
+    if isinstance(v, float):
+        return float(f"{v:.{HISTORY_DIGITS}g}")
+    if isinstance(v, list):
+        return [chart_precision(x) for x in v]
+    if isinstance(v, dict):
+        return {k: chart_precision(x) for k, x in v.items()}
+    return v
+
+
 def save_run(run_dir, model: PonderNet, config: TrainConfig, *, status: str = "completed", reason: str = "",
              device: str = "cpu", train_seconds: float = 0.0, steps: int = 0, history: Optional[list] = None,
              metrics: Optional[dict] = None, name: Optional[str] = None) -> Path:
@@ -60,7 +74,7 @@ def save_run(run_dir, model: PonderNet, config: TrainConfig, *, status: str = "c
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     files = {run_dir / WEIGHTS: save(tensors, metadata={"format": FORMAT})}
     if history is not None:
-        files[run_dir / HISTORY] = "".join(json.dumps(jsonable(h)) + "\n" for h in history).encode()
+        files[run_dir / HISTORY] = "".join(json.dumps(chart_precision(jsonable(h))) + "\n" for h in history).encode()
     card = new_card(name or run_dir.name, config, model_config_dict(model), model.max_steps, model.lambda_p,
                     status=status, reason=reason, device=device, train_seconds=train_seconds, steps=steps,
                     metrics=metrics or old_metrics(run_dir))

@@ -43,6 +43,9 @@ def specs(gpu: bool) -> list:
              dict(epochs=1.0, max_seconds=45), "default"),
         Spec("mnist-rot22", dict(task="mnist", lambda_p=0.2, beta=0.01, max_steps=20, epochs=10, rotate_train=22.5),
              dict(epochs=1.0, max_seconds=45), "rotation"),
+        # evidence grows with the steps: the first 2n image rows at step n (README, "Digits that make it think")
+        Spec("mnist-adaptive", dict(task="mnist", reader="rows", rows_per_step=2, lambda_p=0.5, beta=0.01,
+                                    max_steps=20, epochs=6), dict(epochs=1.0, max_seconds=45), "adaptive"),
     ]
     for lp in SWEEP:
         out.append(Spec(f"sweep-lp{lp:g}", dict(task="mnist", lambda_p=lp, beta=0.01, max_steps=20, epochs=3),
@@ -69,7 +72,8 @@ def evaluate_spec(model, card: dict, mnist: Optional[D.Mnist], quick: bool) -> d
                                size=2000 if quick else 10000)
     out = evaluate_mnist(model, mnist, "sample", limit=limit)
     rot = card["train"].get("rotate_train", 0) > 0
-    rows = rotation_study(model, *mnist_split(mnist, "test", limit), FIXED_ANGLES if rot else (),
+    grows = card["train"].get("reader", "cnn") != "cnn"           # does E[n] rise with the angle?
+    rows = rotation_study(model, *mnist_split(mnist, "test", limit), FIXED_ANGLES if rot or grows else (),
                           UNIFORM_RANGES if rot else ())
     out["rotations"] = [r for r in rows if r["kind"] == "fixed"]
     out["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
@@ -133,7 +137,8 @@ def run(quick: bool = False, from_assets: bool = False, out: str = "results", da
 
 
 def _role(name: str) -> str:
-    for prefix, role in (("mnist-default", "default"), ("mnist-rot", "rotation"), ("sweep", "sweep"), ("parity", "parity")):
+    for prefix, role in (("mnist-default", "default"), ("mnist-adaptive", "adaptive"), ("mnist-rot", "rotation"),
+                         ("sweep", "sweep"), ("parity", "parity")):
         if name.startswith(prefix):
             return role
     return ""
@@ -165,6 +170,27 @@ def default_section(name: str, m: dict) -> list:
     return lines + [""]
 
 
+def adaptive_section(name: str, m: dict) -> list:
+    """A model whose evidence grows with the steps: the default tables, then E[n] per input."""
+    t, tr = m["metrics"], m["train"]
+    lines = default_section(name, m)
+    lines[0] = (f"## MNIST adaptive model `{name}` (reader {tr.get('reader')}, {tr.get('rows_per_step')} rows a step, "
+                f"lambda_p={m['lambda_p']}, N={m['max_steps']})")
+    en, bc = t["expected_steps"], t["by_correctness"]
+    lines += [f"E[n] per test digit: mean {en['mean']:.2f}, std {en['std']:.2f}, min {en['min']:.2f}, max {en['max']:.2f}; "
+              f"right answers ({bc['correct']['count']}) {bc['correct']['expected_steps']:.2f}, wrong answers "
+              f"({bc['wrong']['count']}) {bc['wrong']['expected_steps']:.2f}.", "",
+              "| digit | " + " | ".join(str(c["label"]) for c in t["by_class"]) + " |",
+              "|---|" + "---|" * len(t["by_class"]),
+              "| E[n] | " + " | ".join(f"{c['expected_steps']:.2f}" for c in t["by_class"]) + " |", ""]
+    if t.get("rotations"):
+        lines += ["| test rotation | " + " | ".join(f"{r['angle']:g} deg" for r in t["rotations"]) + " |",
+                  "|---|" + "---|" * len(t["rotations"]),
+                  "| accuracy | " + " | ".join(f"{r['accuracy']:.4f}" for r in t["rotations"]) + " |",
+                  "| E[n] | " + " | ".join(f"{r['expected_steps']:.2f}" for r in t["rotations"]) + " |", ""]
+    return lines
+
+
 def rotation_section(name: str, m: dict) -> list:
     t = m["metrics"]
     lines = table(f"Rotation study `{name}` (trained on U(+-{m['train']['rotate_train']:g}) deg)",
@@ -181,7 +207,7 @@ def results_markdown(r: dict) -> str:
     lines = [f"# Results ({'QUICK settings, not the shipped models' if r['quick'] else 'full settings'})",
              "", f"Device: {r['device']}, torch {r['torch']}, {r['date']}.", ""]
     models = r["models"]
-    for role, section in (("default", default_section), ("rotation", rotation_section)):
+    for role, section in (("default", default_section), ("adaptive", adaptive_section), ("rotation", rotation_section)):
         for name, m in models.items():
             if m["role"] == role:
                 lines += section(name, m)

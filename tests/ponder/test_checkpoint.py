@@ -346,3 +346,12 @@ def test_bad_run_paths(tiny_run, tmp_path, kind):
     with pytest.raises(CheckpointError) as e:
         load_checkpoint(target)
     assert "\n" not in str(e.value)
+
+
+def test_history_is_saved_at_chart_precision(tmp_path):
+    model = tiny_model("mnist", max_steps=5, lambda_p=0.3)
+    hist = [{"step": 10, "loss": 0.694688618183136, "halting": [0.20498496294021606, 1e-7 / 3], "lr": 0.001}]
+    d = save_run(tmp_path / "r", model, TrainConfig(max_steps=5, lambda_p=0.3, hidden=16), history=hist)
+    (row,) = read_history(d)
+    # 5 significant digits: 0.694688618... -> 0.69469, 0.204984962... -> 0.20498, 3.333e-08 stays 3.3333e-08
+    assert row == {"step": 10, "loss": 0.69469, "halting": [0.20498, 3.3333e-08], "lr": 0.001}
