@@ -81,7 +81,7 @@ class ClassifierStep(nn.Module):
     def init_hidden(self, ctx):
         return ctx.new_zeros(ctx.shape[0], 0)                       # no state
 
-    def step(self, ctx, h):
+    def step(self, ctx, h, n=0):
         return self.head(ctx), h, ctx.new_zeros(ctx.shape[0])       # y [B, 10], h, lambda logit [B] (unused: N = 1)
 
     def loss(self, y, target):
@@ -105,7 +105,7 @@ class BeforeMnistStep(MnistStep):
         z = F.max_pool2d(F.relu(self.conv2(z)), 2)              # [B, C2, 7, 7]
         return self.drop(F.relu(self.fc(z.flatten(1))))         # [B, E]
 
-    def step(self, ctx, h):
+    def step(self, ctx, h, n=0):
         h = self.cell(ctx, h)                                   # W_ih e recomputed every step
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
 
