@@ -308,7 +308,9 @@ def _start(at, name, epochs):
 
 def test_two_sessions_start_training_at_the_same_moment(runs):
     idle_registry()
-    sessions = [_start(open_app("pages/train.py"), f"race-{i}", 0.2) for i in range(2)]
+    # 1,000 tiny steps (a few seconds): the first job is still running when the other start arrives,
+    # even on a loaded machine where one session's run can lag the other's by a second
+    sessions = [_start(open_app("pages/train.py"), f"race-{i}", 2.0) for i in range(2)]
     barrier, errors = threading.Barrier(2), []
 
     def go(at):
