@@ -19,21 +19,40 @@ def sweep_row(name: str, card: Optional[dict], status: Optional[str] = None, rea
                 steps=card.get("steps"), seconds=card.get("train_seconds"))
 
 
+REGULARISER_NAMES = {"kl": "KL(p ‖ p_G)", "kl-reverse": "KL(p_G ‖ p)"}
+
+
+def regulariser_name(train: dict) -> str:
+    """The KL direction a run was trained with, in words; cards from before the choice are the paper's."""
+    return REGULARISER_NAMES.get((train or {}).get("regulariser", "kl"), "?")
+
+
+def reader_name(card: dict) -> str:
+    """What an MNIST step sees, e.g. 'rows (2 a step)'; '' for parity."""
+    m = card.get("model") or {}
+    if card.get("task") != "mnist":
+        return ""
+    r = m.get("reader", "cnn")
+    return f"rows ({m.get('rows_per_step', 2)} a step)" if r == "rows" else r
+
+
 def describe_card(card: dict) -> str:
     """A few lines about a run for a tooltip: task, λp, β, N, size, training, status, test numbers."""
     tr = card.get("train") or {}
     t = test_metrics(card)
     parts = [f"**{card.get('name', '?')}** · {card.get('task', '?')} · status **{card.get('status', '?')}**"
              + (f" ({card['reason']})" if card.get("reason") else ""),
-             f"λp = {card.get('lambda_p')}, β = {tr.get('beta')}, N = {card.get('max_steps')}, "
+             f"λp = {card.get('lambda_p')}, β = {tr.get('beta')}, regulariser {regulariser_name(tr)}, "
+             + (f"reader {reader_name(card)}, " if reader_name(card) else "") + f"N = {card.get('max_steps')}, "
              f"hidden = {tr.get('hidden')}, batch = {tr.get('batch_size')}, lr = {tr.get('lr')}",
              f"epochs = {tr.get('epochs')}, time budget = {tr.get('max_seconds') or 'none'}, "
              f"train rotation ±{tr.get('rotate_train', 0)}°, seed = {tr.get('seed')}"
              + (f", parity preset {tr.get('parity_preset')}" if card.get("task") == "parity" else ""),
              f"trained {card.get('steps', '?')} steps in {card.get('train_seconds', '?')} s on {card.get('device', '?')}"]
     if t.get("accuracy") is not None:
+        en = mean_expected_steps(t)
         parts.append(f"test accuracy {t['accuracy']:.4f}, mean halting step {t.get('mean_steps', float('nan')):.2f}"
-                     f" (n = {t.get('n', '?')})")
+                     + (f", mean E[n] {en:.2f}" if en is not None else "") + f" (n = {t.get('n', '?')})")
     return "  \n".join(parts)
 
 

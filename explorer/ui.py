@@ -154,8 +154,10 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
     st.query_params["model"] = name
     entry = by[name]
     tr = entry.card.get("train", {})
-    st.sidebar.caption(f"{entry.source} · {entry.card.get('task')} · λp {entry.card.get('lambda_p'):g} · "
-                       f"N {entry.card.get('max_steps')} · β {tr.get('beta')} · the (?) shows its full config")
+    reader = tables.reader_name(entry.card)
+    st.sidebar.caption(f"{entry.source} · {entry.card.get('task')}{f' · reader {reader}' if reader else ''} · "
+                       f"λp {entry.card.get('lambda_p'):g} · N {entry.card.get('max_steps')} · β {tr.get('beta')} · "
+                       f"{tables.regulariser_name(tr)} · the (?) shows its full config")
     if entry.card.get("status") in ("cancelled", "failed"):
         st.sidebar.warning(f"Partial run ({entry.card['status']}): {entry.card.get('reason') or 'no reason given'}")
     return entry

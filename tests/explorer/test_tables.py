@@ -9,6 +9,18 @@ def test_sweep_rows_and_card_description():
     assert row["status"] == "failed" and row["reason"] == "NaN" and row["accuracy"] is None and row["lambda_p"] == 0.3
     text = tables.describe_card(card)
     assert "λp = 0.3" in text and "failed" in text and "NaN" in text
+    assert "regulariser KL(p ‖ p_G)" in text and "reader cnn" in text      # a card from before both choices
+
+
+def test_regulariser_and_reader_names_and_new_metric_shape():
+    card = {"name": "a", "task": "mnist", "lambda_p": 0.5, "max_steps": 20, "status": "completed",
+            "model": {"reader": "rows", "rows_per_step": 2}, "train": {"beta": 0.01, "regulariser": "kl-reverse"},
+            "metrics": {"test": {"accuracy": 0.99, "mean_steps": 10.0, "n": 10,
+                                 "expected_steps": {"mean": 10.5, "std": 1.8, "min": 5.0, "max": 19.0}}}}
+    text = tables.describe_card(card)
+    assert "KL(p_G ‖ p)" in text and "reader rows (2 a step)" in text and "mean E[n] 10.50" in text
+    assert tables.sweep_row("a", card)["expected_steps"] == 10.5
+    assert tables.reader_name({"task": "parity", "model": {}}) == ""
 
 
 def test_training_eta_uses_the_training_clock_and_the_budget():
