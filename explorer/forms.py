@@ -24,8 +24,7 @@ def task_ui(key: str = "train_task") -> str:
 
 
 REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G ‖ p), reverse"}
-READER_LABELS = {"rows": "rows: reads 2 more rows a step", "coarse": "coarse to fine: sharper each step",
-                 "cnn": "cnn: the whole image every step"}
+READER_LABELS = {"rows": "rows: 2 more a step", "coarse": "coarse to fine", "cnn": "cnn: whole image"}
 
 
 def train_form_ui(task: str) -> Optional[tuple]:

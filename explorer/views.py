@@ -1,6 +1,7 @@
 """Groups of charts and panels that pages draw (Streamlit layout around explorer.figures)."""
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Optional, Sequence
 
@@ -69,19 +70,25 @@ def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] 
               f"0.5. E[n] = {tr.expected_steps:.2f}.", key=f"{key}_cdf")
 
 
-def step_through_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], key: str = "step") -> None:
-    """A slider over the steps: what step n saw and what it would answer if it stopped there.
+def step_through_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], key: str = "step",
+                    labels: Optional[Sequence[str]] = None) -> int:
+    """A slider over the steps: what step n saw and what it would answer if it stopped there. Returns n.
 
-    seen: [N, 28, 28] uint8 images per step, or None when every step sees the whole image.
+    seen: [N, 28, 28] uint8 images per step, or None when every step sees the whole image; labels: a few
+    words per step on what it has seen. The slider starts at the halting step of each new input (its
+    widget key includes the input's trace, so a new drawing, angle, mode or model starts it afresh).
     """
-    n = st.slider("Step through the steps", 1, tr.max_steps, value=min(tr.halt_step, tr.max_steps), key=key,
+    ident = hashlib.blake2b(np.ascontiguousarray(tr.probs).tobytes() + f"{tr.mode}{tr.halt_step}".encode(),
+                            digest_size=6).hexdigest()
+    n = st.slider("Step through the steps", 1, tr.max_steps, value=min(tr.halt_step, tr.max_steps),
+                  key=f"{key}_{ident}",
                   help="Move through the steps: the image as that step saw it, and its answer if it stopped there.")
     probs = tr.probs[n - 1]
     top = int(np.argmax(probs))
     c1, c2 = st.columns([0.8, 2.4])
     with c1:
         if seen is not None:
-            seen_image_ui(seen[n - 1], f"What step {n} has seen")
+            seen_image_ui(seen[n - 1], f"What step {n} has seen" + (f" ({labels[n - 1]})" if labels else ""))
         else:
             st.caption("This model sees the whole image at every step: its steps only refine the state.")
     with c2:
@@ -94,6 +101,7 @@ def step_through_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence
             "after it halted: shown to compare" if n > tr.halt_step and tr.mode != "expected" else "")
         st.caption(f"Step {n} of {tr.max_steps}{f' ({where})' if where else ''}: it would answer "
                    f"{class_names[top]} with {probs[top]:.1%}.")
+    return n
 
 
 def pondering_gallery_ui(gallery: Optional[dict], class_names: Sequence[str]) -> None:

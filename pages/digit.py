@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import canvas, digits, loaders, ui, views
-from ponder.studies import seen_at_steps, trace_input
+from ponder.studies import seen_at_steps, trace_input, view_labels
 
 ui.app_guard("digit")
 st.title("Ponder a digit")
@@ -44,7 +44,8 @@ with right:
         views.answer_ui(trace, CLASSES, truth)
 
 seen = seen_at_steps(model, x)
-views.step_through_ui(trace, None if seen is None else [canvas.seen_image(v[None]) for v in seen], CLASSES)
+views.step_through_ui(trace, None if seen is None else [canvas.seen_image(v[None]) for v in seen], CLASSES,
+                      labels=view_labels(model))
 st.divider()
 views.trace_charts_ui(trace, CLASSES, truth)
 with st.expander("Test digits it ponders least and most (E[n] over the first 2,000 test digits)"):

@@ -196,6 +196,10 @@ class RowReader(GrowingEvidence):
         e = self.drop(F.relu(e))
         return F.linear(e, self.cell.weight_ih, self.cell.bias_ih)          # [B, L, 3H]
 
+    def view_label(self, n: int) -> str:
+        seen = min((n + 1) * self.cfg.rows_per_step, 28)
+        return f"rows 1–{seen} of 28 read" if seen < 28 else "all 28 rows read"
+
     def view(self, x, n: int):
         """The image as step n (0-based) sees it: rows below the read ones at the background value."""
         seen = min((n + 1) * self.cfg.rows_per_step, 28)
@@ -235,6 +239,10 @@ class CoarseReader(GrowingEvidence):
         e = self.drop(F.relu(self.fc(z.flatten(1))))                         # [L*B, E]
         e = e.view(len(self.RESOLUTIONS), B, -1).transpose(0, 1)             # [B, L, E]
         return F.linear(e, self.cell.weight_ih, self.cell.bias_ih)           # [B, L, 3H]
+
+    def view_label(self, n: int) -> str:
+        r = self.RESOLUTIONS[min(n, len(self.RESOLUTIONS) - 1)]
+        return f"at {r}×{r}" if r < 28 else "at full 28×28"
 
     def view(self, x, n: int):
         return self.at_resolution(x, self.RESOLUTIONS[min(n, len(self.RESOLUTIONS) - 1)])

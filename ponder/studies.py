@@ -86,6 +86,12 @@ def seen_at_steps(model: PonderNet, x: torch.Tensor) -> Optional[torch.Tensor]:
     return torch.cat([view(x, n) for n in range(model.max_steps)])
 
 
+def view_labels(model: PonderNet) -> Optional[list]:
+    """A few words per step on what it has seen ("rows 1–4 of 28 read"), or None like seen_at_steps."""
+    label = getattr(model.step_fn, "view_label", None)
+    return None if label is None else [label(n) for n in range(model.max_steps)]
+
+
 @torch.no_grad()
 def pondering_gallery(model: PonderNet, x: torch.Tensor, y: torch.Tensor, k: int = 8,
                       batch_size: int = 1000) -> dict:

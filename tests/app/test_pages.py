@@ -130,11 +130,19 @@ def test_digit_page_opens_on_the_adaptive_model_steps_through_and_ponders_per_di
         run_ok(at)
         en[name] = float(next(m.value for m in at.metric if m.label == "E[n]"))
     assert abs(en["7"] - en["1"]) > 0.2, en          # halting changes from digit to digit
-    at.slider(key="step").set_value(1)
+    (slider,) = [s for s in at.slider if s.label == "Step through the steps"]
+    assert slider.value == int(next(m.value for m in at.metric if m.label == "Halted at step").split("/")[0])
+    slider.set_value(1)
     run_ok(at)
     captions = [c for im in at.image for c in im.captions]
-    assert "What step 1 has seen" in captions
+    assert "What step 1 has seen (rows 1–2 of 28 read)" in captions
     assert any(m.label == "Answer at step 1" for m in at.metric)
+    # a new drawing starts the slider again at its own halting step (it used to keep the old position)
+    at.session_state["canvas"] = _drawing_state()
+    run_ok(at)
+    (slider,) = [s for s in at.slider if s.label == "Step through the steps"]
+    halted = int(next(m.value for m in at.metric if m.label == "Halted at step").split("/")[0])
+    assert slider.value == halted and any(m.label == f"Answer at step {halted}" for m in at.metric)
     # the gallery: 8 least and 8 most pondered test digits, each with its E[n]
     assert sum("E[n]" in c for c in captions) == 16, captions
 

@@ -131,6 +131,14 @@ def test_views():
     assert torch.equal(coarse.view(x, 7), x) and torch.equal(coarse.view(x, 30), x)
 
 
+def test_view_labels_say_what_each_step_has_seen():
+    rows = tiny_model("mnist", reader="rows", rows_per_step=2).step_fn
+    assert [rows.view_label(n) for n in (0, 5, 13, 19)] == ["rows 1–2 of 28 read", "rows 1–12 of 28 read",
+                                                            "all 28 rows read", "all 28 rows read"]
+    coarse = tiny_model("mnist", reader="coarse").step_fn
+    assert [coarse.view_label(n) for n in (0, 4, 7, 12)] == ["at 2×2", "at 7×7", "at full 28×28", "at full 28×28"]
+
+
 def test_config_round_trip_and_validation():
     cfg = TrainConfig(reader="rows", rows_per_step=4).validate()
     model = build_model("mnist", cfg.model_config(), 20, 0.2)
