@@ -112,7 +112,9 @@ def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int
     n = ck.card["model"]["n_elems"]
     preset = PARITY_PRESETS.get(ck.card.get("train", {}).get("parity_preset"), {})
     train_k = preset.get("train_k") if preset.get("n_elems") == n else (1, n)
-    res = parity_study(ck.model, n, parity_sets(n, train_k), size, mode, seed)
+    known = preset.get("n_elems") == n
+    res = parity_study(ck.model, n, parity_sets(n, train_k, preset.get("easy") if known else None,
+                                                 preset.get("hard") if known else None), size, mode, seed)
     res["train_k"] = list(train_k)
     return res
 

@@ -217,6 +217,12 @@ def by_k_fig(rows: Sequence[dict], train_k: Optional[Sequence[int]] = None) -> g
     fig.add_trace(go.Scatter(x=k, y=[r["mean_steps"] for r in rows], name="mean halting step",
                              mode="lines+markers", line=dict(color=LEARNED_COLOR),
                              hovertemplate="k=%{x}<br>mean steps %{y:.2f}<extra></extra>"), secondary_y=False)
+    if all("expected_steps" in r for r in rows):
+        fig.add_trace(go.Scatter(x=k, y=[r["expected_steps"] for r in rows], name="E[n] (± std over inputs)",
+                                 mode="lines+markers", line=dict(color=PALETTE[2]),
+                                 error_y=dict(type="data", array=[r.get("expected_steps_std", 0.0) for r in rows],
+                                              visible=True, thickness=1),
+                                 hovertemplate="k=%{x}<br>E[n] %{y:.2f}<extra></extra>"), secondary_y=False)
     fig.add_trace(go.Scatter(x=k, y=[r["accuracy"] for r in rows], name="accuracy", mode="lines+markers",
                              line=dict(color=CORRECT_COLOR, dash="dot"),
                              hovertemplate="k=%{x}<br>accuracy %{y:.4f}<extra></extra>"), secondary_y=True)
@@ -226,7 +232,7 @@ def by_k_fig(rows: Sequence[dict], train_k: Optional[Sequence[int]] = None) -> g
                       annotation_position="bottom left")
     fig.update_xaxes(title="number of non-zeros k", tickmode="linear", dtick=1 if len(k) <= 32 else 4,
                      tickformat="d")
-    fig.update_yaxes(title="mean halting step", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title="steps (sampled mean, E[n])", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title="accuracy", range=[0, 1.02], dtick=0.2, tickformat=".0%", showgrid=False,
                      secondary_y=True)
     return layout(fig, "Steps and accuracy by number of non-zeros")

@@ -48,8 +48,9 @@ with c1:
              f"Mean halting distribution on {int(size):,} problems per set, by number of non-zeros k "
              f"(trained on k {res['train_k'][0]}–{res['train_k'][1]}), against the prior.", key="par_sets")
 with c2:
-    ui.chart(study_figures.by_k_fig(res["by_k"], res["train_k"]), "Mean sampled halting step (solid) and accuracy "
-             "(dotted, right axis) for each number of non-zeros k; the shaded band is the training range.",
+    ui.chart(study_figures.by_k_fig(res["by_k"], res["train_k"]), "Mean sampled halting step, mean E[n] = Σ n·p_n "
+             "with its spread over the inputs (error bars: ± std), and accuracy (dotted, right axis) for each number "
+             "of non-zeros k; the shaded band is the training range.",
              key="par_byk")
 st.dataframe([{"set": k, "accuracy": v["accuracy"], "mean steps": v["mean_steps"], "problems": v["count"]}
               for k, v in sets.items()], hide_index=True)

@@ -139,10 +139,12 @@ def group_stats(stats: dict, mask: torch.Tensor) -> dict:
 
 
 def by_k_rows(stats: dict, k: torch.Tensor) -> list:
-    """count, accuracy, mean halting step and mean E[n] for each number of non-zeros k [B] of parity inputs."""
+    """count, accuracy, mean halting step, and mean and std of E[n] for each number of non-zeros k [B]
+    of parity inputs."""
     en = expected_steps_per_input(stats)
     return [{"k": int(v), "count": int(m.sum()), "accuracy": stats["correct"][m].float().mean().item(),
-             "mean_steps": stats["halt_step"][m].mean().item(), "expected_steps": en[m].mean().item()}
+             "mean_steps": stats["halt_step"][m].mean().item(), "expected_steps": en[m].mean().item(),
+             "expected_steps_std": en[m].std().item() if m.sum() > 1 else 0.0}
             for v in k.unique() for m in [k == v]]
 
 

@@ -220,15 +220,20 @@ def steps_vs_angle(rows: Sequence[dict]) -> str:
 
 # ----------------------------------------------------------------------------- parity
 
-def parity_sets(n: int, train_k: Sequence[int]) -> dict:
-    """Test sets by difficulty: easy / hard halves of the training range of k, and extrapolation
-    (k above the training range) when the model was not trained up to n. {name: (k_lo, k_hi)}."""
-    (lo, mid), (mid1, hi) = halves(int(train_k[0]), int(train_k[1]))
+def parity_sets(n: int, train_k: Sequence[int], easy: Optional[Sequence[int]] = None,
+                hard: Optional[Sequence[int]] = None) -> dict:
+    """Test sets by difficulty: easy / hard (the preset's own ranges when it has them, else the halves
+    of the training range of k), and extrapolation (k above the training range) when the model was not
+    trained up to n and hard does not already cover it. {name: (k_lo, k_hi)}."""
+    if easy is None or hard is None:
+        easy, hard = halves(int(train_k[0]), int(train_k[1]))
+    (lo, mid), (mid1, hi) = (int(easy[0]), int(easy[1])), (int(hard[0]), int(hard[1]))
     sets = {f"easy (k {lo}–{mid})": (lo, mid)}
     if hi >= mid1:
         sets[f"hard (k {mid1}–{hi})"] = (mid1, hi)
-    if hi < n:
-        sets[f"extrapolation (k {hi + 1}–{n})"] = (hi + 1, n)
+    top = max(int(train_k[1]), hi)
+    if top < n:
+        sets[f"extrapolation (k {top + 1}–{n})"] = (top + 1, n)
     return sets
 
 

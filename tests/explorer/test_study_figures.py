@@ -67,7 +67,11 @@ def test_parity_figures():
     assert len(_prior_traces(fig)) == 1
     fig = sf.by_k_fig([{"k": 1, "accuracy": 1.0, "mean_steps": 3.0}, {"k": 2, "accuracy": 0.5, "mean_steps": 4.0}],
                      train_k=(1, 1))
-    assert list(fig.data[0].y) == [3.0, 4.0]
+    assert list(fig.data[0].y) == [3.0, 4.0] and len(fig.data) == 2          # rows without E[n]: no E[n] series
+    rows = [{"k": 1, "accuracy": 1.0, "mean_steps": 3.0, "expected_steps": 2.5, "expected_steps_std": 0.4},
+            {"k": 2, "accuracy": 0.5, "mean_steps": 4.0, "expected_steps": 3.5, "expected_steps_std": 0.1}]
+    en = next(t for t in sf.by_k_fig(rows).data if t.name.startswith("E[n]"))
+    assert list(en.y) == [2.5, 3.5] and list(en.error_y.array) == [0.4, 0.1]
 
 
 def test_sweep_grid_text_panels_sit_in_their_own_panel():

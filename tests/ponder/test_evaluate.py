@@ -58,8 +58,11 @@ def test_group_stats_and_by_k_by_hand():
     assert g == {"count": 2, "accuracy": 0.5, "mean_steps": 1.5, "expected_steps": 1.25,
                  "halting_distribution": [0.75, 0.25]}
     rows = by_k_rows(stats, torch.tensor([1, 1, 2, 2]))
-    assert rows == [{"k": 1, "count": 2, "accuracy": 0.5, "mean_steps": 1.5, "expected_steps": 1.25},
-                    {"k": 2, "count": 2, "accuracy": 1.0, "mean_steps": 3.5, "expected_steps": 1.875}]
+    # std of E[n] (sample std over the two inputs): k=1: (1, 1.5) -> 0.353553; k=2: (2, 1.75) -> 0.176777
+    assert rows == [{"k": 1, "count": 2, "accuracy": 0.5, "mean_steps": 1.5, "expected_steps": 1.25,
+                     "expected_steps_std": pytest.approx(0.353553, abs=1e-6)},
+                    {"k": 2, "count": 2, "accuracy": 1.0, "mean_steps": 3.5, "expected_steps": 1.875,
+                     "expected_steps_std": pytest.approx(0.176777, abs=1e-6)}]
 
 
 def test_parity_evaluation_easy_hard_is_a_split_of_one_test_set():

@@ -38,6 +38,9 @@ def test_parity_sets_by_difficulty():
     assert studies.parity_sets(16, (1, 16)) == {"easy (k 1–8)": (1, 8), "hard (k 9–16)": (9, 16)}
     sets = studies.parity_sets(16, (1, 8))
     assert list(sets.values()) == [(1, 4), (5, 8), (9, 16)] and "extrapolation" in list(sets)[2]
+    # a preset's own ranges: the video seed's n = 15 (easy 1–4, hard 11–15) and its extrapolation
+    assert studies.parity_sets(15, (1, 15), (1, 4), (11, 15)) == {"easy (k 1–4)": (1, 4), "hard (k 11–15)": (11, 15)}
+    assert studies.parity_sets(30, (1, 25), (1, 25), (26, 30)) == {"easy (k 1–25)": (1, 25), "hard (k 26–30)": (26, 30)}
     model = tiny_model("parity", max_steps=4, n_elems=8)
     res = studies.parity_study(model, 8, studies.parity_sets(8, (1, 6)), size=200)
     assert len(res["sets"]) == 3 and [r["k"] for r in res["by_k"]] == list(range(1, 9))
