@@ -33,6 +33,18 @@ def init_lambda_head(head: nn.Linear, lambda_p: float) -> None:
     nn.init.constant_(head.bias, math.log(lp / (1 - lp)))
 
 
+def add_cell_and_heads(m: nn.Module, cfg: MnistConfig, lambda_p: float, fc_in: int) -> None:
+    """What every MNIST reader has after its CNN: fc -> embedding (dropout), a GRU cell, the answer
+    head (10 classes) and the lambda head (started at the prior)."""
+    m.cfg = cfg
+    m.fc = nn.Linear(fc_in, cfg.embed)
+    m.drop = nn.Dropout(cfg.dropout)
+    m.cell = nn.GRUCell(cfg.embed, cfg.hidden)
+    m.out_head = nn.Linear(cfg.hidden, 10)
+    m.lambda_head = nn.Linear(cfg.hidden, 1)
+    init_lambda_head(m.lambda_head, lambda_p)
+
+
 class MnistStep(nn.Module):
     """CNN embedding computed once per image, then a GRU cell run over the steps.
 
@@ -50,15 +62,9 @@ class MnistStep(nn.Module):
 
     def __init__(self, cfg: MnistConfig, lambda_p: float):
         super().__init__()
-        self.cfg = cfg
         self.conv1 = nn.Conv2d(1, cfg.channels1, 5, padding=2)
         self.conv2 = nn.Conv2d(cfg.channels1, cfg.channels2, 5, padding=2)
-        self.fc = nn.Linear(cfg.channels2 * 7 * 7, cfg.embed)
-        self.drop = nn.Dropout(cfg.dropout)
-        self.cell = nn.GRUCell(cfg.embed, cfg.hidden)
-        self.out_head = nn.Linear(cfg.hidden, 10)
-        self.lambda_head = nn.Linear(cfg.hidden, 1)
-        init_lambda_head(self.lambda_head, lambda_p)
+        add_cell_and_heads(self, cfg, lambda_p, cfg.channels2 * 7 * 7)
 
     def embed(self, x):
         if x.device.type == "cpu" and x.dim() == 4:
@@ -120,15 +126,6 @@ class GrowingEvidence(nn.Module):
     Steps past the last level see the whole image and keep refining the state.
     """
 
-    def _init_cell(self, cfg: MnistConfig, lambda_p: float, fc_in: int):
-        self.cfg = cfg
-        self.fc = nn.Linear(fc_in, cfg.embed)
-        self.drop = nn.Dropout(cfg.dropout)
-        self.cell = nn.GRUCell(cfg.embed, cfg.hidden)
-        self.out_head = nn.Linear(cfg.hidden, 10)
-        self.lambda_head = nn.Linear(cfg.hidden, 1)
-        init_lambda_head(self.lambda_head, lambda_p)
-
     def init_hidden(self, ctx):
         return ctx.new_zeros(ctx.shape[0], self.cfg.hidden)     # [B, H]
 
@@ -181,7 +178,7 @@ class RowReader(GrowingEvidence):
         super().__init__()
         self.conv1 = nn.Conv2d(1, cfg.channels1, 5)
         self.conv2 = nn.Conv2d(cfg.channels1, cfg.channels2, 5)
-        self._init_cell(cfg, lambda_p, cfg.channels2 * 14 * 7)
+        add_cell_and_heads(self, cfg, lambda_p, cfg.channels2 * 14 * 7)
 
     def levels(self) -> int:
         return 28 // self.cfg.rows_per_step
@@ -219,7 +216,7 @@ class CoarseReader(GrowingEvidence):
         super().__init__()
         self.conv1 = nn.Conv2d(1, cfg.channels1, 5, padding=2)
         self.conv2 = nn.Conv2d(cfg.channels1, cfg.channels2, 5, padding=2)
-        self._init_cell(cfg, lambda_p, cfg.channels2 * 7 * 7)
+        add_cell_and_heads(self, cfg, lambda_p, cfg.channels2 * 7 * 7)
 
     def levels(self) -> int:
         return len(self.RESOLUTIONS)
