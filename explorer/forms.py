@@ -86,9 +86,15 @@ SWEEP_CHOICES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 def sweep_form_ui() -> Optional[list]:
-    """λp values and a short MNIST config per run. Returns [(name, TrainConfig)] on submit."""
+    """λp values and a short config per run (MNIST or parity). Returns [(name, TrainConfig)] on submit."""
     with st.form("sweep_form"):
         values = st.multiselect("λp values to train", SWEEP_CHOICES, default=[0.1, 0.3, 0.5, 0.9], key="sw_values")
+        t1, t2, t3 = st.columns(3)
+        task = t1.radio("Task", ("mnist", "parity"), horizontal=True, key="sw_task")
+        preset = t2.selectbox("Parity preset", list(PARITY_PRESETS), index=list(PARITY_PRESETS).index("small"),
+                              key="sw_preset", format_func=lambda p: f"{p} (n={PARITY_PRESETS[p]['n_elems']})",
+                              help="Parity only. The video seed swept λp 0.1–0.9 on its n = 15 (video-15).")
+        reg = t3.selectbox("Regulariser", REGULARISERS, key="sw_reg", format_func=REGULARISER_LABELS.get)
         c1, c2, c3, c4 = st.columns(4)
         epochs = c1.number_input("Epochs per run", 0.001, 20.0, 0.5, 0.25, format="%.3f", key="sw_epochs")
         seconds = c2.number_input("Time budget per run (s)", 0, 3600, 20, 5, key="sw_seconds",
@@ -102,9 +108,11 @@ def sweep_form_ui() -> Optional[list]:
     if not values:
         st.warning("Pick at least one λp value.")
         return None
-    return [(f"sweep-lp{v:g}", TrainConfig.for_task("mnist", lambda_p=float(v), epochs=float(epochs),
-                                                    max_seconds=float(seconds) or None, max_steps=int(n),
-                                                    beta=float(beta), device="auto"))
+    prefix = "sweep" if task == "mnist" else "sweep-parity"
+    extra = dict(parity_preset=preset) if task == "parity" else {}
+    return [(f"{prefix}-lp{v:g}", TrainConfig.for_task(task, lambda_p=float(v), epochs=float(epochs),
+                                                       max_seconds=float(seconds) or None, max_steps=int(n),
+                                                       beta=float(beta), regulariser=reg, device="auto", **extra))
             for v in sorted(values)]
 
 

@@ -23,7 +23,8 @@ with c2:
              f"mean truncated at N.")
 
 st.subheader("Train a sweep")
-st.caption("Short MNIST runs, one per λp, queued one after the other in the background (your one job).")
+st.caption("Short runs (MNIST or parity), one per λp, queued one after the other in the background (your one job); "
+           "a run that diverges is shown as failed with the reason, and the sweep goes on.")
 specs = forms.sweep_form_ui()
 if specs:
     try:
@@ -48,6 +49,6 @@ if source.startswith("This session"):
     live_results()
 else:
     shipped = source.startswith("Shipped")
-    entries = [e for e in loaders.models("mnist") if (e.source == "shipped") == shipped
+    entries = [e for e in loaders.models() if (e.source == "shipped") == shipped
                and e.path.name.startswith("sweep-")]
     views.sweep_results_ui(views.entry_sweep_rows(entries), max((e.card["max_steps"] for e in entries), default=20))

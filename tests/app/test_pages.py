@@ -412,6 +412,25 @@ def test_sweep_page_prior_follows_lambda_p_and_a_two_value_sweep_runs(runs):
     assert len(at.dataframe[0].value) == 6                              # the shipped sweep loads as well
 
 
+def test_sweep_page_trains_a_parity_sweep_with_the_reverse_kl(runs):
+    idle_registry()
+    at = open_app("pages/sweep.py")
+    at.multiselect(key="sw_values").set_value([0.2, 0.5])
+    at.radio(key="sw_task").set_value("parity")
+    at.selectbox(key="sw_reg").set_value("kl-reverse")
+    at.number_input(key="sw_epochs").set_value(0.02)                   # 10 batches of the small preset
+    at.number_input(key="sw_n").set_value(5)
+    at.button(key="sw_start").click()
+    run_ok(at)
+    poll(at, lambda a: bool(a.dataframe) and len(a.dataframe[0].value) == 2
+         and all(s in ("completed", "failed") for s in a.dataframe[0].value["status"]))
+    assert list(at.dataframe[0].value["status"]) == ["completed", "completed"]
+    for v in ("0.2", "0.5"):
+        card = read_card(runs / f"sweep-parity-lp{v}")
+        assert card["task"] == "parity" and card["train"]["regulariser"] == "kl-reverse"
+        assert card["train"]["parity_preset"] == "small" and card["lambda_p"] == float(v)
+
+
 def test_a_diverging_run_shows_as_failed_in_the_sweep_results(runs):
     reg = idle_registry()
     at = open_app("pages/sweep.py")
