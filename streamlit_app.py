@@ -1,7 +1,11 @@
 """The explorer: `streamlit run streamlit_app.py`. Page config and navigation only; pages/ holds the pages."""
+from pathlib import Path
+
 import streamlit as st
 
-st.set_page_config(page_title="PonderNet explorer", page_icon=":material/psychology:", layout="wide")
+# the tab icon is a local file: a material icon or an emoji would be fetched from the internet
+ICON = Path(__file__).resolve().parent / "explorer" / "icon.png"
+st.set_page_config(page_title="PonderNet explorer", page_icon=str(ICON), layout="wide")
 
 PAGES = [
     st.Page("pages/digit.py", title="Ponder a digit", icon=":material/draw:", default=True),

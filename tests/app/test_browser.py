@@ -89,6 +89,8 @@ def test_draw_a_digit_and_see_the_prediction_and_the_per_step_chart(server):
             page = browser.new_page(viewport={"width": 1400, "height": 1600})
             page.goto(server)
             page.get_by_text("Draw a digit in the black box").wait_for(timeout=60000)    # blank canvas: a hint
+            icons = page.locator("link[rel*='icon']").evaluate_all("ls => ls.map(l => l.href)")
+            assert icons and all(h.startswith(server) for h in icons), icons    # served by the app, works offline
             canvas = page.locator("canvas.upper-canvas").first
             canvas.wait_for(timeout=60000)
             box = canvas.bounding_box()
