@@ -62,7 +62,8 @@ def mnist_missing_ui(message: str, key: str, note: str = "") -> None:
             try:
                 digits.mnist_dataset(download=True)
             except Exception as e:      # DataError: no internet, unwritable folder, ...
-                st.error(one_line(e))
+                why = getattr(e, "download_failed", "") or one_line(e)
+                st.error(one_line(f"The download did not work ({why}). {digits.missing_data_message()}"))
                 return
         st.rerun()
 

@@ -27,7 +27,12 @@ N_VAL = 5000
 
 
 class DataError(RuntimeError):
-    """MNIST could not be found or fetched. The message names the folder and the remedies."""
+    """MNIST could not be found or fetched. The message names the folder and the remedies (in the
+    command line's words); `download_failed` says why a download did not work ("" if none was tried)."""
+
+    def __init__(self, message: str, download_failed: str = ""):
+        super().__init__(message)
+        self.download_failed = download_failed
 
 
 def default_data_dir() -> str:
@@ -104,7 +109,8 @@ def load_mnist(data_dir: Optional[str] = None, download: bool = True) -> Mnist:
             train = MNIST(str(root), train=True, download=True)
             test = MNIST(str(root), train=False, download=True)
         except Exception as e:  # no internet, unwritable folder, ...
-            raise DataError(_missing_message(root) + f" (download failed: {type(e).__name__}: {e})") from None
+            why = " ".join(f"{type(e).__name__}: {e}".split())
+            raise DataError(_missing_message(root) + f" (download failed: {why})", download_failed=why) from None
     g = torch.Generator().manual_seed(SPLIT_SEED)
     perm = torch.randperm(len(train.targets), generator=g)
     val_idx, train_idx = perm[:N_VAL], perm[N_VAL:]

@@ -484,13 +484,16 @@ def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeyp
 
     def offline(folder, download=True):
         tried.append((folder, download))
-        raise DataError(f"MNIST not found in {folder} (download failed: URLError: no internet)")
+        raise DataError(f"MNIST not found in {folder}; pass --data-dir {folder} (download failed: URLError: no "
+                        f"internet)", download_failed="URLError: no internet")
 
     monkeypatch.setattr(explorer.digits, "load_mnist", offline)
     at.button(key="rotation_download").click()
     run_ok(at)
     assert (str(tmp_path / "no-mnist"), True) in tried                 # the button asked torchvision to download
-    assert len(at.error) == 1 and "download failed" in at.error[0].value and "\n" not in at.error[0].value
+    err = at.error[0].value
+    assert len(at.error) == 1 and "did not work (URLError: no internet)" in err and "\n" not in err
+    assert "--data-dir" not in err and "PONDER_DATA" in err                 # the explorer's words, not the CLI's
     monkeypatch.setattr(explorer.digits, "load_mnist", lambda folder, download=True: mnist)
     at.button(key="rotation_download").click()
     run_ok(at)

@@ -81,3 +81,23 @@ def test_parity_k_range_and_fixed_eval_set():
     a = D.parity_eval_set(8, 1, 8, size=100)
     b = D.parity_eval_set(8, 1, 8, size=100)
     assert all(torch.equal(u, v) for u, v in zip(a, b))
+
+
+def test_a_failed_download_names_its_reason(tmp_path, monkeypatch):
+    import torchvision.datasets
+
+    from ponder.data import DataError, load_mnist
+
+    class Offline:
+        def __init__(self, root, train=True, download=False):
+            if download:
+                raise OSError("no network")
+            raise RuntimeError("Dataset not found")
+
+    monkeypatch.setattr(torchvision.datasets, "MNIST", Offline)
+    with pytest.raises(DataError) as e:
+        load_mnist(str(tmp_path / "empty"), download=True)
+    assert e.value.download_failed == "OSError: no network" and "--data-dir" in str(e.value)
+    with pytest.raises(DataError) as e:
+        load_mnist(str(tmp_path / "empty"), download=False)
+    assert e.value.download_failed == ""                          # nothing was tried
