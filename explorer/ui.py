@@ -196,26 +196,45 @@ def models_multiselect_ui(label: str = "Models and runs", default: Sequence[str]
 
 # ----------------------------------------------------------------------------- ponder controls
 
+def _kept(key: str) -> str:
+    return "_kept_" + key
+
+
+def keep_widget_state(key: str, default) -> None:
+    """A widget that disappears for a run (e.g. the results column hidden by a blank canvas) comes
+    back in the browser showing its default, while the server may still hold the old value: a mode
+    shown as unselected but used, a seed box at 0 and a sentence naming another seed. So the value is
+    kept under a plain key (copied by remember_widget_state, the widget's on_change, which runs before
+    the script) and assigned to the widget's key before the widget is created, every run: an
+    assignment before creation is what the browser is sent."""
+    st.session_state[key] = st.session_state.setdefault(_kept(key), st.session_state.get(key, default))
+
+
+def remember_widget_state(key: str) -> None:
+    st.session_state[_kept(key)] = st.session_state[key]
+
+
 def mode_ui(key: str = "mode") -> str:
-    if key not in st.session_state:
-        q = st.query_params.get("mode")
-        st.session_state[key] = q if q in MODES else "sample"
-    mode = st.segmented_control("Halting mode", MODES, key=key, required=True, help=MODE_HELP)
+    q = st.query_params.get("mode")
+    keep_widget_state(key, q if q in MODES else "sample")
+    mode = st.segmented_control("Halting mode", MODES, key=key, required=True, help=MODE_HELP,
+                                on_change=remember_widget_state, args=(key,))
     return mode or "sample"
 
 
 def _new_seed(key: str) -> None:
     st.session_state[key] = random.randrange(100000)
+    remember_widget_state(key)
 
 
 def seed_ui(key: str = "seed", enabled: bool = True, stacked: bool = False) -> int:
     """The seed of the halting draws, visible and editable, and a 'Sample again' button
     (under it when stacked, for narrow columns)."""
-    if key not in st.session_state:
-        st.session_state[key] = 0
+    keep_widget_state(key, 0)
     c1, c2 = (st, st) if stacked else st.columns([1.2, 1], vertical_alignment="bottom")
     seed = c1.number_input("Seed of the halting draws", 0, 10**9, step=1, key=key, disabled=not enabled,
-                           help="The same seed replays the same sampled halting step.")
+                           help="The same seed replays the same sampled halting step.",
+                           on_change=remember_widget_state, args=(key,))
     c2.button("Sample again", icon=":material/casino:", key=key + "_again", on_click=_new_seed, args=(key,), disabled=not enabled,
               help="Draw the halting step again with a new seed (shown on the left).")
     return int(seed)

@@ -148,9 +148,23 @@ def test_shared_links_a_test_digit_rotated_and_an_upload(server, tmp_path):
                 page.keyboard.press("ArrowRight")
             _wait(page, lambda: page.get_by_text("What the model sees (28×28, rotated 90°)").count() == 1, what="90°")
             _wait(page, lambda: page.locator("[data-testid=stPlotlyChart]").count() == 4, what="charts")
+            # the halting mode and seed chosen here survive the results column disappearing (Upload, no file yet)
+            seed_box = page.locator("[data-testid=stNumberInput]").filter(has_text="Seed").locator("input")
+            page.get_by_role("button", name="Sample again").click()
+            _wait(page, lambda: seed_box.input_value() not in ("", "0"), what="a new seed")
+            seed = seed_box.input_value()
+            _wait(page, lambda: page.get_by_text(f"Sampled with seed {seed}").count() == 1, what="the seed's sentence")
+            page.get_by_role("radio", name="deterministic").click()
+            _wait(page, lambda: page.get_by_text("Deterministic:").count() == 1, what="deterministic")
             page.get_by_role("radio", name="Upload").click()
             page.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(str(seven))
             _wait(page, lambda: page.get_by_text("seven.png: cropped to the ink").count() == 1, what="the upload")
+            _wait(page, lambda: page.get_by_text("Deterministic:").count() == 1, what="deterministic still in use")
+            checked = [r.inner_text() for r in page.get_by_role("radio").all() if r.get_attribute("aria-checked") == "true"]
+            assert "deterministic" in checked, checked                # shown as selected, as it is used
+            page.get_by_role("radio", name="sample").click()
+            _wait(page, lambda: page.get_by_text(f"Sampled with seed {seed}").count() == 1, what="the same seed")
+            assert seed_box.input_value() == seed
             page.locator("[data-testid=stSlider]").filter(has_text="Rotation").get_by_role("slider").focus()
             for _ in range(18):
                 page.keyboard.press("ArrowLeft")
