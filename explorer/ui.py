@@ -298,3 +298,17 @@ def digit_picker_ui(pool) -> int:
 def rotation_ui(key: str = "angle") -> float:
     return float(st.slider("Rotation (degrees, counter-clockwise)", -180, 180, 0, step=5, key=key,
                            help="Applied to the drawing or the test digit before the model sees it."))
+
+
+def rotation_table_ui(labels: Sequence[str], rows: Sequence[dict]) -> None:
+    """The rotation study as a table: every row visible (no inner scroll), numbers formatted."""
+    data = [{"rotation": lab, "accuracy": 100 * r["accuracy"], "mean steps": r["mean_steps"],
+             "E[n]": r.get("expected_steps"), "median": r["median_steps"], "std": r["std_steps"], "images": r["n"]}
+            for lab, r in zip(labels, rows)]
+    cc = st.column_config
+    st.dataframe(data, hide_index=True, height=36 * (len(data) + 1) + 2, column_config={
+        "accuracy": cc.NumberColumn("accuracy", format="%.1f%%"),
+        "mean steps": cc.NumberColumn("mean steps", format="%.2f", help="mean sampled halting step"),
+        "E[n]": cc.NumberColumn("E[n]", format="%.2f", help="mean over the images of E[n] = Σ n·p_n"),
+        "median": cc.NumberColumn("median", format="%.0f"), "std": cc.NumberColumn("std", format="%.2f"),
+        "images": cc.NumberColumn("images", format="%d")})

@@ -61,5 +61,4 @@ with c2:
                                             title=f"Halting step vs confidence at {pick}"),
              "One dot per test image: the step it halted at (jittered) and the probability of its answer; "
              "green right, red wrong.")
-st.dataframe([{"rotation": lab, "accuracy": r["accuracy"], "mean steps": r["mean_steps"], "median": r["median_steps"],
-               "std": r["std_steps"], "images": r["n"]} for lab, r in zip(labels, rows)], hide_index=True)
+ui.rotation_table_ui(labels, rows)

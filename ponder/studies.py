@@ -160,6 +160,9 @@ def correlation(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
     return float(np.corrcoef(a, b)[0, 1])
 
 
+FEW_SETS = 5      # a correlation over fewer test sets than this is flagged as saying little
+
+
 def ponder_verdict(rows: Sequence[dict]) -> tuple[str, str]:
     """(answer, explanation): does the model ponder longer on harder (less accurate) inputs?
 
@@ -181,7 +184,8 @@ def ponder_verdict(rows: Sequence[dict]) -> tuple[str, str]:
              f"{rotation_label(easy)} and {hard['mean_steps']:.2f} at {rotation_label(hard)} ({rel:+.0%}); across "
              f"all {len(rows)} test sets it stays between {lo_s:.2f} and {hi_s:.2f}."]
     if r is not None:
-        facts.append(f"Correlation between error rate and mean steps across the test sets: r = {r:+.2f}.")
+        few = f" (over only {len(rows)} test sets, so it says little)" if len(rows) < FEW_SETS else ""
+        facts.append(f"Correlation between error rate and mean steps across the test sets: r = {r:+.2f}{few}.")
     if all("steps" in x for x in rows):
         steps = np.concatenate([np.asarray(x["steps"], np.float64) for x in rows])
         ok = np.concatenate([np.asarray(x["correct"], bool) for x in rows])

@@ -465,7 +465,9 @@ def test_rotation_page_states_the_answer_from_the_numbers(runs):
     assert "test sets" in verdict and "Accuracy goes from" in verdict
     figs = charts(at)
     assert len(figs) == 4 and any(t["type"] == "box" for f in figs for t in f["data"])
-    assert [r for r in at.dataframe[0].value["rotation"]] == ["0°", "90°", "±45°"]
+    df = at.dataframe[0].value
+    assert list(df["rotation"]) == ["0°", "90°", "±45°"] and "E[n]" in df.columns
+    assert df["accuracy"].between(0, 100).all()                         # shown as a percentage
     at.text_input(key="rot_angles").input("0, 400")
     at.button(key="rot_go").click()
     run_ok(at)

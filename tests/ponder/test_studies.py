@@ -81,6 +81,9 @@ def test_verdict_says_longer_when_steps_grow_with_difficulty():
     answer, text = studies.ponder_verdict(rows)
     assert answer == "longer" and text.startswith("Yes")
     assert "99.0%" in text and "30.0%" in text and "r = +" in text
+    assert "over only 3 test sets, so it says little" in text                  # few sets: flagged
+    five = rows + [_row(22.5, 0.95, 3.5), _row(67.5, 0.5, 5)]
+    assert "says little" not in studies.ponder_verdict(five)[1]
 
 
 def test_verdict_says_no_when_steps_stay_flat():
