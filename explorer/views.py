@@ -12,6 +12,7 @@ from PIL import Image
 from ponder.card import CheckpointError, read_card, test_metrics
 from ponder.config import ConfigError
 
+from ponder.evaluate import CHANCE, near_chance
 from ponder.studies import Trace
 
 from . import figures, loaders, study_figures, tables
@@ -161,7 +162,11 @@ def run_result_ui(run: RunState) -> None:
     acc = (f" Test accuracy {t['accuracy']:.2%} on {t.get('n', '?')} samples, mean halting step "
            f"{t['mean_steps']:.2f}." if t.get("accuracy") is not None else "")
     head = f"**{run.name}**: {run.steps:,} steps in {_fmt_s(run.seconds)}."
-    if run.status == "completed":
+    task = run.config.task if run.config is not None else ""
+    if run.status == "completed" and near_chance(task, t.get("accuracy")):
+        st.warning(f"{head} Completed, but it **learned nothing**: its test accuracy is at chance level "
+                   f"({CHANCE[task]:.0%} by guessing); try a smaller learning rate or β.{acc}{where}")
+    elif run.status == "completed":
         st.success(f"{head} Completed{' (' + run.reason + ')' if run.reason else ''}.{acc}{where}")
     elif run.status == "cancelled":
         st.warning(f"{head} **Partial run**: {run.reason}.{acc}{where}")

@@ -54,6 +54,14 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
     return {k: torch.cat(v, cat_dims.get(k, 0)) for k, v in rows.items()}
 
 
+CHANCE = {"mnist": 0.1, "parity": 0.5}      # accuracy of guessing: 10 classes / odd or even
+
+
+def near_chance(task: str, accuracy, margin: float = 0.1) -> bool:
+    """True when a test accuracy is within `margin` of guessing: the run learned (next to) nothing."""
+    return accuracy is not None and task in CHANCE and accuracy < CHANCE[task] + margin
+
+
 def expected_steps_per_input(stats: dict) -> torch.Tensor:
     """E[n] = sum_n n p_n for every input: the noise-free measure of how long it ponders. [B]."""
     return expected_steps(stats["p"].clamp_min(1e-45).log())

@@ -8,7 +8,8 @@ import torch
 from helpers import tiny_model
 from ponder import data as D
 from ponder.config import PARITY_PRESETS, TrainConfig
-from ponder.evaluate import by_k_rows, evaluate_mnist, evaluate_parity, group_stats, halves, mnist_split, summarize
+from ponder.evaluate import (by_k_rows, evaluate_mnist, evaluate_parity, group_stats, halves, mnist_split, near_chance,
+                             summarize)
 from ponder.train import train
 
 
@@ -124,3 +125,10 @@ def test_parity_blocks_use_the_preset_ranges_and_by_k_adds_up():
     # a preset without its own ranges splits the test range in halves
     small = evaluate_parity(tiny_model("parity", max_steps=6), PARITY_PRESETS["small"], size=200)
     assert small["easy"]["k_range"] == [1, 4] and small["hard"]["k_range"] == [5, 8]
+
+
+def test_near_chance_flags_runs_that_learned_nothing():
+    # guessing: 10% on MNIST, 50% on parity; within 10 points of it is "learned nothing"
+    assert near_chance("mnist", 0.1135) and not near_chance("mnist", 0.2) and not near_chance("mnist", 0.99)
+    assert near_chance("parity", 0.52) and not near_chance("parity", 0.61)
+    assert not near_chance("mnist", None) and not near_chance("unknown", 0.0)
