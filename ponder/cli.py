@@ -63,6 +63,48 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train a PonderNet and save a run folder")
     t.add_argument("--task", default=d.task, help=f"one of {', '.join(TASKS)} (default {d.task})")
     t.add_argument("--out", required=True, help="run folder to write (model.safetensors, run.json, metrics.jsonl)")
+    add_config_flags(t, d)
+    t.add_argument("--no-eval", action="store_true", help="skip the test-set evaluation after training")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    w = sub.add_parser("sweep", help="train a grid of configs x seeds, each trial a run folder (local or on Ray)")
+    w.add_argument("--task", default=d.task, help=f"one of {', '.join(TASKS)} (default {d.task})")
+    w.add_argument("--grid", action="append", default=[], metavar="FIELD=V1,V2",
+                   help="a config field and its values, e.g. lambda_p=0.1,0.5,0.9 (repeat for more fields; "
+                        "the sweep is their cartesian product)")
+    w.add_argument("--seeds", default="0", help="comma-separated seeds, each grid point once per seed (default 0)")
+    w.add_argument("--out", required=True, help="sweep folder: a run folder per trial, sweep.json and sweep.md")
+    w.add_argument("--backend", default="local", choices=("local", "ray"),
+                   help="local: one trial after the other here; ray: Ray tasks on a local Ray or a cluster")
+    w.add_argument("--address", default=None, help="ray: a running cluster's address (default: start a local Ray)")
+    w.add_argument("--cpus-per-trial", type=float, default=1.0, help="ray: CPUs each trial holds (default 1)")
+    w.add_argument("--gpus-per-trial", type=float, default=0.0,
+                   help="ray: GPUs each trial holds; a fraction packs several trials on one GPU (default 0)")
+    add_config_flags(w, d)
+
+    e = sub.add_parser("evaluate", help="evaluate a run folder on the test set")
+    e.add_argument("run", help="run folder (or assets/<model>)")
+    e.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw")
+    e.add_argument("--rotations", type=_floats, default=[], help="fixed angles, e.g. 0,22.5,45,67.5,90")
+    e.add_argument("--uniform", type=_ranges, default=[], help="uniform ranges +-d, e.g. 22.5,45")
+    e.add_argument("--mode", default="sample", choices=["sample", "deterministic", "expected"])
+    e.add_argument("--limit", type=_positive_int, default=None, help="only the first N test items")
+    e.add_argument("--seed", type=_seed, default=0, help="seed of the halting draws in 'sample' mode")
+    e.add_argument("--device", default="auto", choices=DEVICES)
+    e.add_argument("--json", action="store_true", help="print one JSON object")
+
+    r = sub.add_parser("reproduce", help="retrain or re-evaluate the shipped models; write results.md/json")
+    r.add_argument("--quick", action="store_true", help="small settings, under 5 minutes on 2 CPU cores")
+    r.add_argument("--from-assets", action="store_true", help="only re-evaluate the models in assets/")
+    r.add_argument("--out", default="results", help="output folder (default results)")
+    r.add_argument("--data-dir", default=None)
+    r.add_argument("--device", default="auto", choices=DEVICES)
+    r.add_argument("--only", default=None, help="comma-separated model names (default: all)")
+    return p
+
+
+def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
+    """The training-config flags `train` and `sweep` share (each flag defaults to None: not given)."""
     t.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw (default $PONDER_DATA or ./data)")
     t.add_argument("--epochs", type=float, default=None, help=f"passes over the training set (default {d.epochs}; parity 6 x steps-per-epoch batches)")
     t.add_argument("--max-seconds", type=float, default=None, help="time budget; stops cleanly when used")
@@ -86,28 +128,6 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=_seed, default=None, help=f"(default {d.seed})")
     t.add_argument("--device", default=d.device, help="auto, cpu, cuda or mps")
     t.add_argument("--compile", action="store_true", help="torch.compile the model (GPU)")
-    t.add_argument("--no-eval", action="store_true", help="skip the test-set evaluation after training")
-    t.add_argument("--quiet", action="store_true", help="no progress bar")
-
-    e = sub.add_parser("evaluate", help="evaluate a run folder on the test set")
-    e.add_argument("run", help="run folder (or assets/<model>)")
-    e.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw")
-    e.add_argument("--rotations", type=_floats, default=[], help="fixed angles, e.g. 0,22.5,45,67.5,90")
-    e.add_argument("--uniform", type=_ranges, default=[], help="uniform ranges +-d, e.g. 22.5,45")
-    e.add_argument("--mode", default="sample", choices=["sample", "deterministic", "expected"])
-    e.add_argument("--limit", type=_positive_int, default=None, help="only the first N test items")
-    e.add_argument("--seed", type=_seed, default=0, help="seed of the halting draws in 'sample' mode")
-    e.add_argument("--device", default="auto", choices=DEVICES)
-    e.add_argument("--json", action="store_true", help="print one JSON object")
-
-    r = sub.add_parser("reproduce", help="retrain or re-evaluate the shipped models; write results.md/json")
-    r.add_argument("--quick", action="store_true", help="small settings, under 5 minutes on 2 CPU cores")
-    r.add_argument("--from-assets", action="store_true", help="only re-evaluate the models in assets/")
-    r.add_argument("--out", default="results", help="output folder (default results)")
-    r.add_argument("--data-dir", default=None)
-    r.add_argument("--device", default="auto", choices=DEVICES)
-    r.add_argument("--only", default=None, help="comma-separated model names (default: all)")
-    return p
 
 
 def main(argv=None) -> int:
@@ -117,6 +137,8 @@ def main(argv=None) -> int:
             return cmd_train(args)
         if args.command == "evaluate":
             return cmd_evaluate(args)
+        if args.command == "sweep":
+            return cmd_sweep(args)
         if args.command == "reproduce":
             from .reproduce import run as reproduce
             return reproduce(quick=args.quick, from_assets=args.from_assets, out=args.out,
@@ -325,3 +347,48 @@ def cmd_evaluate(args) -> int:
 
 def _num(v) -> str:
     return "-" if v is None else f"{v:.2f}"
+
+
+def cmd_sweep(args) -> int:
+    import time
+    from pathlib import Path
+
+    from . import sweep as S
+
+    if args.seed is not None:
+        raise ConfigError("sweep takes its seeds from --seeds, not --seed")
+    base = config_from_args(args).to_dict()
+    base.pop("task")
+    plan = S.Plan(task=args.task, base=base, grid=S.parse_grid(args.grid), seeds=S.parse_seeds(args.seeds))
+    n = len(plan.trials())                    # every trial's config is checked before anything trains
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} exists and is not a folder")
+    shape = " x ".join([f"{len(v)} {k}" for k, v in plan.grid.items()] + [f"{len(plan.seeds)} seed(s)"])
+    print(f"sweep: {n} trials ({shape}) on {args.backend}, into {out}", flush=True)
+    ended = []
+
+    def on_trial(t) -> None:
+        if t.status == "running":
+            return
+        ended.append(t)
+        m = t.metrics or {}
+        acc = f", test accuracy {m['accuracy']:.4f}, mean halting step {m['mean_steps']:.2f}" if m else ""
+        print(f"[{len(ended)}/{n}] {t.name}: {t.status}, {t.steps} steps in {t.seconds:.1f} s{acc}"
+              + (f" ({t.reason})" if t.reason else ""), flush=True)
+
+    cancel = threading.Event()
+    t0 = time.time()
+    with _ctrl_c_cancels(cancel):
+        trials = S.run_sweep(plan, out, args.backend, address=args.address, cpus_per_trial=args.cpus_per_trial,
+                             gpus_per_trial=args.gpus_per_trial, data_dir=args.data_dir, cancel=cancel,
+                             on_trial=on_trial)
+    print(S.markdown_table(plan, trials), end="")
+    count = {s: sum(t.status == s for t in trials) for s in ("completed", "failed")}
+    resumed = sum(t.resumed for t in trials)
+    print(f"{count['completed']} completed ({resumed} in an earlier run, skipped), {count['failed']} failed, "
+          f"{n - count['completed'] - count['failed']} not finished, in {time.time() - t0:.1f} s; "
+          f"wrote {out / S.SWEEP} and {out / S.TABLE}")
+    if cancel.is_set():
+        return 130
+    return 3 if count["failed"] else 0

@@ -21,6 +21,7 @@ from .checkpoint import load_checkpoint
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 MAX_NAME = 64
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+SWEEP = "sweep.json"            # a folder holding it is a sweep: its trials are run folders inside it
 
 
 class RunNameError(ValueError):
@@ -113,6 +114,7 @@ class ModelEntry:
     path: Path         # the run folder
     source: str        # "shipped" (assets/) or "run" (runs folder)
     card: dict         # run.json
+    sweep: str = ""    # the sweep folder's name when the run is one of its trials (runs/<sweep>/<trial>)
 
 
 def list_models(root: Optional[Path] = None, assets: Path = ASSETS) -> list:
@@ -122,20 +124,43 @@ def list_models(root: Optional[Path] = None, assets: Path = ASSETS) -> list:
         if not folder.is_dir():
             continue
         try:
-            # no hidden folders (imports in progress, .tmp leftovers), no symlinks out of the folder
-            dirs = [d for d in folder.iterdir() if not d.name.startswith(".") and d.is_dir()
-                    and (d / CARD).is_file() and _files_inside(folder, d)]
+            dirs = _run_dirs(folder)
         except OSError:
             continue
-        dirs.sort(key=(lambda d: d.name) if source == "shipped" else (lambda d: -_mtime(d / CARD)))
+        dirs.sort(key=(lambda d: d.relative_to(folder).as_posix()) if source == "shipped"
+                  else (lambda d: -_mtime(d / CARD)))
         for d in dirs:
             try:
                 card = read_card(d)
             except CheckpointError:
                 continue
-            out.append(ModelEntry(name=d.name if source == "shipped" else f"runs/{d.name}", path=d,
-                                  source=source, card=card))
+            rel = d.relative_to(folder).as_posix()
+            out.append(ModelEntry(name=rel if source == "shipped" else f"runs/{rel}", path=d, source=source,
+                                  card=card, sweep=d.parent.name if d.parent != folder else ""))
     return out
+
+
+def _run_dirs(folder: Path) -> list:
+    """The run folders in folder, and the trials (run folders) of each sweep folder in it.
+
+    No hidden folders (imports in progress, .tmp leftovers), no symlinks out of the folder.
+    """
+    def runs_in(f: Path) -> list:
+        return [d for d in f.iterdir() if not d.name.startswith(".") and d.is_dir()
+                and (d / CARD).is_file() and _files_inside(folder, d)]
+
+    return runs_in(folder) + [d for s in list_sweeps(folder) for d in runs_in(s)]
+
+
+def list_sweeps(root: Optional[Path] = None) -> list:
+    """The sweep folders (holding sweep.json) in the runs folder, newest first."""
+    root = Path(root or runs_root())
+    try:
+        found = [s for s in root.iterdir() if not s.name.startswith(".") and s.is_dir() and not s.is_symlink()
+                 and (s / SWEEP).is_file() and inside(root, s)]
+    except OSError:
+        return []
+    return sorted(found, key=lambda s: -_mtime(s / SWEEP))
 
 
 def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Path] = None,

@@ -1,0 +1,352 @@
+"""Sweeps: a grid of TrainConfig values x seeds, each trial one ordinary run through ponder.lifecycle.run.
+
+A sweep folder DIR holds one run folder per trial (the same card and files as `python -m ponder train`
+writes), DIR/sweep.json (the grid, and each trial's config, status, reason and test metrics) and
+DIR/sweep.md (the same as a Markdown table). sweep.json is rewritten after every trial, so a killed
+sweep still says what it finished.
+
+Backends: "local" trains the trials one after the other in this process. "ray" hands each trial to a
+Ray task (a local Ray started here, or a running cluster by its address) with its own CPU / GPU share
+(fractions pack small runs on one GPU); the task trains into a temporary folder on its node and sends
+the run's files back, so the sweep folder looks the same whichever backend ran it, with or without a
+shared file system. Ray is imported only for that backend.
+
+Resume: running the same sweep again skips every trial whose record says completed, with the same
+config, and whose run folder still has its card; failed, cancelled and missing trials run again.
+"""
+from __future__ import annotations
+
+import itertools
+import tempfile
+import threading
+import time
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Callable, Optional
+
+from . import lifecycle
+from .atomic import atomic_write_bytes, atomic_write_json, write_files
+from .card import CARD, HISTORY, WEIGHTS, mean_expected_steps, one_line
+from .config import TASKS, ConfigError, TrainConfig
+from .runs import SWEEP, safe_name
+
+BACKENDS = ("local", "ray")
+TABLE = "sweep.md"
+NOT_IN_GRID = {"task": "a sweep has one task (--task)", "seed": "give the seeds with --seeds"}
+PACKAGE_DIR = Path(__file__).resolve().parent          # shipped to Ray workers (runtime_env py_modules)
+
+
+@dataclass
+class Trial:
+    """One point of the grid with one seed: a run folder DIR/<name>."""
+    name: str                       # its run folder under the sweep folder, e.g. "lambda_p0.2-seed0"
+    config: TrainConfig             # the full config it trains (task defaults, train flags, grid values, seed)
+    values: dict                    # what makes it this trial: its grid values and seed, e.g. {"lambda_p": 0.2, "seed": 0}
+    status: str = "pending"         # pending / running / completed / cancelled / failed
+    reason: str = ""                # why it failed or stopped early (divergence, an error, the time budget)
+    metrics: Optional[dict] = None  # its test metrics as its card records them (None until measured)
+    steps: int = 0                  # optimiser steps trained
+    seconds: float = 0.0            # training time
+    device: str = ""                # where it trained, e.g. "cpu" or the GPU's name
+    resumed: bool = False           # completed by an earlier run of this sweep, so not trained again
+
+    def record(self) -> dict:
+        """Its entry in sweep.json."""
+        return dict(name=self.name, values=self.values, status=self.status, reason=self.reason,
+                    steps=self.steps, seconds=self.seconds, device=self.device, resumed=self.resumed,
+                    metrics=self.metrics, config=self.config.to_dict())
+
+
+@dataclass
+class Plan:
+    """What a sweep trains: the task, the fields set for every trial, the grid and the seeds."""
+    task: str                                       # "mnist" or "parity"
+    base: dict = field(default_factory=dict)        # TrainConfig fields every trial gets (the train flags given)
+    grid: dict = field(default_factory=dict)        # field -> the values it takes, in order
+    seeds: list = field(default_factory=lambda: [0])  # every grid point is trained once per seed
+
+    def trials(self) -> list:
+        """The cartesian product of the grid's values, times the seeds (seeds vary fastest). Each
+        trial's config is validated here: a bad value fails before anything trains."""
+        if self.task not in TASKS:
+            raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        if not self.seeds:
+            raise ConfigError("--seeds needs at least one seed")
+        out = []
+        for point in itertools.product(*self.grid.values()):
+            for seed in self.seeds:
+                values = {**dict(zip(self.grid, point)), "seed": seed}
+                try:
+                    cfg = TrainConfig.for_task(self.task, **{**self.base, **values}).validate()
+                except ConfigError as e:
+                    raise ConfigError(f"trial {trial_name(values)}: {e}") from None
+                out.append(Trial(name=trial_name(values), config=cfg, values=values))
+        names = [t.name for t in out]
+        if len(set(names)) < len(names):        # names cut at 64 characters can meet: number them
+            for i, t in enumerate(out, 1):
+                t.name = safe_name(f"t{i:03d}-{t.name}")
+        return out
+
+    def to_dict(self) -> dict:
+        return dict(task=self.task, base=self.base, grid=self.grid, seeds=self.seeds)
+
+
+def trial_name(values: dict) -> str:
+    """'lambda_p0.2-beta0.01-seed0': each field and its value, file-system safe."""
+    return safe_name("-".join(f"{k}{v:g}".replace("e+", "e") if isinstance(v, float) else f"{k}{v}"
+                              for k, v in values.items()))
+
+
+# ----------------------------------------------------------------------------- parsing --grid and --seeds
+
+def parse_value(name: str, text: str):
+    """One grid value, typed as TrainConfig's field `name` is (int, float, optional float, bool, str)."""
+    kind = typing.get_type_hints(TrainConfig)[name]
+    text = text.strip()
+    try:
+        if kind is bool:
+            return {"true": True, "false": False}[text.lower()]
+        if kind is int:
+            return int(text)
+        if kind is float or kind == Optional[float]:
+            if kind != float and text.lower() in ("none", ""):
+                return None
+            return float(text)
+        return text
+    except (KeyError, ValueError):
+        what = {bool: "true or false", int: "a whole number"}.get(kind, "a number")
+        raise ConfigError(f"--grid {name}: expected {what}, got {text!r}") from None
+
+
+def parse_grid(items) -> dict:
+    """['lambda_p=0.2,0.5', 'regulariser=kl,kl-reverse'] -> {'lambda_p': [0.2, 0.5], 'regulariser': [...]}."""
+    names = [f.name for f in fields(TrainConfig)]
+    grid = {}
+    for item in items or []:
+        name, sep, values = str(item).partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not values.strip():
+            raise ConfigError(f"--grid expects FIELD=V1,V2,..., got {item!r}")
+        if name in NOT_IN_GRID:
+            raise ConfigError(f"--grid {name}: {NOT_IN_GRID[name]}")
+        if name not in names:
+            raise ConfigError(f"--grid {name}: not a training config field (one of "
+                              f"{', '.join(n for n in names if n not in NOT_IN_GRID)})")
+        if name in grid:
+            raise ConfigError(f"--grid {name} is given twice; list all its values in one --grid")
+        vals = [parse_value(name, v) for v in values.split(",") if v.strip()]
+        if len(set(map(repr, vals))) < len(vals):
+            raise ConfigError(f"--grid {name}: a value is listed twice in {values!r}")
+        grid[name] = vals
+    return grid
+
+
+def parse_seeds(text: str) -> list:
+    """'0,1,2' -> [0, 1, 2]."""
+    try:
+        seeds = [int(s) for s in str(text).split(",") if s.strip()]
+    except ValueError:
+        raise ConfigError(f"--seeds expects comma-separated whole numbers, got {text!r}") from None
+    if not seeds or len(set(seeds)) < len(seeds):
+        raise ConfigError(f"--seeds expects one or more different seeds, got {text!r}")
+    return seeds
+
+
+# ----------------------------------------------------------------------------- one trial
+
+def run_trial(cfg: TrainConfig, out: Path, load_data: Optional[Callable] = None,
+              cancel: Optional[threading.Event] = None, callback: Optional[Callable] = None,
+              on_phase: Optional[Callable] = None, eval_limit: Optional[int] = None) -> dict:
+    """Train one trial into the run folder `out` through lifecycle.run (measured on eval_limit test
+    items, default all). Returns its outcome (status, reason, steps, seconds, device, metrics); a
+    failure is an outcome too, never an exception."""
+    clear_run(out)                             # a rerun of a failed trial starts from nothing
+    t0 = time.time()
+    try:
+        done = lifecycle.run(cfg, out, load_data=load_data, callback=callback, cancel=cancel,
+                             on_phase=on_phase, eval_limit=eval_limit, name=Path(out).name)
+    except Exception as e:                     # bad device, missing data, the folder cannot be written, ...
+        return dict(status="failed", reason=one_line(e), steps=0, seconds=time.time() - t0, device="", metrics=None)
+    res = done.result
+    from .train import device_name
+    return dict(status=res.status, reason=done.reason, steps=res.steps, seconds=res.seconds,
+                device=device_name(res.device), metrics=(done.recorded or {}).get("test"))
+
+
+def clear_run(out: Path) -> None:
+    """Remove the run files of an earlier, unfinished attempt (only those: the folder may hold others)."""
+    if Path(out).is_dir():
+        for f in (CARD, WEIGHTS, HISTORY):
+            (Path(out) / f).unlink(missing_ok=True)
+
+
+def ray_trial(config: dict, name: str, data_dir: Optional[str], eval_limit: Optional[int]) -> tuple:
+    """A Ray task: one trial in a temporary folder on its node; returns (outcome, {file name: bytes})."""
+    from . import data as D
+    cfg = TrainConfig.from_dict(config).validate()
+    with tempfile.TemporaryDirectory(prefix="ponder-trial-") as tmp:
+        out = Path(tmp) / name
+        outcome = run_trial(cfg, out, load_data=lambda: D.load_mnist(data_dir), eval_limit=eval_limit)
+        files = {f: (out / f).read_bytes() for f in (WEIGHTS, HISTORY, CARD) if (out / f).is_file()}
+    return outcome, files                       # the card last: written last, as save_run does
+
+
+# ----------------------------------------------------------------------------- the sweep
+
+def read_sweep(folder) -> Optional[dict]:
+    """DIR/sweep.json, or None when there is none or it cannot be read."""
+    import json
+    try:
+        d = json.loads((Path(folder) / SWEEP).read_text())
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) and isinstance(d.get("trials"), list) else None
+
+
+def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[str] = None,
+              cpus_per_trial: float = 1.0, gpus_per_trial: float = 0.0, data_dir: Optional[str] = None,
+              eval_limit: Optional[int] = None, cancel: Optional[threading.Event] = None, on_trial: Optional[Callable] = None,
+              callback: Optional[Callable] = None, on_phase: Optional[Callable] = None,
+              load_data: Optional[Callable] = None) -> list:
+    """Train every trial of `plan` not completed before into `folder`; returns the trials.
+
+    on_trial(trial) is told when a trial starts (status 'running') and ends. The local backend also
+    passes callback(trial, Progress) and on_phase(trial, phase) on, stops after the running trial when
+    `cancel` is set (the trials left stay 'pending'), and gets MNIST from load_data() (default: from
+    data_dir or $PONDER_DATA), once for the whole sweep. Ray needs `pip install ray`; `address` joins
+    a running cluster (default: start a local one), cpus / gpus per trial may be fractions. eval_limit:
+    measure each trial on that many test items (default: the whole test set, as `train` does).
+    """
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if not (cpus_per_trial > 0 and gpus_per_trial >= 0):
+        raise ConfigError(f"cpus per trial must be > 0 and gpus per trial >= 0, got {cpus_per_trial}, {gpus_per_trial}")
+    folder = Path(folder)
+    trials = plan.trials()
+    folder.mkdir(parents=True, exist_ok=True)
+    old = {r.get("name"): r for r in (read_sweep(folder) or {}).get("trials", []) if isinstance(r, dict)}
+    for t in trials:
+        r = old.get(t.name, {})
+        if r.get("status") == "completed" and r.get("config") == t.config.to_dict() and (folder / t.name / CARD).is_file():
+            t.status, t.reason, t.metrics, t.steps = "completed", r.get("reason", ""), r.get("metrics"), r.get("steps", 0)
+            t.seconds, t.device, t.resumed = r.get("seconds", 0.0), r.get("device", ""), True
+    kept = [r for n, r in old.items() if n not in {t.name for t in trials}]   # trials of an earlier, other grid
+    info = dict(plan=plan.to_dict(), backend=backend, started=time.time())
+    lock = threading.Lock()
+
+    def write() -> None:
+        with lock:
+            atomic_write_json(folder / SWEEP, dict(info, updated=time.time(),
+                                                   trials=[t.record() for t in trials] + kept))
+            atomic_write_bytes(folder / TABLE, markdown_table(plan, trials).encode())
+
+    def started(t: Trial) -> None:
+        t.status = "running"
+        write()
+        if on_trial:
+            on_trial(t)
+
+    def finished(t: Trial, outcome: dict) -> None:
+        for k, v in outcome.items():
+            setattr(t, k, v)
+        write()
+        if on_trial:
+            on_trial(t)
+
+    todo = [t for t in trials if not t.resumed]
+    write()
+    if backend == "local":
+        mnist = []
+
+        def load_once():
+            if not mnist:
+                from . import data as D
+                mnist.append(load_data() if load_data is not None else D.load_mnist(data_dir))
+            return mnist[0]
+
+        for t in todo:
+            if cancel is not None and cancel.is_set():
+                break
+            started(t)
+            finished(t, run_trial(t.config, folder / t.name, load_once, cancel,
+                                  callback=callback and (lambda p, t=t: callback(t, p)),
+                                  on_phase=on_phase and (lambda ph, t=t: on_phase(t, ph)), eval_limit=eval_limit))
+    else:
+        _run_on_ray(todo, folder, started, finished, address, cpus_per_trial, gpus_per_trial, data_dir, eval_limit,
+                    cancel)
+    write()
+    return trials
+
+
+def _run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data_dir, eval_limit, cancel) -> None:
+    """Each trial a Ray task; the run files each one sends back are written under `folder` as it ends."""
+    try:
+        import ray                               # only this backend needs Ray
+    except ImportError:
+        raise ConfigError("--backend ray needs Ray: pip install ray==2.60.0 (as in requirements.txt)") from None
+
+    own = not ray.is_initialized()
+    if own:
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="warning",
+                     runtime_env={"py_modules": [str(PACKAGE_DIR)]})
+        except Exception as e:                 # no cluster at that address, a version mismatch, ...
+            raise ConfigError(f"could not {'join Ray at ' + address if address else 'start a local Ray'}: "
+                              f"{one_line(e)}") from None
+    try:
+        task = ray.remote(ray_trial).options(num_cpus=cpus, num_gpus=gpus, max_retries=0)
+        from .data import default_data_dir
+        data_dir = str(Path(data_dir or default_data_dir()).resolve())     # the driver's, for every node
+        pending = {}
+        for t in todo:
+            clear_run(folder / t.name)
+            pending[task.remote(t.config.to_dict(), t.name, data_dir, eval_limit)] = t
+            started(t)
+        while pending:
+            if cancel is not None and cancel.is_set():
+                for ref, t in pending.items():
+                    ray.cancel(ref, force=True)
+                    finished(t, dict(status="cancelled", reason="cancelled: the sweep was stopped"))
+                return
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            for ref in ready:
+                t = pending.pop(ref)
+                try:
+                    outcome, files = ray.get(ref)
+                except Exception as e:           # the task died: out of memory, a lost node, ...
+                    outcome, files = dict(status="failed", reason=one_line(e)), {}
+                if files:
+                    (folder / t.name).mkdir(parents=True, exist_ok=True)
+                    write_files({folder / t.name / f: b for f, b in files.items()})
+                finished(t, outcome)
+    except KeyboardInterrupt:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        raise
+    finally:
+        if own:
+            ray.shutdown()
+
+
+# ----------------------------------------------------------------------------- the table
+
+def markdown_table(plan: Plan, trials) -> str:
+    """One row per trial: its grid values and seed, status, test accuracy, mean halting step, E[n], time."""
+    cols = list(plan.grid) + ["seed"]
+    head = ["trial", *cols, "status", "test accuracy", "mean steps", "E[n]", "steps", "train s", "reason"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for t in trials:
+        m = t.metrics or {}
+        en = mean_expected_steps(m) if m else None
+        cells = [t.name, *(_cell(t.values.get(c)) for c in cols), t.status + (" (resumed)" if t.resumed else ""),
+                 _cell(m.get("accuracy"), "{:.4f}"), _cell(m.get("mean_steps"), "{:.2f}"), _cell(en, "{:.2f}"),
+                 str(t.steps), _cell(t.seconds, "{:.1f}"), t.reason.replace("|", "/")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(v, fmt: str = "{}") -> str:
+    if v is None:
+        return "-"
+    return f"{v:g}" if isinstance(v, float) and fmt == "{}" else fmt.format(v)

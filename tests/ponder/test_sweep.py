@@ -1,0 +1,131 @@
+"""ponder.sweep: the grid x seeds, trials through lifecycle.run, sweep.json / sweep.md, resume, failed trials,
+and the Ray backend on a local Ray (tiny parity runs: hidden 16, batch 32, N 5, 10 steps)."""
+import json
+import sys
+
+import pytest
+
+from helpers import assert_one_line
+from ponder import lifecycle
+from ponder import sweep as S
+from ponder.card import WEIGHTS, read_card
+from ponder.checkpoint import load_checkpoint
+from ponder.config import ConfigError
+from ponder.runs import list_models, list_sweeps
+
+TINY = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, log_every=5, device="cpu")
+
+
+def plan(grid="lambda_p=0.2,0.5", seeds=(0,), **base):
+    return S.Plan("parity", {**TINY, **base}, S.parse_grid(grid.split() if isinstance(grid, str) else grid), list(seeds))
+
+
+def test_the_trials_are_the_grid_times_the_seeds_with_typed_values():
+    p = plan(["lambda_p=0.2,0.5", "regulariser=kl,kl-reverse", "max_seconds=none,30"], seeds=(0, 7))
+    trials = p.trials()
+    assert len(trials) == 2 * 2 * 2 * 2
+    assert trials[0].name == "lambda_p0.2-regulariserkl-max_secondsNone-seed0"
+    assert trials[1].values == {"lambda_p": 0.2, "regulariser": "kl", "max_seconds": None, "seed": 7}
+    last = trials[-1].config
+    assert (last.lambda_p, last.regulariser, last.max_seconds, last.seed, last.hidden) == (0.5, "kl-reverse", 30.0, 7, 16)
+    assert S.parse_grid(["hidden=8,16", "compile=false", "parity-preset=video-15"]) == \
+        {"hidden": [8, 16], "compile": [False], "parity_preset": ["video-15"]}
+    assert len({t.name for t in trials}) == len(trials)
+
+
+@pytest.mark.parametrize("grid, needle", [
+    (["foo=1"], "not a training config field"), (["seed=1,2"], "--seeds"), (["task=mnist"], "one task"),
+    (["lambda_p=abc"], "expected a number"), (["hidden=0.5"], "whole number"), (["lambda_p"], "FIELD=V1,V2"),
+    (["lambda_p=0.2,0.2"], "listed twice"), (["beta=1", "beta=2"], "given twice"), (["compile=maybe"], "true or false"),
+])
+def test_bad_grids_are_one_line_errors(grid, needle):
+    with pytest.raises(ConfigError) as e:
+        S.parse_grid(grid)
+    assert_one_line(e, needle)
+
+
+def test_a_bad_value_fails_before_anything_trains(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        S.run_sweep(plan("lambda_p=0.5,1.5"), tmp_path / "sw")
+    assert_one_line(e, "trial lambda_p1.5-seed0: lambda_p must be (0, 1]")
+    assert not (tmp_path / "sw").exists()
+    for bad in ("", "1,x", "1,1"):
+        with pytest.raises(ConfigError):
+            S.parse_seeds(bad)
+
+
+def test_a_local_sweep_leaves_a_run_folder_per_trial_and_sweep_json(tmp_path):
+    seen = []
+    trials = S.run_sweep(plan(), tmp_path / "sw", eval_limit=200, on_trial=lambda t: seen.append((t.name, t.status)))
+    assert [t.status for t in trials] == ["completed", "completed"]
+    assert seen == [("lambda_p0.2-seed0", "running"), ("lambda_p0.2-seed0", "completed"),
+                    ("lambda_p0.5-seed0", "running"), ("lambda_p0.5-seed0", "completed")]
+    info = json.loads((tmp_path / "sw" / S.SWEEP).read_text())
+    assert info["plan"]["grid"] == {"lambda_p": [0.2, 0.5]} and info["backend"] == "local"
+    for t, rec in zip(trials, info["trials"]):
+        ck = load_checkpoint(tmp_path / "sw" / t.name)              # a normal run folder, the same card as train's
+        assert ck.card["status"] == "completed" and ck.card["name"] == t.name and ck.model.lambda_p == t.values["lambda_p"]
+        assert rec["config"] == ck.card["train"] and rec["status"] == "completed" and rec["steps"] == 10
+        assert rec["metrics"] == ck.card["metrics"]["test"] and rec["metrics"]["n"] == 200
+    table = (tmp_path / "sw" / S.TABLE).read_text().splitlines()
+    assert table[0].startswith("| trial | lambda_p | seed | status | test accuracy") and len(table) == 4
+    assert table[2].startswith("| lambda_p0.2-seed0 | 0.2 | 0 | completed | 0.")
+    assert list_sweeps(tmp_path) == [tmp_path / "sw"]
+    listed = {e.name: e.sweep for e in list_models(tmp_path, assets=tmp_path / "none")}
+    assert listed == {"runs/sw/lambda_p0.2-seed0": "sw", "runs/sw/lambda_p0.5-seed0": "sw"}
+
+
+def test_resume_skips_the_completed_trials_and_trains_the_rest(tmp_path, monkeypatch):
+    S.run_sweep(plan("lambda_p=0.2"), tmp_path / "sw", eval_limit=100)
+    weights = (tmp_path / "sw" / "lambda_p0.2-seed0" / WEIGHTS).read_bytes()
+    trained, real = [], lifecycle.run
+    monkeypatch.setattr(lifecycle, "run", lambda cfg, out, **kw: trained.append(out.name) or real(cfg, out, **kw))
+    trials = S.run_sweep(plan("lambda_p=0.2,0.5"), tmp_path / "sw", eval_limit=100)
+    assert trained == ["lambda_p0.5-seed0"]
+    assert [(t.status, t.resumed) for t in trials] == [("completed", True), ("completed", False)]
+    assert (tmp_path / "sw" / "lambda_p0.2-seed0" / WEIGHTS).read_bytes() == weights
+    assert trials[0].metrics["n"] == 100                          # its record is kept from the first run
+    assert "completed (resumed)" in (tmp_path / "sw" / S.TABLE).read_text()
+    trained.clear()                                               # a changed config is a new trial
+    S.run_sweep(plan("lambda_p=0.2,0.5", steps_per_epoch=5), tmp_path / "sw", eval_limit=100)
+    assert trained == ["lambda_p0.2-seed0", "lambda_p0.5-seed0"]
+
+
+def test_failed_trials_are_recorded_and_the_sweep_goes_on_then_rerun(tmp_path):
+    (tmp_path / "sw").mkdir()
+    (tmp_path / "sw" / "beta0.01-lambda_p0.9-seed0").write_text("a file where the run folder goes")
+    p = plan(["beta=1e38,0.01", "lambda_p=0.9"])                  # beta 1e38: the loss is inf at the first step
+    trials = S.run_sweep(p, tmp_path / "sw", eval_limit=100)
+    assert [t.status for t in trials] == ["failed", "failed"]
+    assert "became inf" in trials[0].reason and read_card(tmp_path / "sw" / trials[0].name)["status"] == "failed"
+    assert "cannot create the run folder" in trials[1].reason and "\n" not in trials[1].reason
+    (tmp_path / "sw" / "beta0.01-lambda_p0.9-seed0").unlink()
+    trials = S.run_sweep(p, tmp_path / "sw", eval_limit=100)       # failed trials run again
+    assert [t.status for t in trials] == ["failed", "completed"] and not any(t.resumed for t in trials)
+    info = json.loads((tmp_path / "sw" / S.SWEEP).read_text())
+    assert [r["status"] for r in info["trials"]] == ["failed", "completed"] and "became inf" in info["trials"][0]["reason"]
+
+
+def test_ray_backend_without_ray_installed_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)                  # import ray -> ImportError
+    with pytest.raises(ConfigError) as e:
+        S.run_sweep(plan(), tmp_path / "sw", "ray")
+    assert_one_line(e, "pip install ray")
+    with pytest.raises(ConfigError) as e:
+        S.run_sweep(plan(), tmp_path / "sw", "slurm")
+    assert_one_line(e, "backend must be one of local, ray")
+
+
+def test_a_ray_sweep_on_a_local_ray(tmp_path):
+    """Ray started by run_sweep (a local Ray: this machine's CPUs, 2 here), one CPU a trial, and shut down."""
+    import ray
+    trials = S.run_sweep(plan(["lambda_p=0.2", "beta=0.01,1e38"]), tmp_path / "sw", "ray", eval_limit=100)
+    assert not ray.is_initialized()
+    assert [t.status for t in trials] == ["completed", "failed"]
+    for t in trials:                                             # the run files came back from the Ray workers
+        ck = load_checkpoint(tmp_path / "sw" / t.name)
+        assert ck.card["status"] == t.status and ck.card["train"] == t.config.to_dict()
+    info = json.loads((tmp_path / "sw" / S.SWEEP).read_text())
+    assert info["backend"] == "ray" and [r["status"] for r in info["trials"]] == ["completed", "failed"]
+    assert info["trials"][0]["metrics"]["n"] == 100 and "became inf" in info["trials"][1]["reason"]
+    assert (tmp_path / "sw" / S.TABLE).read_text().count("| lambda_p0.2-beta") == 2
