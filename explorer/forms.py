@@ -8,6 +8,7 @@ import torch
 
 from ponder.config import MNIST_READERS, PARITY_PRESETS, REGULARISERS, ConfigError, TrainConfig
 from ponder.runs import MAX_UPLOAD_BYTES, RunNameError, import_checkpoint, safe_name
+from ponder.sweep import Plan
 
 from .ui import USER_ERRORS, one_line, remembered_lambda_p
 
@@ -85,8 +86,9 @@ def train_form_ui(task: str) -> Optional[tuple]:
 SWEEP_CHOICES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
-def sweep_form_ui() -> Optional[list]:
-    """λp values and a short config per run (MNIST or parity). Returns [(name, TrainConfig)] on submit."""
+def sweep_form_ui() -> Optional[tuple]:
+    """λp values, seeds and a short config per trial (MNIST or parity). Returns (sweep folder name, Plan)
+    on submit: the trials train through ponder.sweep into runs/<name>/, as `python -m ponder sweep` does."""
     with st.form("sweep_form"):
         values = st.multiselect("λp values to train", SWEEP_CHOICES, default=[0.1, 0.3, 0.5, 0.9], key="sw_values")
         t1, t2, t3 = st.columns(3)
@@ -95,12 +97,16 @@ def sweep_form_ui() -> Optional[list]:
                               key="sw_preset", format_func=lambda p: f"{p} (n={PARITY_PRESETS[p]['n_elems']})",
                               help="Parity only. The video seed swept λp 0.1–0.9 on its n = 15 (video-15).")
         reg = t3.selectbox("Regulariser", REGULARISERS, key="sw_reg", format_func=REGULARISER_LABELS.get)
-        c1, c2, c3, c4 = st.columns(4)
+        c1, c2, c3, c4, c5 = st.columns(5)
         epochs = c1.number_input("Epochs per run", 0.001, 20.0, 0.5, 0.25, format="%.3f", key="sw_epochs")
         seconds = c2.number_input("Time budget per run (s)", 0, 3600, 20, 5, key="sw_seconds",
                                   help="Each run stops at its epochs or this budget, whichever comes first.")
         n = c3.number_input("N", 1, 200, 20, 1, key="sw_n")
         beta = c4.number_input("β", 0.0, 10.0, 0.01, 0.005, format="%.3f", key="sw_beta")
+        seeds = c5.number_input("Seeds per λp", 1, 10, 1, 1, key="sw_seeds", help="Seeds 0, 1, … for each λp.")
+        name = st.text_input("Sweep folder (in the runs folder)", "", max_chars=64, key="sw_name",
+                             placeholder="sweep-<task>", help="Trials already completed there with the same "
+                             "settings are kept, not trained again (resume).")
         go = st.form_submit_button("Train the sweep (queued, one run after the other)", icon=":material/play_arrow:",
                                    type="primary", key="sw_start")
     if not go:
@@ -108,12 +114,13 @@ def sweep_form_ui() -> Optional[list]:
     if not values:
         st.warning("Pick at least one λp value.")
         return None
-    prefix = "sweep" if task == "mnist" else "sweep-parity"
-    extra = dict(parity_preset=preset) if task == "parity" else {}
-    return [(f"{prefix}-lp{v:g}", TrainConfig.for_task(task, lambda_p=float(v), epochs=float(epochs),
-                                                       max_seconds=float(seconds) or None, max_steps=int(n),
-                                                       beta=float(beta), regulariser=reg, device="auto", **extra))
-            for v in sorted(values)]
+    base = dict(epochs=float(epochs), max_seconds=float(seconds) or None, max_steps=int(n), beta=float(beta),
+                regulariser=reg, device="auto", **(dict(parity_preset=preset) if task == "parity" else {}))
+    try:
+        return safe_name(name or f"sweep-{task}"), Plan(task, base, {"lambda_p": sorted(values)}, list(range(seeds)))
+    except RunNameError as e:
+        st.error(one_line(e))
+        return None
 
 
 # ----------------------------------------------------------------------------- importing a run

@@ -5,7 +5,9 @@ reruns and page switches. A Job trains one or more configs one after the other (
 queue of short runs) in a daemon thread that never calls st.*. Each run is one call of
 ponder.lifecycle.run (train, save, measure, record): it reports progress and its phase through
 callbacks into the job's buffer, behind a threading.Lock. Pages read snapshots (plain copies) and
-poll them.
+poll them. A sweep job (submit(..., plan=)) hands its plan to ponder.sweep.run_sweep instead, the code
+`python -m ponder sweep` runs: the trials land in the sweep folder with its sweep.json, and a trial
+completed there before is not trained again.
 
 Limits: one active job per browser session, and at most `max_jobs` active jobs in the process
 ($PONDER_MAX_JOBS, default 1). Cancel sets a threading.Event that train() checks every step; what
@@ -35,7 +37,9 @@ from typing import Callable, Optional, Sequence
 
 from ponder import lifecycle
 from ponder.config import TrainConfig
+from ponder.card import CARD
 from ponder.runs import new_run_dir, runs_root
+from ponder.sweep import Plan, run_sweep
 from ponder.train import Progress
 
 ACTIVE = ("queued", "running")
@@ -101,9 +105,10 @@ class JobView:
 
 class Job:
     def __init__(self, session: str, kind: str, specs: Sequence[tuple], root: Path,
-                 mnist_loader: Callable, eval_limit: int = EVAL_LIMIT):
+                 mnist_loader: Callable, eval_limit: int = EVAL_LIMIT, plan: Optional[Plan] = None):
         self.id = uuid.uuid4().hex[:12]
         self.session, self.kind, self.root = session, kind, Path(root)
+        self.plan = plan                    # a sweep's plan: its trials train into the sweep folder `root`
         self.runs = [RunState(name=n, config=c) for n, c in specs]
         self.status = "queued"
         self.created, self.finished = time.time(), None
@@ -145,7 +150,11 @@ class Job:
         with self.lock:
             self.status = "running"
         try:
+            if self.plan is not None:
+                self._train_sweep()
             for run in self.runs:
+                if run.status != "queued":
+                    continue
                 if self.cancel_event.is_set():
                     self._set(run, status="cancelled", reason="cancelled before it started", phase="")
                     continue
@@ -160,18 +169,9 @@ class Job:
         self._set(run, status="running", phase="starting", started=time.time())
         t0 = time.time()
 
-        def on_progress(p: Progress) -> None:
-            row = asdict(p)
-            row["fraction"] = p.fraction_done()
-            row["wall"] = time.time()                   # when it was reported (for the time-left estimate)
-            with self.lock:
-                run.progress.append(row)
-                run.phase = "training"
-                run.steps = p.step
-
         try:
             done = lifecycle.run(run.config, lambda: new_run_dir(self.root, run.name), load_data=self.mnist_loader,
-                                 callback=on_progress, cancel=self.cancel_event,
+                                 callback=lambda p: self._progress(run, p), cancel=self.cancel_event,
                                  on_phase=lambda ph: self._set(run, phase=ph), eval_limit=self.eval_limit)
         except OSError as e:                        # SaveError: the runs folder is full or unwritable
             self._set(run, status="failed", phase="", reason=f"could not save the run: {_one_line(e)}",
@@ -184,6 +184,45 @@ class Job:
         reason = done.reason or ("cancelled" if res.status == "cancelled" else "")
         self._set(run, status=res.status, reason=reason, phase="", seconds=res.seconds, steps=res.steps,
                   run_dir=str(done.run_dir) if done.run_dir else None, metrics=done.recorded)
+
+
+    def _progress(self, run: RunState, p: Progress) -> None:
+        row = asdict(p)
+        row["fraction"] = p.fraction_done()
+        row["wall"] = time.time()                   # when it was reported (for the time-left estimate)
+        with self.lock:
+            run.progress.append(row)
+            run.phase = "training"
+            run.steps = p.step
+
+    def _train_sweep(self) -> None:
+        """A sweep: ponder.sweep.run_sweep trains the plan's trials here, one after the other, into the
+        sweep folder (sweep.json, sweep.md, a run folder per trial); trials it completed before are kept."""
+        runs = {r.name: r for r in self.runs}
+
+        def on_trial(t) -> None:
+            run = runs[t.name]
+            if t.status == "running":
+                self._set(run, status="running", phase="starting", started=time.time())
+                return
+            saved = (self.root / t.name / CARD).is_file()
+            self._set(run, status=t.status, reason=t.reason, phase="", seconds=t.seconds, steps=t.steps,
+                      run_dir=str(self.root / t.name) if saved else None,
+                      metrics={"test": t.metrics} if t.metrics else None)
+
+        try:
+            trials = run_sweep(self.plan, self.root, "local", eval_limit=self.eval_limit, cancel=self.cancel_event,
+                               on_trial=on_trial, callback=lambda t, p: self._progress(runs[t.name], p),
+                               on_phase=lambda t, ph: self._set(runs[t.name], phase=ph), load_data=self.mnist_loader)
+        except Exception as e:                      # the sweep folder cannot be written, ...
+            for run in self.runs:
+                if run.status in ACTIVE:
+                    self._set(run, status="failed", phase="", reason=_one_line(e))
+            return
+        for t in trials:
+            if t.resumed:
+                on_trial(t)
+                self._set(runs[t.name], reason="completed in an earlier run of this sweep (not trained again)")
 
 
 def _one_line(e: BaseException) -> str:
@@ -210,12 +249,16 @@ class JobRegistry:
         self._jobs: dict = {}                 # id -> Job, in submission order
 
     def submit(self, session: str, specs: Sequence[tuple], kind: str = "train",
-               root: Optional[Path] = None) -> Job:
-        """Start a job training [(name, TrainConfig), ...] one after the other.
+               root: Optional[Path] = None, plan: Optional[Plan] = None) -> Job:
+        """Start a job training [(name, TrainConfig), ...] one after the other, each into a fresh
+        folder in root (default: the runs folder). With a sweep `plan`, specs are ignored: the plan's
+        trials train through ponder.sweep into the sweep folder `root`.
 
         Raises ConfigError for a bad config, JobLimitError when this session already has a job
         running or the machine is at its limit.
         """
+        if plan is not None:
+            specs = [(t.name, t.config) for t in plan.trials()]
         specs = [(str(n), c.validate()) for n, c in specs]
         if not specs:
             raise ValueError("nothing to train")
@@ -232,7 +275,7 @@ class JobRegistry:
                                     f"{'s are' if len(active) > 1 else ' is'} running (limit {self.max_jobs}, "
                                     f"set PONDER_MAX_JOBS to change it). Try again when "
                                     f"{'they finish' if len(active) > 1 else 'it finishes'}.")
-            job = Job(session, kind, specs, root, self.mnist_loader, self.eval_limit)
+            job = Job(session, kind, specs, root, self.mnist_loader, self.eval_limit, plan)
             self._jobs[job.id] = job
             self._forget_old()
             job.thread.start()

@@ -10,6 +10,7 @@ import math
 import random
 import uuid
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Optional, Sequence
 
 import streamlit as st
@@ -18,7 +19,7 @@ from ponder.atomic import SaveError
 from ponder.card import CheckpointError
 from ponder.config import ConfigError
 from ponder.halting import MODES
-from ponder.runs import ModelEntry, RunNameError
+from ponder.runs import ModelEntry, RunNameError, list_sweeps
 
 from ponder.card import test_metrics
 
@@ -187,11 +188,37 @@ def models_multiselect_ui(label: str = "Models and runs", default: Sequence[str]
         st.session_state[key] = want or list(by)[:2]
     else:
         st.session_state[key] = [n for n in st.session_state[key] if n in by]
+    sweeps = {}                                # a sweep's trials are picked as one group
+    for e in entries:
+        if e.sweep:
+            sweeps.setdefault(e.sweep, []).append(e.name)
+
+    def add_sweep():
+        picked = st.session_state.get(key + "_sweep")
+        st.session_state[key] = list(dict.fromkeys(list(st.session_state[key]) + sweeps.get(picked, [])))
+        st.session_state[key + "_sweep"] = ""
+
+    if sweeps:
+        st.selectbox("Add a whole sweep", [""] + list(sweeps), key=key + "_sweep", on_change=add_sweep,
+                     format_func=lambda s: f"runs/{s}/ ({len(sweeps[s])} trials)" if s else "—",
+                     help="A sweep folder (python -m ponder sweep, or the λp sweep page): all its trials at once.")
     names = st.multiselect(label, list(by), key=key, format_func=lambda n: entry_label(by[n]),
-                           help="Shipped models (assets/) and every run trained here (runs folder).")
+                           help="Shipped models (assets/) and every run trained here (runs folder; a sweep's "
+                                "trials as runs/<sweep>/<trial>).")
     st.session_state["_" + key] = names
     st.query_params["models"] = names
     return [by[n] for n in names]
+
+
+def sweep_folder_ui(key: str = "sweep_folder") -> Optional[Path]:
+    """A sweep folder of the runs folder (one holding sweep.json), newest first; None when there is none."""
+    folders = {f.name: f for f in list_sweeps()}
+    if not folders:
+        st.info("No sweep folders in the runs folder yet: start a sweep above, or run "
+                "`python -m ponder sweep ... --out runs/<name>`.")
+        return None
+    name = st.selectbox("Sweep folder", list(folders), key=key, format_func=lambda n: f"runs/{n}/")
+    return folders[name]
 
 
 # ----------------------------------------------------------------------------- ponder controls

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
@@ -14,6 +15,8 @@ from ponder.config import ConfigError
 
 from ponder.evaluate import CHANCE, near_chance
 from ponder.studies import Trace
+from ponder.runs import SWEEP
+from ponder.sweep import read_sweep
 
 from . import figures, loaders, study_figures, tables
 from .jobs import JobView, RunState
@@ -157,7 +160,7 @@ def run_progress_ui(run: RunState, key: str) -> None:
 
 
 def run_result_ui(run: RunState) -> None:
-    where = f" Saved as **runs/{run.run_dir.rsplit('/', 1)[-1]}**." if run.run_dir else " Not saved."
+    where = f" Saved as **{run_name(run.run_dir)}**." if run.run_dir else " Not saved."
     t = (run.metrics or {}).get("test", {})
     acc = (f" Test accuracy {t['accuracy']:.2%} on {t.get('n', '?')} samples, mean halting step "
            f"{t['mean_steps']:.2f}." if t.get("accuracy") is not None else "")
@@ -230,10 +233,16 @@ def job_sweep_rows(view: JobView) -> list:
         if status == "running":
             last = run.progress[-1] if run.progress else None
             status = f"running {last['fraction']:.0%}" if last else "running"
-        row = tables.sweep_row(f"runs/{run.run_dir.rsplit('/', 1)[-1]}" if run.run_dir else run.name, card,
+        row = tables.sweep_row(run_name(run.run_dir) if run.run_dir else run.name, card,
                                 status=status, reason=run.reason, lambda_p=run.config.lambda_p)
         rows.append(row)
     return rows
+
+
+def run_name(run_dir: str) -> str:
+    """A saved run's name in the pickers: runs/<run>, or runs/<sweep>/<trial> for a trial of a sweep folder."""
+    p = Path(run_dir)
+    return f"runs/{p.parent.name}/{p.name}" if (p.parent / SWEEP).is_file() else f"runs/{p.name}"
 
 
 def entry_sweep_rows(entries) -> list:
@@ -249,6 +258,29 @@ def entry_sweep_rows(entries) -> list:
         card["metrics"] = {**(card["metrics"] if isinstance(card["metrics"], dict) else {}), "test": t}
         rows.append(tables.sweep_row(e.name, card))
     return rows
+
+
+def folder_sweep_rows(folder) -> list:
+    """A sweep folder's trials in sweep.json's order: from each trial's card where it has one (as
+    entry_sweep_rows reads it), else from its record there (running, or failed before it was saved)."""
+    entries = {e.path.name: e for e in loaders.models() if e.path.parent == Path(folder)}
+    rows = []
+    for r in (read_sweep(folder) or {}).get("trials", []):
+        if r.get("name") in entries:
+            rows += entry_sweep_rows([entries[r["name"]]])
+        else:
+            rows.append(tables.sweep_row(str(r.get("name")), None, status=r.get("status"), reason=r.get("reason", ""),
+                                         lambda_p=(r.get("config") or {}).get("lambda_p")))
+    return rows
+
+
+def folder_sweep_ui(folder) -> None:
+    """A sweep folder's results: where it is, its table, and the sweep charts over its trials."""
+    records = (read_sweep(folder) or {}).get("trials", [])
+    n_steps = max([int((r.get("config") or {}).get("max_steps") or 0) for r in records] + [1])
+    st.caption(f"{folder}: {len(records)} trials (sweep.json, sweep.md and a run folder per trial); each trial is "
+               f"also in every model picker as runs/{Path(folder).name}/<trial>.")
+    sweep_results_ui(folder_sweep_rows(folder), n_steps, key="sweep_dir")
 
 
 def sweep_results_ui(rows: list, n_steps: int = 20, key: str = "sweep") -> None:

@@ -22,7 +22,7 @@ if len(series) < len(entries):
     st.caption("No test metrics for: " + ", ".join(e.name for e in entries if not metrics[e.name].get(
         "halting_distribution")) + " (no card metrics, and MNIST is not available to measure them).")
 
-st.dataframe([{"model": e.name, "task": e.card["task"], "status": e.card.get("status"), "λp": e.card["lambda_p"],
+st.dataframe([{"model": e.name, "sweep": e.sweep or None, "task": e.card["task"], "status": e.card.get("status"), "λp": e.card["lambda_p"],
                "N": e.card["max_steps"], "accuracy": metrics[e.name].get("accuracy"),
                "mean steps": metrics[e.name].get("mean_steps"), "test n": metrics[e.name].get("n"),
                "train s": e.card.get("train_seconds"), "device": e.card.get("device")} for e in entries],

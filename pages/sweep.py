@@ -4,6 +4,7 @@ import streamlit as st
 from explorer import figures, forms, loaders, ui, views
 from explorer.jobs import JobLimitError
 from ponder.config import ConfigError
+from ponder.runs import runs_root
 from ponder.studies import prior_mean
 
 ui.app_guard("sweep")
@@ -23,18 +24,20 @@ with c2:
              f"mean truncated at N.")
 
 st.subheader("Train a sweep")
-st.caption("Short runs (MNIST or parity), one per λp, queued one after the other in the background (your one job); "
-           "a run that diverges is shown as failed with the reason, and the sweep goes on.")
-specs = forms.sweep_form_ui()
-if specs:
+st.caption("Short runs (MNIST or parity), one per λp and seed, trained one after the other in the background (your "
+           "one job) by ponder.sweep into a sweep folder in the runs folder, as `python -m ponder sweep` does (which "
+           "also runs on Ray); a run that diverges is shown as failed with the reason, and the sweep goes on.")
+form = forms.sweep_form_ui()
+if form:
     try:
-        registry.submit(session, specs, kind="sweep")
+        registry.submit(session, [], kind="sweep", root=runs_root() / form[0], plan=form[1])
     except (JobLimitError, ConfigError) as e:
         st.error(ui.one_line(e))
 
 st.subheader("Results")
 job = registry.session_job(session, "sweep")
-sources = (["This session's sweep"] if job else []) + ["Shipped sweep (assets/sweep-lp*)", "Saved sweep runs (runs/sweep-*)"]
+sources = (["This session's sweep"] if job else []) + ["Shipped sweep (assets/sweep-lp*)", "A sweep folder (runs/<sweep>/)",
+                                                       "Saved sweep runs (runs/sweep-*)"]
 source = st.radio("Show", sources, horizontal=True, key=f"sweep_source_{bool(job)}")
 if source.startswith("This session"):
     @st.fragment(run_every=2.0 if job.active else None)
@@ -47,8 +50,12 @@ if source.startswith("This session"):
             st.session_state["_seen_done_sweep"] = view.id
             st.rerun()
     live_results()
+elif source.startswith("A sweep folder"):
+    folder = ui.sweep_folder_ui()
+    if folder is not None:
+        views.folder_sweep_ui(folder)
 else:
     shipped = source.startswith("Shipped")
-    entries = [e for e in loaders.models() if (e.source == "shipped") == shipped
+    entries = [e for e in loaders.models() if (e.source == "shipped") == shipped and not e.sweep
                and e.path.name.startswith("sweep-")]
     views.sweep_results_ui(views.entry_sweep_rows(entries), max((e.card["max_steps"] for e in entries), default=20))

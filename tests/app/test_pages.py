@@ -407,7 +407,9 @@ def test_sweep_page_prior_follows_lambda_p_and_a_two_value_sweep_runs(runs):
     figs = {f["layout"]["title"]["text"] if f["layout"].get("title") else "grid": f for f in charts(at)}
     acc = figs["Accuracy vs λp"]["data"][0]
     assert list(acc["x"]) == [0.3, 0.6]
-    assert (runs / "sweep-lp0.3").is_dir() and (runs / "sweep-lp0.6").is_dir()
+    assert list(df["run"]) == ["runs/sweep-mnist/lambda_p0.3-seed0", "runs/sweep-mnist/lambda_p0.6-seed0"]
+    assert [t["status"] for t in json.loads((runs / "sweep-mnist" / "sweep.json").read_text())["trials"]] == \
+        ["completed", "completed"]                                     # ponder.sweep's folder, as the CLI writes it
     at.radio(key="sweep_source_True").set_value("Shipped sweep (assets/sweep-lp*)")
     run_ok(at)
     assert len(at.dataframe[0].value) == 6                              # the shipped sweep loads as well
@@ -427,7 +429,7 @@ def test_sweep_page_trains_a_parity_sweep_with_the_reverse_kl(runs):
          and all(s in ("completed", "failed") for s in a.dataframe[0].value["status"]))
     assert list(at.dataframe[0].value["status"]) == ["completed", "completed"]
     for v in ("0.2", "0.5"):
-        card = read_card(runs / f"sweep-parity-lp{v}")
+        card = read_card(runs / "sweep-parity" / f"lambda_p{v}-seed0")
         assert card["task"] == "parity" and card["train"]["regulariser"] == "kl-reverse"
         assert card["train"]["parity_preset"] == "small" and card["lambda_p"] == float(v)
 
@@ -447,6 +449,29 @@ def test_a_diverging_run_shows_as_failed_in_the_sweep_results(runs):
     grid = charts(at)[1]
     ok = ok and any("became inf" in (a.get("text") or "") for a in grid["layout"].get("annotations", []))
     assert ok and not at.exception, ("divergence", "sweep results")
+
+
+def test_sweep_page_shows_a_sweep_folder_and_compare_adds_it_as_one_group(runs):
+    from ponder.sweep import Plan, parse_grid, run_sweep
+    tiny = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, device="cpu")
+    run_sweep(Plan("parity", tiny, parse_grid(["lambda_p=0.2,0.5"]), [0]), runs / "cli-sweep", eval_limit=200)
+    at = open_app("pages/sweep.py")
+    at.radio(key="sweep_source_False").set_value("A sweep folder (runs/<sweep>/)")
+    run_ok(at)
+    at.selectbox(key="sweep_folder").set_value("cli-sweep")
+    run_ok(at)
+    df = at.dataframe[0].value
+    assert list(df["run"]) == ["runs/cli-sweep/lambda_p0.2-seed0", "runs/cli-sweep/lambda_p0.5-seed0"]
+    assert list(df["λp"]) == [0.2, 0.5] and list(df["status"]) == ["completed", "completed"]
+    assert list(charts(at)[-1]["data"][0]["x"]) == [0.2, 0.5]              # accuracy against λp
+    at.switch_page("pages/compare.py")
+    run_ok(at)
+    at.selectbox(key="compare_models_sweep").set_value("cli-sweep")
+    run_ok(at)
+    picked = at.multiselect(key="compare_models").value
+    assert sorted(n for n in picked if n.startswith("runs/cli-sweep/")) == list(df["run"])   # the whole sweep
+    assert at.selectbox(key="compare_models_sweep").value == "" and not at.exception
+    assert list(at.dataframe[0].value["sweep"])[-2:] == ["cli-sweep", "cli-sweep"]
 
 
 # ----------------------------------------------------------------------------- 4. Rotation study

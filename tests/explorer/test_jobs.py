@@ -106,6 +106,25 @@ def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tm
     assert reg.session_job("s1", "sweep") is job and reg.session_job("s1", "train") is None
 
 
+def test_a_sweep_plan_trains_through_ponder_sweep_into_its_folder_and_resumes(registry, tmp_path):
+    from ponder.sweep import Plan, parse_grid
+    base = {k: v for k, v in TINY.items() if k != "task"}
+    plan = Plan("parity", base, parse_grid(["lambda_p=0.3,0.6", "beta=0.01,1e38"]), [0])
+    job = registry.submit("s1", [], kind="sweep", root=tmp_path / "sw", plan=plan)
+    assert [r.name for r in job.snapshot().runs] == [t.name for t in plan.trials()]
+    view = wait_done(job)
+    assert [r.status for r in view.runs] == ["completed", "failed", "completed", "failed"]
+    assert view.runs[0].progress[-1]["step"] == 20 and view.runs[0].metrics["test"]["n"] == 200
+    assert "became inf" in view.runs[1].reason
+    assert [r.run_dir for r in view.runs] == [str(tmp_path / "sw" / t.name) for t in plan.trials()]
+    assert [e.sweep for e in list_models(tmp_path, assets=tmp_path / "none")] == ["sw"] * 4
+    view = wait_done(registry.submit("s1", [], kind="sweep", root=tmp_path / "sw", plan=plan))
+    assert [r.status for r in view.runs] == ["completed", "failed", "completed", "failed"]
+    assert view.runs[0].reason.startswith("completed in an earlier run") and view.runs[0].steps == 20
+    assert view.runs[0].started is None and view.runs[0].run_dir.endswith("lambda_p0.3-beta0.01-seed0")
+    assert view.runs[1].started is not None and "became inf" in view.runs[1].reason       # failed: trained again
+
+
 def test_a_diverging_run_is_saved_as_failed_with_its_reason(registry, tmp_path, monkeypatch):
     from ponder import lifecycle
     from ponder.train import TrainResult, train as real_train
