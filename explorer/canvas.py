@@ -8,11 +8,12 @@ ponder.data.mnist_inputs, exactly as in training.
 Pure numpy / PIL / torch; no Streamlit. Returns None for a blank or too faint image, so a page
 can show a hint instead of an error. Uploaded files go through read_upload(): any PIL mode (1, L,
 LA, P, RGB, RGBA, I, I;16, F, CMYK, ...) and any size becomes a plain array, or a one-line hint.
+Only the formats of UPLOAD_FORMATS are decoded, recognised from the bytes; anything else, and
+every failure of a decoder, is a one-line hint.
 """
 from __future__ import annotations
 
 import io
-import struct
 import warnings
 from typing import Optional
 
@@ -29,6 +30,10 @@ INK_FRACTION = 0.2       # pixels brighter than this fraction of the brightest o
 MAX_SIDE = 2048          # larger pictures are shrunk first (keeps uploads cheap)
 MAX_UPLOAD_MB = 10       # the upload widget's size limit
 MAX_PIXELS = 40_000_000  # refuse bigger pictures before decoding them (decompression bombs)
+# The only decoders an upload reaches, picked by Pillow from the bytes (never the file name): the
+# upload widget's types. JPEG opens the MPO files of many phone cameras too; PPM reads .pgm and .pbm.
+UPLOAD_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "TIFF", "WEBP", "PPM")
+UPLOAD_TYPES = ("png", "jpg", "jpeg", "gif", "bmp", "tif", "tiff", "webp", "pgm", "ppm", "pbm")   # file names
 
 
 def to_grey(img) -> Optional[np.ndarray]:
@@ -151,7 +156,7 @@ def read_upload(data) -> tuple[Optional[np.ndarray], str]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))
+            img = Image.open(io.BytesIO(data), formats=UPLOAD_FORMATS)
             w, h = img.size
             if w < 1 or h < 1:
                 return None, "The picture has no pixels."
@@ -165,8 +170,9 @@ def read_upload(data) -> tuple[Optional[np.ndarray], str]:
             return image_to_array(img), ""
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         return None, "The picture is too large to read; shrink it first."
-    except (OSError, ValueError, SyntaxError, EOFError, TypeError, KeyError, IndexError, MemoryError,
-            ZeroDivisionError, struct.error) as e:
+    except Image.UnidentifiedImageError:
+        return None, "Not a picture this app reads: upload a PNG, JPEG, GIF, BMP, TIFF, WebP or PGM/PPM/PBM file."
+    except Exception as e:                    # noqa: BLE001 - any decoder failure is a bad picture, never a traceback
         return None, f"Not a picture this app can read ({e.__class__.__name__}); try a PNG or JPEG."
 
 

@@ -291,8 +291,7 @@ def drawing_ui(key: str = "canvas"):
 
 def upload_ui(key: str = "digit_upload"):
     """A picture of one digit -> (uint8 [28, 28] digit or None, hint). Any size or colour mode."""
-    f = st.file_uploader("A picture of one digit", type=["png", "jpg", "jpeg", "gif", "bmp", "tif", "tiff", "webp",
-                                                          "pgm", "ppm", "pbm"],
+    f = st.file_uploader("A picture of one digit", type=list(canvas.UPLOAD_TYPES),
                          max_upload_size=canvas.MAX_UPLOAD_MB, key=key,
                          help="Dark on light or light on dark; it is cropped, scaled and centred like MNIST.")
     if f is None:

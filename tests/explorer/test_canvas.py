@@ -253,3 +253,45 @@ def test_odd_uploads_give_a_hint_or_a_prediction(case, default_model):
     else:
         ok = want in ("digit", "either") and _valid_digit(digit) and _predicts(default_model, digit) and why == ""
     assert ok and took < 10, (why, took)
+
+
+# ----------------------------------------------------------------------------- decoders an upload may reach
+
+def _other_formats() -> dict:
+    """A seven saved in every format this Pillow writes that the upload does not accept."""
+    Image.init()
+    out = {}
+    # PDF: Pillow writes it, never reads it; MPO: a JPEG (the JPEG decoder reads phone cameras' MPO files)
+    for fmt in sorted(set(Image.SAVE) - set(canvas.UPLOAD_FORMATS) - {"PDF", "MPO"}):
+        for mode in ("L", "RGB", "1"):
+            try:
+                out[fmt] = encode_image(seven_picture().convert(mode), fmt)
+                break
+            except Exception:
+                continue
+    out["EPS"] = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 120 160\nshowpage\n"
+    return out
+
+
+def test_only_the_accepted_formats_are_decoded(monkeypatch):
+    from PIL import EpsImagePlugin
+
+    def ghostscript(*a, **kw):
+        raise RuntimeError("Ghostscript ran on an upload")
+    monkeypatch.setattr(EpsImagePlugin, "Ghostscript", ghostscript)
+    others = _other_formats()
+    assert {"EPS", "TGA", "PCX", "SGI", "ICO"} <= set(others), sorted(others)
+    for fmt, data in others.items():
+        digit, why = canvas.preprocess_upload(_Upload("seven.png", data))
+        assert digit is None and why.startswith("Not a picture this app reads") and "\n" not in why, (fmt, why)
+
+
+@pytest.mark.parametrize("error", [NotImplementedError, RuntimeError, AttributeError, RecursionError])
+def test_any_decoder_failure_is_the_one_line_hint(error, monkeypatch):
+    from PIL import PngImagePlugin
+
+    def load(self):
+        raise error("the decoder gave up")
+    monkeypatch.setattr(PngImagePlugin.PngImageFile, "load", load)
+    digit, why = canvas.preprocess_upload(encode_image(seven_picture(), "PNG"))
+    assert digit is None and why.startswith("Not a picture this app can read") and "\n" not in why, why
