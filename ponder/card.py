@@ -27,6 +27,9 @@ MAX_CARD_TEXT = 10000                 # name / status / reason / device strings 
 CARD_STRINGS = ("name", "status", "reason", "device", "created", "ponder_version")
 METRIC_NUMBERS = ("n", "accuracy", "mean_steps", "median_steps", "std_steps")
 SPREAD_KEYS = ("mean", "std", "min", "max")   # metrics.test.expected_steps: E[n] over the test inputs
+METRIC_LISTS = ("halting_distribution", "per_step_accuracy", "prior")   # one number per step, charted by pages
+HISTORY_NUMBERS = ("step", "total_steps", "epoch", "loss", "rec", "reg", "accuracy", "mean_steps", "elapsed", "lr",
+                   "val_accuracy", "max_seconds")      # the metrics.jsonl fields charts read
 _CARD_LOCK = threading.Lock()         # update_card is read-modify-write: one at a time in this process
 
 
@@ -136,6 +139,12 @@ def check_card(card: dict) -> None:
         v = test.get(k)
         if v is not None and not finite(v):
             raise ConfigError(f"metrics.test.{k} must be a number, got {short_repr(v)}")
+    for k in METRIC_LISTS:
+        v = test.get(k)
+        if v is not None and not (isinstance(v, list) and 1 <= len(v) <= card["max_steps"]
+                                  and all(finite(x) for x in v)):
+            raise ConfigError(f"metrics.test.{k} must be a list of 1 to max_steps = {card['max_steps']} numbers, "
+                              f"got {short_repr(v)}")
     en = test.get("expected_steps")              # a number in cards written before it was a spread
     if en is not None and not finite(en) and not (
             isinstance(en, dict) and all(finite(en.get(k)) for k in SPREAD_KEYS)):
@@ -174,8 +183,23 @@ def mean_expected_steps(test: dict) -> Optional[float]:
     return en.get("mean") if isinstance(en, dict) else en
 
 
+def history_row(row) -> Optional[dict]:
+    """A metrics.jsonl row as charts read it: a finite step, only finite numbers or null (not measured,
+    NaN as saved) in the number fields (others dropped), a list of numbers as 'halting'. None for a row
+    without a step."""
+    if not isinstance(row, dict) or not finite(row.get("step")):
+        return None
+    out = {k: v for k, v in row.items() if k not in HISTORY_NUMBERS and k != "halting"}
+    out.update({k: row[k] for k in HISTORY_NUMBERS if k in row and (row[k] is None or finite(row[k]))})
+    h = row.get("halting")
+    if isinstance(h, list) and h and all(finite(x) for x in h):
+        out["halting"] = h
+    return out
+
+
 def read_history(path) -> list:
-    """The metrics.jsonl of a run folder as a list of dicts ([] when absent). Bad lines are skipped."""
+    """The metrics.jsonl of a run folder as a list of dicts ([] when absent), each checked by
+    history_row: bad lines, rows without a step and values that are no numbers are skipped."""
     f = resolve_run_dir(path) / HISTORY
     try:
         if not f.is_file():
@@ -189,6 +213,7 @@ def read_history(path) -> list:
             row = json.loads(line)
         except (ValueError, RecursionError):
             continue
-        if isinstance(row, dict):
+        row = history_row(row)
+        if row is not None:
             rows.append(row)
     return rows

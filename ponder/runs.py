@@ -168,7 +168,9 @@ def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Pat
     """Validate uploaded run files (model.safetensors + run.json) and add them to the runs folder.
 
     The files are written to a temporary folder, loaded with load_checkpoint (no unpickling,
-    shapes checked), and only then renamed into the runs folder. Raises CheckpointError.
+    shapes checked), and only then renamed into the runs folder. The card keeps no test metrics:
+    an upload's are unverified, so pages re-measure the run (explorer.loaders.test_metrics).
+    Raises CheckpointError.
     """
     root = Path(root or runs_root())
     label = safe_name(name)                           # RunNameError before anything is read or written
@@ -196,7 +198,9 @@ def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Pat
         load_checkpoint(tmp)                       # raises CheckpointError on anything wrong
         dest = new_run_dir(root, label)            # ours alone (mkdir); move the files into it
         try:
-            update_card(tmp, name=dest.name)       # the card names the run by its folder
+            # the card names the run by its folder; the uploaded test metrics are claims nobody
+            # checked, so they are dropped and the explorer measures the run itself when it is shown
+            update_card(tmp, name=dest.name, metrics={})
             for f in (WEIGHTS, HISTORY, CARD):     # the card last: listing skips folders without one
                 if (tmp / f).exists():
                     os.replace(tmp / f, dest / f)

@@ -164,3 +164,46 @@ def test_concurrent_card_updates_are_not_lost(tmp_path):
     run_threads(8, lambda i: update_card(d, **{f"note{i}": i}))
     card = read_card(d)
     assert all(card.get(f"note{i}") == i for i in range(8))
+
+
+# ----------------------------------------------------------------------------- fields pages read
+
+BAD_METRIC_LISTS = {
+    "halting-strings": ["a", "b"],
+    "halting-nan": [0.5, float("nan")],
+    "halting-string": "0.5,0.5",
+    "halting-dict": {"1": 0.5},
+    "halting-nested": [[0.5], [0.5]],
+    "halting-empty": [],
+    "halting-too-long": [0.1] * 6,                # the run has max_steps 5
+    "halting-bools": [True, False],
+}
+
+
+@pytest.mark.parametrize("key", ["halting_distribution", "per_step_accuracy", "prior"])
+@pytest.mark.parametrize("kind", sorted(BAD_METRIC_LISTS))
+def test_metric_lists_pages_chart_are_checked(tiny_run, key, kind):
+    d, _ = tiny_run
+    card = json.loads((d / CARD).read_text())
+    card["metrics"] = {"test": {"accuracy": 0.9, key: BAD_METRIC_LISTS[kind]}}
+    (d / CARD).write_text(json.dumps(card))
+    with pytest.raises(CheckpointError) as e:
+        read_card(d)
+    assert_one_line(e, f"metrics.test.{key}")
+
+
+def test_good_metric_lists_are_kept(tiny_run):
+    d, _ = tiny_run
+    card = json.loads((d / CARD).read_text())
+    card["metrics"] = {"test": {"halting_distribution": [0.5, 0.25, 0.25], "per_step_accuracy": [0.5] * 5}}
+    (d / CARD).write_text(json.dumps(card))
+    assert read_card(d)["metrics"]["test"]["halting_distribution"] == [0.5, 0.25, 0.25]
+
+
+def test_history_values_charts_read_are_numbers(tiny_run):
+    d, _ = tiny_run
+    rows = [{"step": 1, "loss": "high", "accuracy": [1], "mean_steps": 2.0, "halting": ["x"]},
+            {"step": "2", "loss": 0.4}, {"step": 3, "loss": 0.3, "val_accuracy": {"a": 1}, "halting": [0.5, 0.5]}]
+    (d / HISTORY).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = read_history(d)
+    assert got == [{"step": 1, "mean_steps": 2.0}, {"step": 3, "loss": 0.3, "halting": [0.5, 0.5]}]

@@ -1,5 +1,6 @@
 """ponder/runs.py: safe names that never leave the runs folder, symlinks refused, uploads validated before
 they land, unwritable runs folders as one line, and sessions racing on the folder."""
+import json
 import pickle
 import re
 import os
@@ -12,7 +13,7 @@ import torch
 from helpers import (OpenPayload, ShellPayload, assert_one_line, run_threads, save_tiny_run, tiny_model,
                     torch_save_bytes)
 from ponder.atomic import SaveError
-from ponder.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_history
+from ponder.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
 from ponder.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 from ponder.runs import MAX_NAME, RunNameError, import_checkpoint, list_models, new_run_dir, run_path, safe_name
@@ -384,3 +385,11 @@ def test_listing_while_runs_are_written_never_crashes_or_shows_half_runs(tmp_pat
     stop.set()
     t.join(30)
     assert len(list_models(root, assets=tmp_path / "none")) == 30
+
+
+def test_an_imported_run_keeps_no_unverified_test_metrics(tmp_path):
+    w, c, h, _ = _upload(tmp_path)
+    card = json.loads(c)
+    card["metrics"] = {"test": {"accuracy": 0.9999, "n": 10000, "halting_distribution": [1.0]}}
+    dest = import_checkpoint(w, json.dumps(card).encode(), "claims", root=tmp_path / "runs", history=h)
+    assert read_card(dest)["metrics"] == {}
