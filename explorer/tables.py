@@ -1,6 +1,7 @@
 """Table rows and tooltip text from run cards, and where a running job is (no Streamlit)."""
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from ponder.card import mean_expected_steps, test_metrics
@@ -17,6 +18,18 @@ def sweep_row(name: str, card: Optional[dict], status: Optional[str] = None, rea
                 accuracy=t.get("accuracy"), mean_steps=t.get("mean_steps"),
                 expected_steps=mean_expected_steps(t), halting=t.get("halting_distribution"),
                 steps=card.get("steps"), seconds=card.get("train_seconds"))
+
+
+MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")     # every ASCII punctuation mark
+
+
+def plain(text) -> str:
+    """Text from a card or an error message, safe in a Streamlit markdown string (st.warning, a help
+    tooltip, ...): shown as plain text on one line. Every ASCII punctuation mark is backslash-escaped
+    (CommonMark shows it as it is: no link, image, emphasis, HTML, :colour[...] directive or $math$), and
+    a zero-width space breaks '://' and 'www.' so that a bare address does not become a link."""
+    text = " ".join(str(text).split()).replace("://", ":\u200b//").replace("www.", "www\u200b.")
+    return MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
 
 
 REGULARISER_NAMES = {"kl": "KL(p ‖ p_G)", "kl-reverse": "KL(p_G ‖ p)"}
@@ -37,18 +50,19 @@ def reader_name(card: dict) -> str:
 
 
 def describe_card(card: dict) -> str:
-    """A few lines about a run for a tooltip: task, λp, β, N, size, training, status, test numbers."""
+    """A few lines about a run for a tooltip (markdown): task, λp, β, N, size, training, status, test
+    numbers. The card's free text (name, status, reason, device) is shown as plain text."""
     tr = card.get("train") or {}
     t = test_metrics(card)
-    parts = [f"**{card.get('name', '?')}** · {card.get('task', '?')} · status **{card.get('status', '?')}**"
-             + (f" ({card['reason']})" if card.get("reason") else ""),
+    parts = [f"**{plain(card.get('name', '?'))}** · {card.get('task', '?')} · status **{plain(card.get('status', '?'))}**"
+             + (f" ({plain(card['reason'])})" if card.get("reason") else ""),
              f"λp = {card.get('lambda_p')}, β = {tr.get('beta')}, regulariser {regulariser_name(tr)}, "
              + (f"reader {reader_name(card)}, " if reader_name(card) else "") + f"N = {card.get('max_steps')}, "
              f"hidden = {tr.get('hidden')}, batch = {tr.get('batch_size')}, lr = {tr.get('lr')}",
              f"epochs = {tr.get('epochs')}, time budget = {tr.get('max_seconds') or 'none'}, "
              f"train rotation ±{tr.get('rotate_train', 0)}°, seed = {tr.get('seed')}"
              + (f", parity preset {tr.get('parity_preset')}" if card.get("task") == "parity" else ""),
-             f"trained {card.get('steps', '?')} steps in {card.get('train_seconds', '?')} s on {card.get('device', '?')}"]
+             f"trained {card.get('steps', '?')} steps in {card.get('train_seconds', '?')} s on {plain(card.get('device', '?'))}"]
     if t.get("accuracy") is not None:
         en = mean_expected_steps(t)
         parts.append(f"test accuracy {t['accuracy']:.4f}, mean halting step {t.get('mean_steps', float('nan')):.2f}"

@@ -70,9 +70,10 @@ def mnist_missing_ui(message: str, key: str, note: str = "") -> None:
 
 
 def one_line(e: BaseException, limit: int = 400) -> str:
-    """An error's message on one line (never a traceback)."""
+    """An error's message on one line as plain text for a markdown box (never a traceback; a card
+    value quoted in it renders as text, not as a link or an image)."""
     text = " ".join(str(e).split()) or e.__class__.__name__
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return tables.plain(text if len(text) <= limit else text[:limit - 1] + "…")
 
 
 @contextmanager
@@ -161,7 +162,7 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
                        f"λp {entry.card.get('lambda_p'):g} · N {entry.card.get('max_steps')} · β {tr.get('beta')} · "
                        f"{tables.regulariser_name(tr)} · the (?) shows its full config")
     if entry.card.get("status") in ("cancelled", "failed"):
-        st.sidebar.warning(f"Partial run ({entry.card['status']}): {entry.card.get('reason') or 'no reason given'}")
+        st.sidebar.warning(f"Partial run ({entry.card['status']}): {tables.plain(entry.card.get('reason') or 'no reason given')}")
     return entry
 
 

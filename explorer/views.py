@@ -19,6 +19,7 @@ from ponder.runs import SWEEP
 from ponder.sweep import read_sweep
 
 from . import figures, loaders, study_figures, tables
+from .tables import plain
 from .jobs import JobView, RunState
 from .ui import chart
 
@@ -160,23 +161,24 @@ def run_progress_ui(run: RunState, key: str) -> None:
 
 
 def run_result_ui(run: RunState) -> None:
-    where = f" Saved as **{run_name(run.run_dir)}**." if run.run_dir else " Not saved."
+    where = f" Saved as **{plain(run_name(run.run_dir))}**." if run.run_dir else " Not saved."
     t = (run.metrics or {}).get("test", {})
     acc = (f" Test accuracy {t['accuracy']:.2%} on {t.get('n', '?')} samples, mean halting step "
            f"{t['mean_steps']:.2f}." if t.get("accuracy") is not None else "")
-    head = f"**{run.name}**: {run.steps:,} steps in {_fmt_s(run.seconds)}."
+    head = f"**{plain(run.name)}**: {run.steps:,} steps in {_fmt_s(run.seconds)}."
+    reason = plain(run.reason)
     task = run.config.task if run.config is not None else ""
     if run.status == "completed" and near_chance(task, t.get("accuracy")):
         st.warning(f"{head} Completed, but it **learned nothing**: its test accuracy is at chance level "
                    f"({CHANCE[task]:.0%} by guessing); try a smaller learning rate or β.{acc}{where}")
     elif run.status == "completed":
-        st.success(f"{head} Completed{' (' + run.reason + ')' if run.reason else ''}.{acc}{where}")
+        st.success(f"{head} Completed{' (' + reason + ')' if reason else ''}.{acc}{where}")
     elif run.status == "cancelled":
-        st.warning(f"{head} **Partial run**: {run.reason}.{acc}{where}")
+        st.warning(f"{head} **Partial run**: {reason}.{acc}{where}")
     elif run.status == "failed":
-        st.error(f"{head} **Failed**: {run.reason}.{acc}{where}")
+        st.error(f"{head} **Failed**: {reason}.{acc}{where}")
     else:
-        st.info(f"**{run.name}**: {run.status}.")
+        st.info(f"**{plain(run.name)}**: {run.status}.")
 
 
 def job_ui(view: JobView, cancel, key: str = "job") -> None:
@@ -194,7 +196,7 @@ def job_ui(view: JobView, cancel, key: str = "job") -> None:
         if run is cur:
             run_progress_ui(run, key=f"{key}_{i}")
         elif run.status == "queued":
-            st.caption(f":material/schedule: queued: {run.name} (λp {run.config.lambda_p:g})")
+            st.caption(f":material/schedule: queued: {plain(run.name)} (λp {run.config.lambda_p:g})")
         else:
             run_result_ui(run)
 
@@ -297,7 +299,7 @@ def sweep_results_ui(rows: list, n_steps: int = 20, key: str = "sweep") -> None:
                                 "E[n]": st.column_config.NumberColumn(format="%.2f")})
     failed = [r for r in rows if r["status"] == "failed"]
     for r in failed:
-        st.error(f"{r['name']} (λp {r['lambda_p']:g}) failed: {r['reason'] or 'no reason recorded'}")
+        st.error(f"{plain(r['name'])} (λp {r['lambda_p']:g}) failed: {plain(r['reason'] or 'no reason recorded')}")
     chart(study_figures.sweep_grid_fig(rows), "Each finished run's learned halting distribution (bars, mean over test "
           "images) over the geometric prior of its λp (line); failed or unfinished runs say why.",
           key=f"{key}_grid")

@@ -1,7 +1,7 @@
 """Compare runs: halting distributions, per-step accuracy and training curves of several models."""
 import streamlit as st
 
-from explorer import figures, forms, loaders, ui
+from explorer import figures, forms, loaders, tables, ui
 
 ui.app_guard("compare")
 st.title("Compare runs")
@@ -19,7 +19,7 @@ series = [{"name": e.name, "p": metrics[e.name]["halting_distribution"], "lambda
            "per_step_accuracy": metrics[e.name].get("per_step_accuracy")}
           for e in entries if metrics[e.name].get("halting_distribution")]
 if len(series) < len(entries):
-    st.caption("No test metrics for: " + ", ".join(e.name for e in entries if not metrics[e.name].get(
+    st.caption("No test metrics for: " + ", ".join(tables.plain(e.name) for e in entries if not metrics[e.name].get(
         "halting_distribution")) + " (no card metrics, and MNIST is not available to measure them).")
 
 st.dataframe([{"model": e.name, "sweep": e.sweep or None, "task": e.card["task"], "status": e.card.get("status"), "λp": e.card["lambda_p"],

@@ -4,6 +4,7 @@ import builtins
 import io
 import json
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -116,10 +117,16 @@ def charts(at) -> list:
     return [_decode(json.loads(c.proto.spec)) for c in at.get("plotly_chart")]
 
 
+def shown(markdown: str) -> str:
+    """A markdown string as the reader sees its text: backslash-escaped punctuation (explorer.tables.plain)
+    shown as itself, zero-width spaces gone."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", str(markdown)).replace("\u200b", "")
+
+
 def texts(at) -> str:
     parts = [m.value for m in at.markdown] + [m.value for m in at.caption]
     parts += [x.value for kind in ("info", "success", "warning", "error") for x in getattr(at, kind)]
-    return "\n".join(str(p) for p in parts)
+    return "\n".join(shown(p) for p in parts)
 
 
 def run_ok(at):
@@ -141,7 +148,7 @@ def poll(at, done, timeout=180.0):
 
 def one_line_errors(at) -> list:
     """The page's error boxes (sidebar included), each checked to be one line without a traceback."""
-    errs = [e.value for e in at.error]
+    errs = [shown(e.value) for e in at.error]
     assert all("\n" not in e and "Traceback" not in e for e in errs), errs
     return errs
 

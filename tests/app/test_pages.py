@@ -19,7 +19,7 @@ import torch
 from PIL import Image, ImageDraw
 
 from helpers import (charts, encode_image, fake_history, one_line_errors, open_app, picture_in_mode, poll, run_ok,
-                    save_tiny_run, seven_picture, stroke, texts, tiny_config, tiny_model)
+                    save_tiny_run, seven_picture, shown, stroke, texts, tiny_config, tiny_model)
 from ponder.card import CARD, WEIGHTS, read_card
 from ponder.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
@@ -353,7 +353,7 @@ def test_sequential_runs_with_one_name_are_complete_and_distinct(runs):
         at = _start(open_app("pages/train.py"), "same name", 0.04)
         run_ok(at)
         poll(at, lambda a: any("Completed" in s.value for s in [*a.success, *a.warning]))
-        dirs.append(re.search(r"runs/([\w.-]+?)\**\.?$", next(s.value for s in [*at.success, *at.warning] if "Completed" in s.value)).group(1))
+        dirs.append(re.search(r"runs/([\w.-]+?)\**\.?$", next(shown(s.value) for s in [*at.success, *at.warning] if "Completed" in s.value)).group(1))
     assert dirs == ["same-name", "same-name-2"], dirs
     cards = [read_card(runs / d) for d in dirs]
     ok = all(c["status"] == "completed" and c["steps"] == 20 for c in cards) and cards[0]["name"] != cards[1]["name"]
@@ -656,3 +656,22 @@ def test_a_run_that_cannot_be_loaded_is_one_red_line(runs, key, model):
     errs = one_line_errors(at)
     ok = len(errs) == 1 and WEIGHTS in errs[0] and "broken" in errs[0] and not at.exception and not charts(at)
     assert ok, ("broken run", f"{key} page")
+
+
+def test_card_text_is_shown_as_plain_text_never_as_links_or_images(runs):
+    """An imported card's reason and name cannot put links or remote images in another user's page."""
+    from explorer.tables import plain
+    reason = "see [the fix](http://evil.example/fix) ![pixel](http://evil.example/p.png) :red[ALERT]"
+    d = runs / "md-card"
+    save_tiny_run(d, "mnist", status="cancelled", reason=reason)
+    try:
+        at = open_app(model="runs/md-card")
+        assert at.sidebar.selectbox(key="pick_model_mnist").value == "runs/md-card"
+        warning = [w.value for w in at.sidebar.warning if "Partial run" in w.value]
+        tooltip = at.sidebar.selectbox(key="pick_model_mnist").help
+        assert warning == [f"Partial run (cancelled): {plain(reason)}"], warning
+        for shown_text in (warning[0], tooltip):
+            assert "](" not in shown_text and "![" not in shown_text and ":red[" not in shown_text, shown_text
+    finally:
+        import shutil
+        shutil.rmtree(d)

@@ -1,4 +1,6 @@
 """explorer/tables.py: λp-sweep rows and tooltip text from cards, and where a running job is."""
+import re
+
 from explorer import tables
 
 
@@ -44,3 +46,24 @@ def test_a_sweep_row_from_a_job_without_a_card_yet():
                                                                            "halting_distribution": [0.6, 0.4]}}}
     row = tables.sweep_row("r", card)
     assert (row["accuracy"], row["mean_steps"], row["halting"]) == (0.99, 4.7, [0.6, 0.4])
+
+
+INJECTION = ("[win a prize](http://evil.example/x) ![tracker](https://evil.example/pixel.png) <img src=x> "
+             ":red[alarm] $\\frac{1}{0}$ **bold** www.evil.example `code`")
+
+
+def test_card_text_renders_as_plain_text():
+    card = {"name": "imported [x](http://evil.example)", "task": "mnist", "lambda_p": 0.3, "max_steps": 20,
+            "status": "cancelled", "reason": INJECTION, "device": "![d](http://evil.example/d.png)",
+            "train": {"beta": 0.01}, "metrics": {}}
+    text = tables.describe_card(card)
+    for raw in ("](", "![", "<img", ":red[", "$\\frac", "**bold**", "http://", "https://", "www.evil", "`code`"):
+        assert not re.search(r"(?<!\\)" + re.escape(raw), text), raw          # only escaped, if at all
+    assert "λp = 0.3" in text and "status **cancelled**" in text          # the tooltip's own markdown stays
+
+
+def test_plain_text_reads_back_as_the_original():
+    from helpers import shown
+    for s in (INJECTION, "a\\b", "C:\\runs\\x_y", "λp 0.3 · E[n] 2", "line one\nline two"):
+        out = tables.plain(s)
+        assert shown(out) == " ".join(s.split()) and "\n" not in out
