@@ -18,7 +18,7 @@ import pytest
 import torch
 from PIL import Image, ImageDraw
 
-from helpers import (charts, encode_image, fake_history, one_line_errors, open_app, picture_in_mode, poll, run_ok,
+from helpers import (APP, charts, encode_image, fake_history, one_line_errors, open_app, picture_in_mode, poll, run_ok,
                     save_tiny_run, seven_picture, shown, stroke, texts, tiny_config, tiny_model)
 from ponder.card import CARD, WEIGHTS, read_card
 from ponder.checkpoint import load_checkpoint, save_run
@@ -675,3 +675,18 @@ def test_card_text_is_shown_as_plain_text_never_as_links_or_images(runs):
     finally:
         import shutil
         shutil.rmtree(d)
+
+
+def test_an_uncaught_error_shows_no_traceback_or_server_paths(runs, monkeypatch):
+    """.streamlit/config.toml: showErrorDetails keeps exception types, messages and tracebacks in the server log."""
+    import explorer.loaders
+
+    def broken(task=None):
+        raise RuntimeError(f"boom in {runs}/secret-file.json")
+    monkeypatch.setattr(explorer.loaders, "models", broken)
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert at.exception, "the page should have failed"
+    shown_text = " ".join(str(e.value) + " " + " ".join(e.stack_trace) for e in at.exception)
+    assert "secret-file" not in shown_text and "RuntimeError" not in shown_text and "Traceback" not in shown_text \
+        and ".py" not in shown_text, shown_text
