@@ -151,16 +151,6 @@ def check_card(card: dict) -> None:
         raise ConfigError(f"metrics.test.expected_steps must be a number or {{mean, std, min, max}}, got {short_repr(en)}")
 
 
-def old_metrics(run_dir: Path) -> dict:
-    """The metrics of a card already in run_dir, {} when there is none or it cannot be read."""
-    try:
-        card = read_card(run_dir)
-    except CheckpointError:
-        return {}
-    m = card.get("metrics")
-    return m if isinstance(m, dict) else {}
-
-
 def update_card(run_dir, **fields) -> dict:
     """Merge fields into run.json (e.g. metrics after an evaluation). The only card writer after a save."""
     with _CARD_LOCK:

@@ -16,7 +16,7 @@ from typing import Optional
 import torch
 
 from .atomic import SaveError, json_bytes, jsonable, os_reason, remove_stale_tmp, write_files
-from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, new_card, old_metrics, one_line, read_card, resolve_run_dir
+from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, new_card, one_line, read_card, resolve_run_dir
 from .config import ConfigError, TrainConfig
 from .halting import PonderNet
 from .models import build_model, model_config_dict
@@ -60,7 +60,8 @@ def save_run(run_dir, model: PonderNet, config: TrainConfig, *, status: str = "c
              metrics: Optional[dict] = None, name: Optional[str] = None) -> Path:
     """Write a run folder (weights, card, history). Returns the folder.
 
-    Saving again without metrics keeps the metrics of the card already there.
+    The card holds `metrics` or none: a card's metrics always belong to the weights saved with it,
+    never to weights it replaces.
     """
     from safetensors.torch import save
 
@@ -77,7 +78,7 @@ def save_run(run_dir, model: PonderNet, config: TrainConfig, *, status: str = "c
         files[run_dir / HISTORY] = "".join(json.dumps(chart_precision(jsonable(h))) + "\n" for h in history).encode()
     card = new_card(name or run_dir.name, config, model_config_dict(model), model.max_steps, model.lambda_p,
                     status=status, reason=reason, device=device, train_seconds=train_seconds, steps=steps,
-                    metrics=metrics or old_metrics(run_dir))
+                    metrics=metrics)
     files[run_dir / CARD] = json_bytes(card)
     # renames in this order, weights first and the card last: a crash in between leaves a
     # folder that still loads

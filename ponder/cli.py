@@ -62,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train a PonderNet and save a run folder")
     t.add_argument("--task", default=d.task, help=f"one of {', '.join(TASKS)} (default {d.task})")
-    t.add_argument("--out", required=True, help="run folder to write (model.safetensors, run.json, metrics.jsonl)")
+    t.add_argument("--out", required=True, help="run folder to write (model.safetensors, run.json, metrics.jsonl); "
+                                                "a folder that already holds a run is refused unless --overwrite")
+    t.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     add_config_flags(t, d)
     t.add_argument("--no-eval", action="store_true", help="skip the test-set evaluation after training")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -187,11 +189,18 @@ def cmd_train(args) -> int:
     from . import data as D
     from . import lifecycle
     from .atomic import SaveError
+    from .card import CARD, WEIGHTS
 
     cfg = config_from_args(args)
+    if not args.out.strip():
+        raise ConfigError("--out must name a run folder, got an empty name")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} exists and is not a folder")
+    held = [f for f in (CARD, WEIGHTS) if (out / f).exists() or (out / f).is_symlink()]
+    if held and not args.overwrite:
+        raise ConfigError(f"--out {out} already holds a run ({', '.join(held)}); pick another folder, or pass "
+                          f"--overwrite to replace it")
     created = _check_writable(out)            # fail before training, not after it
     bar = None if args.quiet else tqdm(total=100, unit="%", bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
 

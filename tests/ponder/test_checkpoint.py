@@ -53,8 +53,8 @@ def test_no_temporary_files_left(tmp_path):
     d, _ = make_run(tmp_path)
     save_run(d, tiny_model("mnist", max_steps=5), TrainConfig(max_steps=5, hidden=16))
     assert not [p for p in d.iterdir() if p.name.endswith(".tmp")]
-    # metrics kept from the earlier card when none are given
-    assert read_card(d)["metrics"]["test"]["accuracy"] == 0.5
+    # new weights, no metrics given: the earlier card's metrics are not theirs and are not kept
+    assert read_card(d)["metrics"] == {}
 
 
 def test_missing_and_not_json(tmp_path):
@@ -355,3 +355,10 @@ def test_history_is_saved_at_chart_precision(tmp_path):
     (row,) = read_history(d)
     # 5 significant digits: 0.694688618... -> 0.69469, 0.204984962... -> 0.20498, 3.333e-08 stays 3.3333e-08
     assert row == {"step": 10, "loss": 0.69469, "halting": [0.20498, 3.3333e-08], "lr": 0.001}
+
+
+def test_saving_over_a_run_never_keeps_its_metrics(tmp_path):
+    """A card's metrics belong to the weights saved with it, not to the weights it replaces."""
+    d, _ = save_tiny_run(tmp_path / "r", metrics={"test": {"accuracy": 0.9941}})
+    save_run(d, tiny_model("parity", max_steps=5, seed=1), TrainConfig(task="parity", max_steps=5, hidden=16))
+    assert read_card(d)["metrics"] == {}

@@ -302,3 +302,34 @@ def test_cli_sweep_bad_values_one_line(tmp_path, capsys, args, needle):
     rc, _, err = run_cli(["sweep", "--task", "parity", "--out", str(tmp_path / "sw"), *args], capsys)
     assert_one_line_error(rc, err, needle)
     assert not (tmp_path / "sw" / "sweep.json").exists()
+
+
+def _run_with_metrics(folder):
+    run, _ = save_tiny_run(folder, max_steps=4, metrics={"test": {"accuracy": 0.9941, "n": 10000}})
+    return run
+
+
+def test_cli_train_refuses_a_folder_that_holds_a_run(tmp_path, capsys, monkeypatch):
+    from ponder import lifecycle
+    called = []
+    monkeypatch.setattr(lifecycle, "train", lambda *a, **k: called.append(1))
+    run = _run_with_metrics(tmp_path / "existing")
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    rc, _, err = run_cli([*TRAIN, "--out", str(run)], capsys)
+    assert_one_line_error(rc, err, "--overwrite")
+    assert not called and {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
+def test_cli_overwrite_replaces_the_run_and_drops_the_old_metrics(tmp_path, capsys):
+    run = _run_with_metrics(tmp_path / "existing")
+    rc, out, err = run_cli([*TRAIN, "--out", str(run), "--overwrite"], capsys)     # --no-eval: no new metrics
+    assert rc == 0, err
+    ck = load_checkpoint(run)
+    assert ck.card["steps"] == 8 and ck.card["metrics"] == {}, ck.card["metrics"]
+
+
+def test_cli_train_refuses_an_empty_out(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_cli([*TRAIN, "--out", ""], capsys)
+    assert_one_line_error(rc, err, "--out")
+    assert list(tmp_path.iterdir()) == []
