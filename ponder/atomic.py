@@ -12,7 +12,13 @@ import math
 import os
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:                     # not on POSIX: folders are not locked
+    fcntl = None
 
 STALE_SECONDS = 3600      # temporary files this old were left by a killed writer
 
@@ -134,6 +140,31 @@ def jsonable(obj):
     if isinstance(obj, (list, tuple)):
         return [jsonable(v) for v in obj]
     return obj
+
+
+@contextmanager
+def folder_lock(folder: Path):
+    """Hold an exclusive lock on an existing folder while one writer (a training) owns it.
+
+    flock on the folder itself: no lock file is left behind, and the lock goes when the process
+    does (kill -9 included). A folder another process (or another call here) holds raises SaveError.
+    """
+    if fcntl is None:
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as e:
+        raise SaveError(folder, e, "cannot lock the run folder") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SaveError(folder, OSError(errno.EBUSY, "another training is writing to it; wait for it to end "
+                                                         "or pick another folder"), "in use") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def remove_stale_tmp(folder: Path, names) -> None:

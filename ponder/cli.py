@@ -184,11 +184,7 @@ def config_from_args(args) -> TrainConfig:
 def cmd_train(args) -> int:
     from pathlib import Path
 
-    from tqdm import tqdm
-
-    from . import data as D
-    from . import lifecycle
-    from .atomic import SaveError
+    from .atomic import folder_lock
     from .card import CARD, WEIGHTS
 
     cfg = config_from_args(args)
@@ -197,11 +193,24 @@ def cmd_train(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} exists and is not a folder")
-    held = [f for f in (CARD, WEIGHTS) if (out / f).exists() or (out / f).is_symlink()]
-    if held and not args.overwrite:
-        raise ConfigError(f"--out {out} already holds a run ({', '.join(held)}); pick another folder, or pass "
-                          f"--overwrite to replace it")
     created = _check_writable(out)            # fail before training, not after it
+    with folder_lock(out):                    # one training per run folder, from the check to the card
+        held = [f for f in (CARD, WEIGHTS) if (out / f).exists() or (out / f).is_symlink()]
+        if held and not args.overwrite:
+            _remove_if_empty(out, created)
+            raise ConfigError(f"--out {out} already holds a run ({', '.join(held)}); pick another folder, or "
+                              f"pass --overwrite to replace it")
+        return _train_into(args, cfg, out, created)
+
+
+def _train_into(args, cfg, out, created: bool) -> int:
+    """cmd_train once --out is checked and locked: train, save, evaluate, report."""
+    from tqdm import tqdm
+
+    from . import data as D
+    from . import lifecycle
+    from .atomic import SaveError
+
     bar = None if args.quiet else tqdm(total=100, unit="%", bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
 
     def on_progress(p):

@@ -333,3 +333,32 @@ def test_cli_train_refuses_an_empty_out(tmp_path, capsys, monkeypatch):
     rc, _, err = run_cli([*TRAIN, "--out", ""], capsys)
     assert_one_line_error(rc, err, "--out")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_train_into_a_folder_another_training_holds_is_refused(tmp_path, capsys, monkeypatch):
+    from ponder import lifecycle
+    called = []
+    monkeypatch.setattr(lifecycle, "train", lambda *a, **k: called.append(1))
+    out = tmp_path / "busy"
+    out.mkdir()
+    with A.folder_lock(out):                          # what a first training holds from its start to its card
+        rc, _, err = run_cli([*TRAIN, "--out", str(out)], capsys)
+    assert_one_line_error(rc, err, "another training")
+    assert not called and list(out.iterdir()) == []
+
+
+def test_cli_two_trainings_into_one_folder_one_is_refused(tmp_path):
+    """Two processes: the second is refused at once while the first trains; the run is the first one's."""
+    out = tmp_path / "same"
+    train = [a for a in TRAIN if a != "--quiet"]          # the progress bar starts once --out is locked
+    first = subprocess.Popen([sys.executable, "-m", "ponder", *train, "--steps-per-epoch", "100000", "--max-seconds",
+                              "6", "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first.stderr.read(1)                              # the first one trains
+        second = subprocess.run([sys.executable, "-m", "ponder", *TRAIN, "--task", "mnist", "--out", str(out)],
+                                cwd=ROOT, capture_output=True, text=True, timeout=120)
+    finally:
+        stdout, err = first.communicate(timeout=120)
+    assert_one_line_error(second.returncode, second.stderr, "another training")
+    assert first.returncode == 0, err
+    assert load_checkpoint(out).card["task"] == "parity"
