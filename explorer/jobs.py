@@ -13,15 +13,17 @@ Limits: one active job per browser session, and at most `max_jobs` active jobs i
 ($PONDER_MAX_JOBS, default 1). Cancel sets a threading.Event that train() checks every step; what
 was trained so far is saved as a partial run. Every run that trained at least one step is saved
 in a fresh folder new_run_dir(runs_root(), name), made when it is saved -- completed, cancelled
-(partial) or failed alike -- so it shows up in every model picker.
+(partial) or failed alike -- so it shows up in every model picker. A runs folder that cannot be
+written is refused before training; one that fails at the save (a full disk) gets the run saved in
+a temporary folder instead, named in the run's reason, and leaves no empty folder behind.
 
 When the browser tab closes (or reloads, or the network drops): nothing stops the job. Its thread
 belongs to the process, not to the tab, so it trains to the end (its epochs or time budget) and
 saves the run as usual. The job stays attached to the session id that started it, and the page
 shows it live again from that same session as long as Streamlit keeps the session alive (a quick
 reconnect); a new tab is a new session and does not see it as its own, but it counts towards the
-machine's limit until it ends. The saved run is always in the runs folder ($PONDER_RUNS) and in
-every model picker. Threads are named ponder-job-<id> and end when their job ends.
+machine's limit until it ends. The saved run is in the runs folder ($PONDER_RUNS) and in every
+model picker (unless the save there failed, see above). Threads are named ponder-job-<id> and end when their job ends.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ponder import lifecycle
+from ponder.atomic import SaveError, check_writable
 from ponder.config import TrainConfig
 from ponder.card import CARD
 from ponder.runs import new_run_dir, runs_root
@@ -71,6 +74,7 @@ class RunState:
     seconds: float = 0.0
     steps: int = 0
     metrics: Optional[dict] = None  # test metrics measured after training
+    saved_elsewhere: bool = False   # the runs folder failed at the save: run_dir is a temporary folder
 
     @property
     def partial(self) -> bool:
@@ -123,7 +127,8 @@ class Job:
         with self.lock:
             runs = [RunState(name=r.name, config=copy.copy(r.config), status=r.status, phase=r.phase,
                              reason=r.reason, progress=list(r.progress), run_dir=r.run_dir, started=r.started,
-                             seconds=r.seconds, steps=r.steps, metrics=r.metrics) for r in self.runs]
+                             seconds=r.seconds, steps=r.steps, metrics=r.metrics,
+                             saved_elsewhere=r.saved_elsewhere) for r in self.runs]
             return JobView(id=self.id, session=self.session, kind=self.kind, status=self.status, runs=runs,
                            created=self.created, finished=self.finished,
                            cancel_requested=self.cancel_event.is_set())
@@ -172,8 +177,9 @@ class Job:
         try:
             done = lifecycle.run(run.config, lambda: new_run_dir(self.root, run.name), load_data=self.mnist_loader,
                                  callback=lambda p: self._progress(run, p), cancel=self.cancel_event,
-                                 on_phase=lambda ph: self._set(run, phase=ph), eval_limit=self.eval_limit)
-        except OSError as e:                        # SaveError: the runs folder is full or unwritable
+                                 on_phase=lambda ph: self._set(run, phase=ph), eval_limit=self.eval_limit,
+                                 rescue=True)
+        except OSError as e:                        # SaveError: the runs folder and the fallback both failed
             self._set(run, status="failed", phase="", reason=f"could not save the run: {_one_line(e)}",
                       seconds=time.time() - t0)
             return
@@ -183,7 +189,8 @@ class Job:
         res = done.result
         reason = done.reason or ("cancelled" if res.status == "cancelled" else "")
         self._set(run, status=res.status, reason=reason, phase="", seconds=res.seconds, steps=res.steps,
-                  run_dir=str(done.run_dir) if done.run_dir else None, metrics=done.recorded)
+                  run_dir=str(done.run_dir) if done.run_dir else None, metrics=done.recorded,
+                  saved_elsewhere=bool(done.saved_elsewhere))
 
 
     def _progress(self, run: RunState, p: Progress) -> None:
@@ -255,7 +262,9 @@ class JobRegistry:
         trials train through ponder.sweep into the sweep folder `root`.
 
         Raises ConfigError for a bad config, JobLimitError when this session already has a job
-        running or the machine is at its limit.
+        running, the machine is at its limit or the runs folder cannot be written. When the save
+        fails after training all the same (a full disk), the run is saved in a temporary folder
+        instead and its reason says where (ponder.lifecycle.run's rescue).
         """
         if plan is not None:
             specs = [(t.name, t.config) for t in plan.trials()]
@@ -263,6 +272,10 @@ class JobRegistry:
         if not specs:
             raise ValueError("nothing to train")
         root = Path(root or runs_root())
+        try:
+            check_writable(root, "cannot save runs in the runs folder")   # before training, not after it
+        except SaveError as e:
+            raise JobLimitError(f"{e}; nothing was started (set PONDER_RUNS to a writable folder).") from None
         with self._lock:
             mine = [j for j in self._jobs.values() if j.session == session and j.active]
             if mine:

@@ -162,6 +162,8 @@ def run_progress_ui(run: RunState, key: str) -> None:
 
 def run_result_ui(run: RunState) -> None:
     where = f" Saved as **{plain(run_name(run.run_dir))}**." if run.run_dir else " Not saved."
+    if run.run_dir and run.saved_elsewhere:
+        where = f" Saved outside the runs folder, in **{plain(run.run_dir)}**."
     t = (run.metrics or {}).get("test", {})
     acc = (f" Test accuracy {t['accuracy']:.2%} on {t.get('n', '?')} samples, mean halting step "
            f"{t['mean_steps']:.2f}." if t.get("accuracy") is not None else "")

@@ -142,6 +142,30 @@ def jsonable(obj):
     return obj
 
 
+def check_writable(folder: Path, what: str = "cannot write the run folder") -> bool:
+    """Create folder (if needed) and write and remove a probe file in it. Returns whether it was
+    created here. Raises SaveError (one line) when it cannot be used: unwritable, a file in the way,
+    a read-only file system; so a long training never starts for a folder it cannot save in."""
+    folder = Path(folder)
+    created = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise SaveError(folder, e, what) from None
+    return created
+
+
+def remove_if_empty(folder) -> None:
+    """Remove a folder that holds nothing (a run folder a failed save left behind)."""
+    try:
+        Path(folder).rmdir()
+    except OSError:
+        pass
+
+
 @contextmanager
 def folder_lock(folder: Path):
     """Hold an exclusive lock on an existing folder while one writer (a training) owns it.

@@ -184,7 +184,7 @@ def config_from_args(args) -> TrainConfig:
 def cmd_train(args) -> int:
     from pathlib import Path
 
-    from .atomic import folder_lock
+    from .atomic import check_writable, folder_lock
     from .card import CARD, WEIGHTS
 
     cfg = config_from_args(args)
@@ -193,7 +193,7 @@ def cmd_train(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} exists and is not a folder")
-    created = _check_writable(out)            # fail before training, not after it
+    created = check_writable(out)             # fail before training, not after it
     with folder_lock(out):                    # one training per run folder, from the check to the card
         held = [f for f in (CARD, WEIGHTS) if (out / f).exists() or (out / f).is_symlink()]
         if held and not args.overwrite:
@@ -229,6 +229,7 @@ def _train_into(args, cfg, out, created: bool) -> int:
             done = lifecycle.run(cfg, out, load_data=lambda: D.load_mnist(args.data_dir), callback=on_progress,
                                  cancel=cancel, evaluate=not args.no_eval, rescue=True)
     except SaveError as e:                    # the save and the fallback save both failed
+        _remove_if_empty(out, created)
         print(f"ponder: error: {_one_line(e)}", file=sys.stderr)
         return 4
     except BaseException:
@@ -255,37 +256,16 @@ def _train_into(args, cfg, out, created: bool) -> int:
         return 130
     print(f"saved {done.run_dir}")
     if done.saved_elsewhere:
+        _remove_if_empty(out, created)
         return 4                    # saved, but not where asked
     return 0 if res.status != "failed" else 3
 
 
-def _check_writable(out) -> bool:
-    """Create --out (if needed) and write a probe file in it. Returns whether it was created here.
-
-    Raises SaveError with a one-line message when the folder cannot be used (unwritable, a file
-    in the way, read-only file system), so a long training run never starts for nothing.
-    """
-    import os
-    import tempfile
-
-    from .atomic import SaveError
-    created = not out.exists()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=out, prefix=".write-test-", suffix=".tmp")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise SaveError(out, e, "cannot write the run folder") from None
-    return created
-
-
 def _remove_if_empty(out, created: bool) -> None:
+    """Remove --out again when this command created it and nothing was saved in it."""
+    from .atomic import remove_if_empty
     if created:
-        try:
-            out.rmdir()
-        except OSError:
-            pass
+        remove_if_empty(out)
 
 
 class _ctrl_c_cancels:

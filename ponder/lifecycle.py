@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import data as D
-from .atomic import SaveError
+from .atomic import SaveError, remove_if_empty
 from .card import one_line, update_card
 from .checkpoint import save_run
 from .config import PARITY_PRESETS, TrainConfig
@@ -70,8 +70,9 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = N
     callback / cancel: passed to ponder.train.train (progress reports; stop after the current step).
     on_phase:   told 'loading data', 'training', 'saving', 'evaluating' as the run gets there.
     measure_fn: (model, mnist) -> full test metrics; default measure(..., limit=eval_limit).
-    rescue:     when saving in `out` fails, save in a fresh temporary folder instead (the CLI);
-                otherwise the SaveError propagates.
+    rescue:     when saving in `out` fails, save in a fresh temporary folder instead (the CLI, the
+                explorer); otherwise the SaveError propagates. A folder `out()` made is removed
+                again when the save in it fails.
     A run cancelled before its first step is not saved (run_dir None). Problems after the save
     (evaluation, card update) do not raise: they are listed in outcome.problems.
     """
@@ -89,19 +90,24 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = N
     phase("saving")
     save = dict(status=result.status, reason=result.reason, device=device_name(result.device),
                 train_seconds=result.seconds, steps=result.steps, history=result.history, name=name)
+    target = None if callable(out) else Path(out)
     try:
-        outcome.run_dir = save_run(out() if callable(out) else out, result.model, cfg, **save)
+        if target is None:
+            target = out()
+            made = target
+        outcome.run_dir = save_run(target, result.model, cfg, **save)
     except OSError as e:
+        if callable(out) and target is not None:
+            remove_if_empty(made)                   # no empty run folder left behind
         if not rescue:
             raise
-        first = one_line(e)
+        first, where = one_line(e), target or "the runs folder"
         try:
             folder = Path(tempfile.mkdtemp(prefix="ponder-unsaved-"))
-            outcome.run_dir = save_run(folder, result.model, cfg,
-                                       **{**save, "name": name or (None if callable(out) else Path(out).name)})
+            outcome.run_dir = save_run(folder, result.model, cfg, **{**save, "name": name or (target.name if target else None)})
         except OSError as e2:
-            raise SaveError(out, e2, f"could not save the run ({first}); the fallback save failed too") from None
-        outcome.saved_elsewhere = (f"could not save the run to {out}: {first}; saved it to {outcome.run_dir} "
+            raise SaveError(where, e2, f"could not save the run ({first}); the fallback save failed too") from None
+        outcome.saved_elsewhere = (f"could not save the run to {where}: {first}; saved it to {outcome.run_dir} "
                                    f"instead (move it where you want it)")
     if not evaluate or result.steps == 0:
         return outcome

@@ -291,7 +291,7 @@ def test_train_form_bad_names_and_out_of_range_values_are_one_line(runs, monkeyp
         assert ok and not at.exception, ("train form value", f"{key}={value}")
 
 
-def test_an_unwritable_runs_folder_fails_the_run_with_one_line(runs, monkeypatch, tmp_path):
+def test_an_unwritable_runs_folder_is_refused_before_training_with_one_line(runs, monkeypatch, tmp_path):
     reg = idle_registry()
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the runs folder should be")
@@ -301,10 +301,9 @@ def test_an_unwritable_runs_folder_fails_the_run_with_one_line(runs, monkeypatch
     at.text_input(key="tf_parity_name").set_value("nowhere")
     at.button(key="tf_start").click()
     run_ok(at)
-    poll(at, lambda a: bool(a.error), timeout=120)
     errs = one_line_errors(at)
-    ok = len(errs) == 1 and "Failed" in errs[0] and f"{blocker}: cannot create the runs folder" in errs[0]
-    assert ok and not at.exception, ("save error", "runs folder is a file")
+    ok = len(errs) == 1 and f"{blocker}: cannot save runs in the runs folder" in errs[0] and "nothing was started" in errs[0]
+    assert ok and not at.exception and not at.success, ("save error", "runs folder is a file", errs)
     assert reg.busy_message("nobody") == ""
 
 

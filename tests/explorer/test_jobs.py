@@ -202,3 +202,34 @@ def test_cancel_within_a_second_keeps_a_partial_run_and_no_threads_are_left(tmp_
     for _ in range(3):                                       # start / finish again: threads do not pile up
         reg.submit("again", [("again", tiny(epochs=0.25))], root=tmp_path).join(60)
     assert not [t for t in _ponder_threads() if t.name[11:] in {j.id for j in reg._jobs.values()}]
+
+
+def test_an_unwritable_runs_folder_is_refused_before_training(registry, tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the runs folder should be")
+    with pytest.raises(JobLimitError) as e:
+        registry.submit("s1", [("r", tiny())], root=blocker / "runs")
+    assert "not-a-folder" in str(e.value) and "nothing was started" in str(e.value) and "\n" not in str(e.value)
+    assert registry.session_job("s1") is None and registry.busy_message("s1") == ""
+
+
+def test_a_save_that_fails_after_training_keeps_the_model_elsewhere(registry, tmp_path, monkeypatch):
+    import errno
+    import tempfile
+    from ponder import atomic as A
+    root, spare = tmp_path / "runs", tmp_path / "spare"
+    spare.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spare))
+    real = A.write_tmp
+
+    def full_disk(path, data):                       # the runs folder fills up while the job trains
+        if str(root) in str(path):
+            raise A.SaveError(path, OSError(errno.ENOSPC, "No space left on device"))
+        return real(path, data)
+    monkeypatch.setattr(A, "write_tmp", full_disk)
+    view = wait_done(registry.submit("s1", [("full", tiny())], root=root))
+    [run] = view.runs
+    assert run.status == "completed" and run.saved_elsewhere, (run.status, run.reason)
+    assert "No space left on device" in run.reason and run.run_dir in run.reason and "\n" not in run.reason
+    assert load_checkpoint(run.run_dir).card["steps"] == 20 and str(spare) in run.run_dir
+    assert list(root.iterdir()) == []                # no empty run folder left in the runs folder

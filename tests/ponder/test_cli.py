@@ -196,6 +196,7 @@ def test_cli_save_fails_after_training_rescues_the_model(tmp_path, capsys, monke
     assert len(rescue) == 1 and str(rescue[0]) in err
     ck = load_checkpoint(rescue[0])
     assert ck.card["status"] == "completed" and ck.card["steps"] == 8
+    assert not out.exists()                               # no empty run folder left where the save failed
 
 
 def test_cli_both_saves_fail_one_line(tmp_path, capsys, monkeypatch):
