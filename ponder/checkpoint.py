@@ -163,6 +163,7 @@ def load_checkpoint(path, device="cpu") -> Checkpoint:
     extra = sorted(set(state) - set(expected))
     if missing or extra:
         raise CheckpointError(f"{f}: weights do not fit the config (missing {missing[:3]}, unexpected {extra[:3]})")
+    cast = {}
     for k, v in state.items():
         if tuple(v.shape) != expected[k][0]:
             raise CheckpointError(f"{f}: weights do not fit the config ({k} has shape {tuple(v.shape)}, "
@@ -170,10 +171,12 @@ def load_checkpoint(path, device="cpu") -> Checkpoint:
         if v.dtype not in WEIGHT_DTYPES:
             raise CheckpointError(f"{f}: weight {k} has dtype {str(v.dtype).replace('torch.', '')}, "
                                   f"expected floating point (float32)")
-        if not torch.isfinite(v).all():
-            raise CheckpointError(f"{f}: weight {k} holds NaN or inf")
+        cast[k] = v.to(expected[k][1])          # checked after the cast: 1e300 in float64 is inf in float32
+        if not torch.isfinite(cast[k]).all():
+            raise CheckpointError(f"{f}: weight {k} holds NaN or inf"
+                                  + ("" if v.dtype == cast[k].dtype else f" as {str(cast[k].dtype).replace('torch.', '')}"))
     if model is None:
         model = build()
-    model.load_state_dict({k: v.to(expected[k][1]) for k, v in state.items()})
+    model.load_state_dict(cast)
     model.to(device).eval()
     return Checkpoint(model=model, card=card, path=run_dir)

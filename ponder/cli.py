@@ -293,6 +293,7 @@ class _ctrl_c_cancels:
 
 def cmd_evaluate(args) -> int:
     from . import data as D
+    from .atomic import jsonable
     from .checkpoint import load_checkpoint
     from .config import PARITY_PRESETS
     from .evaluate import evaluate_mnist, evaluate_parity, mnist_split
@@ -312,8 +313,8 @@ def cmd_evaluate(args) -> int:
         res = evaluate_parity(ck.model, preset, args.mode, seed=args.seed, size=args.limit or 10000)
         res["rotations"], res["uniform_rotations"] = [], []
     res["run"] = str(ck.path)
-    if args.json:
-        print(json.dumps(res))
+    if args.json:                           # strict JSON: NaN / inf are written as null
+        print(json.dumps(jsonable(res), allow_nan=False))
         return 0
     print(f"{ck.name} ({ck.task}, N={ck.model.max_steps}, lambda_p={ck.model.lambda_p}), mode {args.mode}, n={res['n']}")
     if args.mode == "expected":             # every sample runs all N steps; E[n] is what varies

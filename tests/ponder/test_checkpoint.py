@@ -304,6 +304,19 @@ def test_other_float_dtypes_load_as_float32(tiny_run, dtype):
     assert all(p.dtype == torch.float32 for p in ck.model.parameters())
 
 
+@pytest.mark.parametrize("value", [1e300, -1e39, 3.5e38])
+def test_float64_weights_that_overflow_float32_are_refused(tiny_run, value):
+    """Finite as stored, inf once cast to the float32 the model runs in: refused in one line."""
+    d, model = tiny_run
+    state = {k: v.to(torch.float64) for k, v in _state(model).items()}
+    name = sorted(state)[0]
+    state[name].view(-1)[0] = value
+    (d / WEIGHTS).write_bytes(save(state))
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(d)
+    assert_one_line(e, f"weight {name} holds NaN or inf as float32")
+
+
 def test_huge_model_card_is_refused_without_allocating(tiny_run):
     """A card asking for the largest allowed model with tiny weights: refused on shapes alone."""
     d, _ = tiny_run

@@ -363,3 +363,23 @@ def test_cli_two_trainings_into_one_folder_one_is_refused(tmp_path):
     assert_one_line_error(second.returncode, second.stderr, "another training")
     assert first.returncode == 0, err
     assert load_checkpoint(out).card["task"] == "parity"
+
+
+def test_cli_evaluate_json_is_strict_json(tmp_path, capsys, monkeypatch):
+    """NaN / inf in a result are written as null: strict parsers (and json.loads without extensions) read it."""
+    from ponder import evaluate as E
+    run, _ = save_tiny_run(tmp_path / "r", max_steps=5)
+    real = E.evaluate_parity
+
+    def with_nan(*a, **kw):
+        res = real(*a, **kw)
+        res["accuracy"], res["expected_steps"]["std"] = float("nan"), float("inf")
+        return res
+    monkeypatch.setattr(E, "evaluate_parity", with_nan)
+    rc, out, err = run_cli(["evaluate", str(run), "--json", "--limit", "200"], capsys)
+    assert rc == 0, err
+
+    def refuse(token):
+        raise ValueError(f"not JSON: {token}")
+    res = json.loads(out, parse_constant=refuse)
+    assert res["accuracy"] is None and res["expected_steps"]["std"] is None
