@@ -10,6 +10,8 @@ A run folder holds:
 from __future__ import annotations
 
 import json
+import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ FORMAT = "ponder-run"
 FORMAT_VERSION = 1
 WEIGHTS, CARD, HISTORY = "model.safetensors", "run.json", "metrics.jsonl"
 MAX_CARD_BYTES = 1024 * 1024          # a run.json is a few kB; refuse megabytes of JSON
+MAX_HISTORY_BYTES = 64 * 1024 * 1024   # a metrics.jsonl over this is not read (the shipped ones are < 1 MB)
 MAX_CARD_TEXT = 10000                 # name / status / reason / device strings in a card
 CARD_STRINGS = ("name", "status", "reason", "device", "created", "ponder_version")
 METRIC_NUMBERS = ("n", "accuracy", "mean_steps", "median_steps", "std_steps")
@@ -39,6 +42,21 @@ class CheckpointError(RuntimeError):
 
 def one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or e.__class__.__name__
+
+
+def read_regular(f: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, read in bounded time. Checked on the
+    opened file (O_NONBLOCK: a FIFO does not wait for a writer), so a file swapped for a FIFO or a
+    device after an earlier check is refused, never waited on; a file that grows past its size is
+    cut at limit + 1 bytes and refused. CheckpointError (one line) otherwise; OSError when unreadable."""
+    fd = os.open(f, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CheckpointError(f"{f}: not a regular file")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise CheckpointError(f"{f}: over the {limit} byte limit")
+    return data
 
 
 def card_text(v, limit: int = MAX_CARD_TEXT) -> str:
@@ -89,7 +107,7 @@ def read_card(path) -> dict:
         size = f.stat().st_size
         if size > MAX_CARD_BYTES:
             raise CheckpointError(f"{f}: {size} bytes is over the {MAX_CARD_BYTES} byte limit for a card")
-        card = json.loads(f.read_bytes().decode("utf-8"))
+        card = json.loads(read_regular(f, MAX_CARD_BYTES).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:     # JSONDecodeError is a ValueError
         raise CheckpointError(f"{f}: not valid JSON ({e.__class__.__name__}: {one_line(e)[:200]})") from None
     except OSError as e:
@@ -105,10 +123,14 @@ def read_card(path) -> dict:
 
 def check_card(card: dict) -> None:
     """Raise ConfigError for a card whose configs or descriptive fields are out of range."""
-    TrainConfig.from_dict(card.get("train", {})).validate()
-    for k in ("task", "model", "max_steps", "lambda_p"):
+    for k in ("task", "model", "max_steps", "lambda_p", "train"):
         if k not in card:
             raise ConfigError(f"{k} is missing")
+    if not isinstance(card["train"], dict):
+        raise ConfigError(f"train must be a mapping, got {short_repr(card['train'])}")
+    train = TrainConfig.from_dict(card["train"]).validate()
+    if train.task != card["task"]:               # measurements follow train.task, the model follows task
+        raise ConfigError(f"train.task {short_repr(train.task)} does not match task {short_repr(card['task'])}")
     model_config_from_dict(card["task"], card["model"])
     if not (is_int(card.get("max_steps")) and 1 <= card["max_steps"] <= 200):
         raise ConfigError(f"max_steps must be an integer in [1, 200], got {short_repr(card.get('max_steps'))}")
@@ -194,8 +216,8 @@ def read_history(path) -> list:
     try:
         if not f.is_file():
             return []
-        text = f.read_bytes().decode("utf-8", errors="replace")
-    except OSError:
+        text = read_regular(f, MAX_HISTORY_BYTES).decode("utf-8", errors="replace")
+    except (OSError, CheckpointError):
         return []
     rows = []
     for line in text.splitlines():

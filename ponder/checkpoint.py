@@ -16,7 +16,7 @@ from typing import Optional
 import torch
 
 from .atomic import SaveError, json_bytes, jsonable, os_reason, remove_stale_tmp, write_files
-from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, new_card, one_line, read_card, resolve_run_dir
+from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, new_card, one_line, read_card, read_regular, resolve_run_dir
 from .config import ConfigError, TrainConfig
 from .halting import PonderNet
 from .models import build_model, model_config_dict
@@ -116,7 +116,7 @@ def read_weights(f: Path) -> dict:
             raise CheckpointError(f"{f}: empty file")
         if size > MAX_CHECKPOINT_BYTES:
             raise CheckpointError(f"{f}: {size} bytes is over the {MAX_CHECKPOINT_BYTES} byte limit")
-        raw = f.read_bytes()
+        raw = read_regular(f, MAX_CHECKPOINT_BYTES)
     except OSError as e:
         raise CheckpointError(f"{f}: cannot read ({os_reason(e)})") from None
     try:

@@ -309,7 +309,10 @@ def cmd_evaluate(args) -> int:
         res["rotations"] = [r for r in rows if r["kind"] == "fixed"]
         res["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
     else:
+        n = ck.card["model"]["n_elems"]
         preset = PARITY_PRESETS[ck.card["train"]["parity_preset"]]
+        if preset["n_elems"] != n:           # an edited or imported card: every k of the model's own n
+            preset = dict(n_elems=n, train_k=(1, n), test_k=(1, n))
         res = evaluate_parity(ck.model, preset, args.mode, seed=args.seed, size=args.limit or 10000)
         res["rotations"], res["uniform_rotations"] = [], []
     res["run"] = str(ck.path)

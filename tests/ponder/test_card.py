@@ -207,3 +207,35 @@ def test_history_values_charts_read_are_numbers(tiny_run):
     (d / HISTORY).write_text("".join(json.dumps(r) + "\n" for r in rows))
     got = read_history(d)
     assert got == [{"step": 1, "mean_steps": 2.0}, {"step": 3, "loss": 0.3, "halting": [0.5, 0.5]}]
+
+
+@pytest.mark.parametrize("name", [CARD, HISTORY])
+def test_a_card_swapped_for_a_fifo_after_the_check_is_never_waited_on(tiny_run, monkeypatch, name):
+    """Between the is_file() check and the read, run.json (or metrics.jsonl) becomes a FIFO: the read
+    ends at once, refused, instead of waiting forever for a writer."""
+    import os
+    import threading
+    from pathlib import Path
+    d, _ = tiny_run
+    (d / name).unlink()
+    os.mkfifo(d / name)
+    monkeypatch.setattr(Path, "is_file", lambda self: True)        # the check saw a regular file
+    got = []
+
+    def read():
+        try:
+            got.append(read_card(d) if name == CARD else read_history(d))
+        except CheckpointError as e:
+            got.append(e)
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    t.join(5)
+    if t.is_alive():
+        with open(d / name, "wb"):                               # let the stuck reader go
+            pass
+        t.join(5)
+        pytest.fail(f"reading a FIFO {name} blocked")
+    if name == CARD:
+        assert isinstance(got[0], CheckpointError) and "not a regular file" in str(got[0])
+    else:
+        assert got == [[]]

@@ -383,3 +383,28 @@ def test_cli_evaluate_json_is_strict_json(tmp_path, capsys, monkeypatch):
         raise ValueError(f"not JSON: {token}")
     res = json.loads(out, parse_constant=refuse)
     assert res["accuracy"] is None and res["expected_steps"]["std"] is None
+
+
+def _edit_card(run, edit):
+    card = json.loads((run / "run.json").read_text())
+    edit(card)
+    (run / "run.json").write_text(json.dumps(card))
+
+
+@pytest.mark.parametrize("edit", [lambda c: c.pop("train"), lambda c: c.update(train=[1]),
+                                  lambda c: c["train"].update(task="mnist")],
+                         ids=["no-train", "train-list", "train-task-differs"])
+def test_cli_evaluate_a_card_without_a_usable_train_block_fails_in_one_line(tmp_path, capsys, edit):
+    run, _ = save_tiny_run(tmp_path / "r", max_steps=5)
+    _edit_card(run, edit)
+    rc, _, err = run_cli(["evaluate", str(run), "--limit", "100"], capsys)
+    assert_one_line_error(rc, err, "run.json")
+
+
+def test_cli_evaluate_a_parity_card_whose_preset_does_not_fit_the_model(tmp_path, capsys):
+    run, _ = save_tiny_run(tmp_path / "r", max_steps=5)                 # n_elems 8
+    _edit_card(run, lambda c: c["train"].update(parity_preset="medium"))  # n = 16
+    rc, out, err = run_cli(["evaluate", str(run), "--json", "--limit", "200"], capsys)
+    assert rc == 0, err
+    res = json.loads(out)
+    assert res["n"] == 200 and res["easy"]["k_range"][0] == 1 and res["hard"]["k_range"][1] == 8
