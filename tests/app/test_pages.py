@@ -518,7 +518,7 @@ def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeyp
     at.button(key="rotation_download").click()
     run_ok(at)
     assert (str(tmp_path / "no-mnist"), True) in tried                 # the button asked torchvision to download
-    err = at.error[0].value
+    err = shown(at.error[0].value)                                   # as the reader sees it
     assert len(at.error) == 1 and "did not work (URLError: no internet)" in err and "\n" not in err
     assert "--data-dir" not in err and "PONDER_DATA" in err                 # the explorer's words, not the CLI's
     monkeypatch.setattr(explorer.digits, "load_mnist", lambda folder, download=True: mnist)
