@@ -26,8 +26,7 @@ with st.form("rotation_settings"):
     full = st.checkbox("Use the full 10,000-image test set (slower)", key="rot_full")
     st.form_submit_button("Evaluate", key="rot_go")
 try:
-    angles = inputs.parse_numbers(angles_text, -360, 360, "fixed angles")
-    ranges = inputs.parse_numbers(ranges_text, 0, 180, "uniform ranges") if ranges_text.strip() else []
+    angles, ranges = inputs.rotation_sets(angles_text, ranges_text)
 except ValueError as e:
     st.error(str(e))
     st.stop()

@@ -163,8 +163,31 @@ def list_sweeps(root: Optional[Path] = None) -> list:
     return sorted(found, key=lambda s: -_mtime(s / SWEEP))
 
 
+def runs_quota() -> int:
+    """Bytes an import may fill the runs folder up to: $PONDER_RUNS_QUOTA_MB (default 256) MB."""
+    try:
+        mb = float(os.environ.get("PONDER_RUNS_QUOTA_MB", "256"))
+    except ValueError:
+        mb = 256.0
+    return int(max(mb, 0.0) * 1024 * 1024)
+
+
+def folder_bytes(root: Path) -> int:
+    """Bytes of the regular files under root (links not followed)."""
+    total = 0
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, f))
+            except OSError:
+                continue
+            total += st.st_size if not os.path.islink(os.path.join(dirpath, f)) else 0
+    return total
+
+
 def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Path] = None,
-                      history: Optional[bytes] = None, max_bytes: int = MAX_UPLOAD_BYTES) -> Path:
+                      history: Optional[bytes] = None, max_bytes: int = MAX_UPLOAD_BYTES,
+                      quota: Optional[int] = None) -> Path:
     """Validate uploaded run files (model.safetensors + run.json) and add them to the runs folder.
 
     The files are written to a temporary folder, loaded with load_checkpoint (no unpickling,
@@ -183,6 +206,11 @@ def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Pat
         raise CheckpointError(f"upload '{label}': {total} bytes is over the {max_bytes} byte limit")
     _make_root(root)
     _remove_stale_imports(root)
+    quota = runs_quota() if quota is None else quota
+    used = folder_bytes(root)
+    if used + total > quota:
+        raise CheckpointError(f"upload '{label}': the runs folder holds {used / 2**20:.1f} MB and imports may fill it "
+                              f"only up to {quota / 2**20:.0f} MB (PONDER_RUNS_QUOTA_MB): delete runs first")
     try:
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=".import-"))
     except OSError as e:

@@ -55,3 +55,13 @@ def test_parity_vector_has_k_nonzeros_and_replays(n, k, seed):
     x = inputs.parity_vector(n, k, seed)
     assert x.shape == (1, n) and int((x != 0).sum()) == min(max(k, 0), n)
     assert set(x.unique().tolist()) <= {-1.0, 0.0, 1.0} and torch.equal(x, inputs.parity_vector(n, k, seed))
+
+
+def test_rotation_sets_are_capped():
+    # the defaults (13 angles, 3 ranges) pass; 5,000 angles do not, nor 20 + 10
+    angles, ranges = inputs.rotation_sets(", ".join(str(a) for a in inputs.DEFAULT_ANGLES), "22.5, 45, 90")
+    assert len(angles) == 13 and ranges == [22.5, 45.0, 90.0]
+    with pytest.raises(ValueError, match="at most 24 values, got 5000"):
+        inputs.rotation_sets(", ".join(str(a / 100) for a in range(5000)), "")
+    with pytest.raises(ValueError, match="at most 24 test sets in all"):
+        inputs.rotation_sets(", ".join(str(a) for a in range(20)), ", ".join(str(d) for d in range(1, 11)))

@@ -222,6 +222,21 @@ def test_upload_imported_into_runs_folder(tmp_path):
     assert {e.path for e in list_models(root, assets=tmp_path / "none")} == {dest, dest2}
 
 
+def test_imports_stop_at_the_runs_folder_quota(tmp_path, monkeypatch):
+    w, c, h, _ = _upload(tmp_path)
+    root = tmp_path / "runs"
+    one = len(w) + len(c) + len(h)
+    quota = 2 * one + one // 2                                   # room for two imports, not three
+    a = import_checkpoint(w, c, "a", root=root, history=h, quota=quota)
+    b = import_checkpoint(w, c, "b", root=root, history=h, quota=quota)
+    with pytest.raises(CheckpointError, match="delete runs first"):
+        import_checkpoint(w, c, "c", root=root, history=h, quota=quota)
+    assert sorted(p.name for p in root.iterdir()) == sorted([a.name, b.name])   # nothing half-written
+    monkeypatch.setenv("PONDER_RUNS_QUOTA_MB", "0")              # the environment sets the default quota
+    with pytest.raises(CheckpointError, match="0 MB"):
+        import_checkpoint(w, c, "d", root=root, history=h)
+
+
 BAD_UPLOADS = {
     "over-limit-bytes": lambda w, c, h: dict(weights=w, card=c, max_bytes=len(w) + len(c) - 1),
     "over-limit-history": lambda w, c, h: dict(weights=w, card=c, history=b"x" * 1000, max_bytes=len(w) + len(c) + 10),
