@@ -37,7 +37,8 @@ NAMES = [
 NOT_TEXT = [None, 0, 123, 1.5, b"bytes", b"../x", ["a"], {"a": 1}, object()]
 
 
-@pytest.mark.parametrize("name", NAMES + NOT_TEXT, ids=[repr(n)[:40] for n in NAMES + NOT_TEXT])
+@pytest.mark.parametrize("name", NAMES + NOT_TEXT,            # ids stable across processes (no object addresses)
+                         ids=[repr(n)[:40] if type(n) is not object else "object()" for n in NAMES + NOT_TEXT])
 def test_safe_name_is_safe_or_refused(name):
     try:
         s = safe_name(name)
