@@ -20,7 +20,6 @@ Target: recurrent-part speed-up >= 0.7 x (N / mean steps).
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass
 from typing import Optional, Sequence
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-import torch
 from PIL import Image
 
 from ponder.checkpoint import load_checkpoint

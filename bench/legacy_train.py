@@ -20,9 +20,7 @@ from ponder import data as D
 from ponder.config import TrainConfig
 from ponder.halting import PonderNet, expected_steps
 from ponder.losses import ponder_loss
-from ponder.models import build_model
-from ponder.train import (MnistBatches, ParityBatches, Progress, TrainResult, batch_accuracy, lr_at, pick_device,
-                          validation_accuracy)
+from ponder.train import Progress, TrainResult, batch_accuracy, lr_at, setup, validation_accuracy
 
 
 def legacy_train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[str] = None,
@@ -38,17 +36,7 @@ def legacy_train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Op
     A non-finite loss or gradient stops before the optimiser step ("failed"); an update that
     makes a weight non-finite is undone; either way the returned weights are the last good ones.
     """
-    cfg.validate()
-    torch.manual_seed(cfg.seed)
-    device = pick_device(cfg.device)
-    if model is None:
-        model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p)
-    model.to(device).train()
-    if cfg.task == "mnist":
-        batches = MnistBatches(mnist if mnist is not None else D.load_mnist(data_dir), cfg, device)
-    else:
-        batches = ParityBatches(cfg, device)
-    total = max(1, math.ceil(cfg.epochs * batches.per_epoch))
+    device, model, batches, total = setup(cfg, mnist, data_dir, model)      # the same start as ponder.train
     # fused Adam: one kernel for all parameters instead of a loop of small ops (0.55 -> 0.16 ms a step on 2 CPU cores)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
                            fused=device.type in ("cpu", "cuda"))

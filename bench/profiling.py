@@ -12,12 +12,11 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
-from ponder import data as D
 from ponder.config import TrainConfig
 from ponder.halting import halting_log_probs
 from ponder.losses import ponder_loss

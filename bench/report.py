@@ -11,7 +11,6 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from . import common
 from .gpu import TARGET_ACCURACY as GPU_TARGET_ACC, TARGET_SECONDS as GPU_TARGET_S, history_summary
 
 FILES = ("throughput", "time_to_accuracy", "early_exit", "latency", "profile", "gpu")

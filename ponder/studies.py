@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from . import data as D
-from .evaluate import by_k_rows, group_stats, halves, summarize, unroll_stats
+from .evaluate import by_k_rows, expected_steps_per_input, group_stats, halves, summarize, unroll_stats
 from .halting import PonderNet, expected_steps, ponder
 from .losses import log_geometric_prior
 
@@ -102,7 +102,7 @@ def pondering_gallery(model: PonderNet, x: torch.Tensor, y: torch.Tensor, k: int
     mixture (expected mode: no random draw, so a gallery is the same every time).
     """
     stats = unroll_stats(model, x, y, "expected", batch_size)
-    en = expected_steps(stats["p"].clamp_min(1e-45).log())                   # [M]
+    en = expected_steps_per_input(stats)                                      # [M]
     order = torch.argsort(en)
 
     def rows(idx):

@@ -13,7 +13,7 @@ import torch
 
 from . import data as D
 from .config import PARITY_PRESETS, TrainConfig
-from .fastpath import GRADIENT, LOSS, DivergenceGuard, GraphedStep, choose_step_mode
+from .fastpath import GRADIENT, GRAPH_WARMUP, LOSS, DivergenceGuard, GraphedStep, choose_step_mode
 from .halting import PonderNet, expected_steps
 from .losses import ponder_loss
 from .models import build_model
@@ -185,6 +185,22 @@ class StepOut:
     target: torch.Tensor       # [B]
 
 
+def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], model: Optional[PonderNet]):
+    """What every training loop starts from: (device, model on it in train mode, batches, total steps).
+    Validates cfg and seeds torch; builds the model from cfg when none is given."""
+    cfg.validate()
+    torch.manual_seed(cfg.seed)
+    device = pick_device(cfg.device)
+    if model is None:
+        model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p)
+    model.to(device).train()
+    if cfg.task == "mnist":
+        batches = MnistBatches(mnist if mnist is not None else D.load_mnist(data_dir), cfg, device)
+    else:
+        batches = ParityBatches(cfg, device)
+    return device, model, batches, max(1, math.ceil(cfg.epochs * batches.per_epoch))
+
+
 def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[str] = None,
           callback: Optional[Callable[[Progress], None]] = None,
           cancel: Optional[threading.Event] = None, model: Optional[PonderNet] = None) -> TrainResult:
@@ -203,17 +219,7 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
     weight non-finite is undone from the snapshot taken at the last check that found the run
     healthy. On CUDA the step is captured in a CUDA graph and replayed (cfg.cuda_graph).
     """
-    cfg.validate()
-    torch.manual_seed(cfg.seed)
-    device = pick_device(cfg.device)
-    if model is None:
-        model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p)
-    model.to(device).train()
-    if cfg.task == "mnist":
-        batches = MnistBatches(mnist if mnist is not None else D.load_mnist(data_dir), cfg, device)
-    else:
-        batches = ParityBatches(cfg, device)
-    total = max(1, math.ceil(cfg.epochs * batches.per_epoch))
+    device, model, batches, total = setup(cfg, mnist, data_dir, model)
     mode, mode_reason = choose_step_mode(cfg, device)
     graphed = mode == "cuda_graph"
     params = [p for p in model.parameters()]

@@ -52,6 +52,16 @@ def save_tiny_run(folder, task="parity", max_steps=5, lambda_p=0.3, seed=0, **sa
     return save_run(folder, model, tiny_config(task, max_steps, lambda_p), **save_kw), model
 
 
+def edit_card(run_dir, edit) -> dict:
+    """Rewrite a run's run.json after edit(card) changed the parsed card in place; returns the card."""
+    from ponder.card import CARD
+    path = Path(run_dir) / CARD
+    card = json.loads(path.read_text())
+    edit(card)
+    path.write_text(json.dumps(card))
+    return card
+
+
 def fake_history(n=6):
     """n progress rows as ponder.train reports them (for charts of a saved run)."""
     return [dict(step=10 * i, total_steps=10 * n, epoch=i / n, loss=1.0 / i, rec=0.9 / i, reg=0.05, accuracy=0.5 + i / 20,

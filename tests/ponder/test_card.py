@@ -5,7 +5,7 @@ import pickle
 
 import pytest
 
-from helpers import ShellPayload, assert_one_line, run_threads, save_tiny_run, tiny_model
+from helpers import ShellPayload, assert_one_line, edit_card, run_threads, save_tiny_run, tiny_model
 from ponder import card as K
 from ponder.card import CARD, HISTORY, CheckpointError, read_card, read_history, update_card
 from ponder.checkpoint import load_checkpoint, save_run
@@ -152,9 +152,7 @@ def test_save_run_with_odd_text_fields_stays_loadable(tmp_path, field, value):
                                   lambda c: c.pop("format"), lambda c: c["train"].update(beta=-1)])
 def test_bad_card(tmp_path, edit):
     d, _ = save_tiny_run(tmp_path / "run")
-    card = json.loads((d / CARD).read_text())
-    edit(card)
-    (d / CARD).write_text(json.dumps(card))
+    edit_card(d, edit)
     with pytest.raises(CheckpointError, match=str(d / CARD)):
         load_checkpoint(d)
 
@@ -184,9 +182,7 @@ BAD_METRIC_LISTS = {
 @pytest.mark.parametrize("kind", sorted(BAD_METRIC_LISTS))
 def test_metric_lists_pages_chart_are_checked(tiny_run, key, kind):
     d, _ = tiny_run
-    card = json.loads((d / CARD).read_text())
-    card["metrics"] = {"test": {"accuracy": 0.9, key: BAD_METRIC_LISTS[kind]}}
-    (d / CARD).write_text(json.dumps(card))
+    edit_card(d, lambda card: card.update(metrics={"test": {"accuracy": 0.9, key: BAD_METRIC_LISTS[kind]}}))
     with pytest.raises(CheckpointError) as e:
         read_card(d)
     assert_one_line(e, f"metrics.test.{key}")
@@ -194,9 +190,8 @@ def test_metric_lists_pages_chart_are_checked(tiny_run, key, kind):
 
 def test_good_metric_lists_are_kept(tiny_run):
     d, _ = tiny_run
-    card = json.loads((d / CARD).read_text())
-    card["metrics"] = {"test": {"halting_distribution": [0.5, 0.25, 0.25], "per_step_accuracy": [0.5] * 5}}
-    (d / CARD).write_text(json.dumps(card))
+    edit_card(d, lambda card: card.update(
+        metrics={"test": {"halting_distribution": [0.5, 0.25, 0.25], "per_step_accuracy": [0.5] * 5}}))
     assert read_card(d)["metrics"]["test"]["halting_distribution"] == [0.5, 0.25, 0.25]
 
 

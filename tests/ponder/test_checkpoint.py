@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import save
 
-from helpers import (BIG_CFG, OpenPayload, ShellPayload, assert_one_line, big_model, no_tmp_files, save_tiny_run,
+from helpers import (BIG_CFG, edit_card, OpenPayload, ShellPayload, assert_one_line, big_model, no_tmp_files, save_tiny_run,
                     tiny_model, torch_save_bytes, version_of)
 from ponder import atomic as A
 from ponder import checkpoint as C
@@ -282,13 +282,14 @@ def test_weights_that_do_not_fit(tiny_run, kind):
 @pytest.mark.parametrize("edit", ["hidden", "n_elems", "task-mnist"])
 def test_card_that_does_not_fit_weights(tiny_run, edit):
     d, _ = tiny_run
-    card = json.loads((d / CARD).read_text())
-    if edit == "task-mnist":
-        card["task"] = card["train"]["task"] = "mnist"
-        card["model"] = {"channels1": 4, "channels2": 8, "embed": 16, "hidden": 16, "dropout": 0.0}
-    else:
-        card["model"][edit] += 1
-    (d / CARD).write_text(json.dumps(card))
+
+    def change(card):
+        if edit == "task-mnist":
+            card["task"] = card["train"]["task"] = "mnist"
+            card["model"] = {"channels1": 4, "channels2": 8, "embed": 16, "hidden": 16, "dropout": 0.0}
+        else:
+            card["model"][edit] += 1
+    edit_card(d, change)
     with pytest.raises(CheckpointError) as e:
         load_checkpoint(d)
     assert_one_line(e, d)
@@ -320,11 +321,12 @@ def test_float64_weights_that_overflow_float32_are_refused(tiny_run, value):
 def test_huge_model_card_is_refused_without_allocating(tiny_run):
     """A card asking for the largest allowed model with tiny weights: refused on shapes alone."""
     d, _ = tiny_run
-    card = json.loads((d / CARD).read_text())
-    card.update(task="mnist", model=dict(channels1=4096, channels2=4096, embed=4096, hidden=4096, dropout=0.0),
-                max_steps=200)
-    card["train"].update(task="mnist", hidden=4096, max_steps=200)
-    (d / CARD).write_text(json.dumps(card))
+
+    def huge(card):
+        card.update(task="mnist", model=dict(channels1=4096, channels2=4096, embed=4096, hidden=4096, dropout=0.0),
+                    max_steps=200)
+        card["train"].update(task="mnist", hidden=4096, max_steps=200)
+    edit_card(d, huge)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss        # KiB on Linux
     with pytest.raises(CheckpointError, match="do not fit"):
         load_checkpoint(d)
