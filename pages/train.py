@@ -29,8 +29,8 @@ if busy and not refused and not (job and job.active):
 if job is None:
     st.markdown(
         "Set the hyperparameters in the sidebar and press **Start training**. The defaults train an MNIST "
-        "PonderNet to about 99% test accuracy in about 30 seconds on 2 CPU cores (parity: the small n = 8 "
-        "preset in about a minute). Training runs in the background: you can switch pages and come back; "
+        "PonderNet to about 99% test accuracy in 30–45 seconds on 2 CPU cores (parity: the small n = 8 "
+        "preset in 1–1.5 minutes; measured, see the README). Training runs in the background: you can switch pages and come back; "
         "**Cancel** stops it within a second and keeps what was trained as a partial run. Finished runs "
         "are saved to the runs folder and appear in every model picker.")
     if task == "mnist" and loaders.mnist()[0] is None:
