@@ -138,3 +138,34 @@ def test_float_infinity_card_values_never_written(tmp_path):
              history=[{"loss": float("inf")}])
     assert "NaN" not in (d / CARD).read_text() and "Infinity" not in (d / CARD).read_text()
     load_checkpoint(d)
+
+
+@pytest.mark.skipif(A.fcntl is None or not hasattr(os, "fork"), reason="needs flock and fork")
+def test_folder_lock_holds_across_processes_and_goes_with_a_killed_holder(tmp_path):
+    """What two trainings into one folder meet (test_cli.py checks, in one process, that `train --out`
+    refuses a held folder): a lock another process holds refuses this one at once; kill -9 of the holder
+    frees the folder."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                         # the first training: lock, say so, wait to be killed
+        try:
+            with A.folder_lock(folder):
+                os.write(ready_w, b"1")
+                time.sleep(60)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(ready_r, 1) == b"1"
+        t0 = time.monotonic()
+        with pytest.raises(SaveError) as e:
+            with A.folder_lock(folder):
+                pass
+        assert time.monotonic() - t0 < 1.0               # refused at once, not after waiting
+        assert_one_line(e, "another training")
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    with A.folder_lock(folder):                          # the lock went with the killed process
+        pass

@@ -348,23 +348,6 @@ def test_cli_train_into_a_folder_another_training_holds_is_refused(tmp_path, cap
     assert not called and list(out.iterdir()) == []
 
 
-def test_cli_two_trainings_into_one_folder_one_is_refused(tmp_path):
-    """Two processes: the second is refused at once while the first trains; the run is the first one's."""
-    out = tmp_path / "same"
-    train = [a for a in TRAIN if a != "--quiet"]          # the progress bar starts once --out is locked
-    first = subprocess.Popen([sys.executable, "-m", "ponder", *train, "--steps-per-epoch", "100000", "--max-seconds",
-                              "6", "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        first.stderr.read(1)                              # the first one trains
-        second = subprocess.run([sys.executable, "-m", "ponder", *TRAIN, "--task", "mnist", "--out", str(out)],
-                                cwd=ROOT, capture_output=True, text=True, timeout=120)
-    finally:
-        stdout, err = first.communicate(timeout=120)
-    assert_one_line_error(second.returncode, second.stderr, "another training")
-    assert first.returncode == 0, err
-    assert load_checkpoint(out).card["task"] == "parity"
-
-
 def test_cli_evaluate_json_is_strict_json(tmp_path, capsys, monkeypatch):
     """NaN / inf in a result are written as null: strict parsers (and json.loads without extensions) read it."""
     from ponder import evaluate as E
