@@ -11,6 +11,7 @@ import json
 import math
 import os
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -166,12 +167,30 @@ def remove_if_empty(folder) -> None:
         pass
 
 
+_HELD = threading.local()  # .keys: the (device, inode) of the folders this thread holds locked
+
+
+def _folder_key(st) -> tuple:
+    return (st.st_dev, st.st_ino)
+
+
+def holds_lock(folder) -> bool:
+    """Whether this thread holds folder_lock on folder (it is then the folder's only writer)."""
+    try:
+        return _folder_key(os.stat(folder)) in getattr(_HELD, "keys", set())
+    except OSError:
+        return False
+
+
 @contextmanager
-def folder_lock(folder: Path):
-    """Hold an exclusive lock on an existing folder while one writer (a training) owns it.
+def folder_lock(folder: Path, shared: bool = False):
+    """Hold an exclusive lock on an existing folder while one writer (a training, a save, a rename)
+    owns it; shared=True for readers (an export), who only keep writers out.
 
     flock on the folder itself: no lock file is left behind, and the lock goes when the process
-    does (kill -9 included). A folder another process (or another call here) holds raises SaveError.
+    does (kill -9 included). Every writer of a run folder takes it (save_run, update_card, the
+    trainings, ponder.manage), so a folder locked here has no other live writer. A folder another
+    process (or another call here) holds raises SaveError; it never waits.
     """
     if fcntl is None:
         yield
@@ -180,25 +199,34 @@ def folder_lock(folder: Path):
         fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError as e:
         raise SaveError(folder, e, "cannot lock the run folder") from None
+    key, held = None, getattr(_HELD, "keys", None)
+    if held is None:
+        held = _HELD.keys = set()
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             raise SaveError(folder, OSError(errno.EBUSY, "another training is writing to it; wait for it to end "
                                                          "or pick another folder"), "in use") from None
+        if not shared:
+            key = _folder_key(os.fstat(fd))
+            held.add(key)
         yield
     finally:
+        if key is not None:
+            held.discard(key)
         os.close(fd)
 
 
-def remove_stale_tmp(folder: Path, names) -> None:
-    """Delete temporary files of `names` a killed writer left behind (only old ones: a live
-    writer's are fresh)."""
+def remove_stale_tmp(folder: Path, names, older_than: float = STALE_SECONDS) -> None:
+    """Delete temporary files of `names` a killed writer left behind: those older than `older_than`
+    seconds (a live writer's are fresh), or all of them (older_than=0) when the caller holds the
+    folder's lock, so that no other writer is alive."""
     now = time.time()
     try:
         for p in folder.glob(".*.tmp"):
             if p.name.startswith(tuple("." + f + "." for f in names)) and p.is_file() \
-                    and not p.is_symlink() and now - p.stat().st_mtime > STALE_SECONDS:
+                    and not p.is_symlink() and now - p.stat().st_mtime >= older_than:
                 p.unlink()
     except OSError:
         pass

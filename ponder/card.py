@@ -14,11 +14,12 @@ import os
 import stat
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
 from . import __version__
-from .atomic import atomic_write_json, os_reason
+from .atomic import atomic_write_json, folder_lock, holds_lock, os_reason
 from .config import ConfigError, TrainConfig, finite, is_int, model_config_from_dict, short_repr
 
 FORMAT = "ponder-run"
@@ -174,11 +175,13 @@ def check_card(card: dict) -> None:
 
 
 def update_card(run_dir, **fields) -> dict:
-    """Merge fields into run.json (e.g. metrics after an evaluation). The only card writer after a save."""
-    with _CARD_LOCK:
-        card = read_card(run_dir)
+    """Merge fields into run.json (e.g. metrics after an evaluation). The only card writer after a save.
+    It holds the folder's lock while it writes (ponder.atomic.folder_lock), unless this thread does."""
+    folder = resolve_run_dir(run_dir)
+    with _CARD_LOCK, nullcontext() if holds_lock(folder) else folder_lock(folder):
+        card = read_card(folder)
         card.update(fields)
-        atomic_write_json(resolve_run_dir(run_dir) / CARD, card)
+        atomic_write_json(folder / CARD, card)
     return card
 
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 import errno
 import json
 import pickletools
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import torch
 
-from .atomic import SaveError, json_bytes, jsonable, os_reason, remove_stale_tmp, write_files
+from .atomic import (SaveError, folder_lock, holds_lock, json_bytes, jsonable, os_reason, remove_if_empty,
+                     remove_stale_tmp, write_files)
 from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, new_card, one_line, read_card, read_regular, resolve_run_dir
 from .config import ConfigError, TrainConfig
 from .halting import PonderNet
@@ -61,17 +63,36 @@ def save_run(run_dir, model: PonderNet, config: TrainConfig, *, status: str = "c
     """Write a run folder (weights, card, history). Returns the folder.
 
     The card holds `metrics` or none: a card's metrics always belong to the weights saved with it,
-    never to weights it replaces.
+    never to weights it replaces. The folder is locked while it is written (ponder.atomic.folder_lock;
+    SaveError 'in use' when another writer holds it), so temporary files a killed save left are
+    removed at once; a folder this call created is removed again when the save fails.
     """
-    from safetensors.torch import save
-
     run_dir = Path(run_dir)
+    created = not run_dir.exists()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise SaveError(run_dir, e, "cannot create the run folder") from None
     if not run_dir.is_dir():
         raise SaveError(run_dir, OSError(errno.ENOTDIR, "not a folder"), "cannot create the run folder")
+    try:
+        with nullcontext() if holds_lock(run_dir) else folder_lock(run_dir):
+            # the folder is ours alone now: a .tmp file of a run file is a killed writer's, not a live one's
+            remove_stale_tmp(run_dir, (WEIGHTS, CARD, HISTORY), older_than=0)
+            _write_run(run_dir, model, config, status=status, reason=reason, device=device,
+                       train_seconds=train_seconds, steps=steps, history=history, metrics=metrics, name=name)
+    except BaseException:
+        if created:
+            remove_if_empty(run_dir)        # a failed save leaves no empty run folder behind
+        raise
+    return run_dir
+
+
+def _write_run(run_dir: Path, model: PonderNet, config: TrainConfig, *, status, reason, device, train_seconds,
+               steps, history, metrics, name) -> None:
+    """save_run's files, written atomically; the caller holds the folder's lock."""
+    from safetensors.torch import save
+
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     files = {run_dir / WEIGHTS: save(tensors, metadata={"format": FORMAT})}
     if history is not None:
@@ -83,8 +104,6 @@ def save_run(run_dir, model: PonderNet, config: TrainConfig, *, status: str = "c
     # renames in this order, weights first and the card last: a crash in between leaves a
     # folder that still loads
     write_files(files)
-    remove_stale_tmp(run_dir, (WEIGHTS, CARD, HISTORY))
-    return run_dir
 
 
 def looks_like_pickle(raw: bytes) -> bool:

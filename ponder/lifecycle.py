@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import tempfile
 import threading
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from . import data as D
-from .atomic import SaveError, remove_if_empty
+from .atomic import SaveError, folder_lock, remove_if_empty
 from .card import one_line, update_card
 from .checkpoint import save_run
 from .config import PARITY_PRESETS, TrainConfig
@@ -71,8 +72,9 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = N
     on_phase:   told 'loading data', 'training', 'saving', 'evaluating' as the run gets there.
     measure_fn: (model, mnist) -> full test metrics; default measure(..., limit=eval_limit).
     rescue:     when saving in `out` fails, save in a fresh temporary folder instead (the CLI, the
-                explorer); otherwise the SaveError propagates. A folder `out()` made is removed
-                again when the save in it fails.
+                explorer); otherwise the SaveError propagates. A folder `out()` made is locked
+                (ponder.atomic.folder_lock) until its card holds the test metrics, and removed again
+                when the save in it fails.
     A run cancelled before its first step is not saved (run_dir None). Problems after the save
     (evaluation, card update) do not raise: they are listed in outcome.problems.
     """
@@ -91,36 +93,48 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = N
     save = dict(status=result.status, reason=result.reason, device=device_name(result.device),
                 train_seconds=result.seconds, steps=result.steps, history=result.history, name=name)
     target = None if callable(out) else Path(out)
-    try:
-        if target is None:
-            target = out()
-            made = target
-        outcome.run_dir = save_run(target, result.model, cfg, **save)
-    except OSError as e:
-        if callable(out) and target is not None:
-            remove_if_empty(made)                   # no empty run folder left behind
-        if not rescue:
-            raise
-        first, where = one_line(e), target or "the runs folder"
+    with ExitStack() as held:
         try:
-            folder = Path(tempfile.mkdtemp(prefix="ponder-unsaved-"))
-            outcome.run_dir = save_run(folder, result.model, cfg, **{**save, "name": name or (target.name if target else None)})
-        except OSError as e2:
-            raise SaveError(where, e2, f"could not save the run ({first}); the fallback save failed too") from None
-        outcome.saved_elsewhere = (f"could not save the run to {where}: {first}; saved it to {outcome.run_dir} "
-                                   f"instead (move it where you want it)")
-    if not evaluate or result.steps == 0:
-        return outcome
+            if target is None:
+                target = out()
+                if target.is_dir():                     # made fresh: ours until its card has its metrics,
+                    held.enter_context(folder_lock(target))   # so a rename or delete waits (ponder.manage)
+            outcome.run_dir = save_run(target, result.model, cfg, **save)
+        except OSError as e:
+            if callable(out) and target is not None:
+                remove_if_empty(target)                 # no empty run folder left behind
+            if not rescue:
+                raise
+            _save_elsewhere(outcome, cfg, save, name, target, e)
+        if evaluate and result.steps > 0:
+            _evaluate(outcome, cfg, mnist, measure_fn, eval_limit, phase)
+    return outcome
+
+
+def _save_elsewhere(outcome: RunOutcome, cfg: TrainConfig, save: dict, name, target, e: OSError) -> None:
+    """run()'s rescue: the save where asked failed, so save the run in a fresh temporary folder."""
+    first, where = one_line(e), target or "the runs folder"
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="ponder-unsaved-"))
+        outcome.run_dir = save_run(folder, outcome.result.model, cfg,
+                                   **{**save, "name": name or (target.name if target else None)})
+    except OSError as e2:
+        raise SaveError(where, e2, f"could not save the run ({first}); the fallback save failed too") from None
+    outcome.saved_elsewhere = (f"could not save the run to {where}: {first}; saved it to {outcome.run_dir} "
+                               f"instead (move it where you want it)")
+
+
+def _evaluate(outcome: RunOutcome, cfg: TrainConfig, mnist, measure_fn, eval_limit, phase) -> None:
+    """Measure the saved run on test data and add the metrics to its card (problems noted, not raised)."""
     phase("evaluating")
     try:
-        metrics = (measure_fn or (lambda m, d: measure(m, cfg, d, eval_limit)))(result.model, mnist)
+        metrics = (measure_fn or (lambda m, d: measure(m, cfg, d, eval_limit)))(outcome.result.model, mnist)
     except Exception as e:                          # a run is still saved without its metrics
         outcome.problems.append(f"evaluation failed: {one_line(e)}")
-        return outcome
+        return
     outcome.metrics = metrics
     try:
         update_card(outcome.run_dir, metrics=card_metrics(metrics))
         outcome.recorded = card_metrics(metrics)
     except Exception as e:
         outcome.problems.append(f"could not add the test metrics to {outcome.run_dir}: {one_line(e)}")
-    return outcome

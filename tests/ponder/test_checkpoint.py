@@ -9,6 +9,7 @@ import random
 import resource
 import signal
 import struct
+import threading
 import time
 
 import pytest
@@ -56,6 +57,58 @@ def test_no_temporary_files_left(tmp_path):
     # new weights, no metrics given: the earlier card's metrics are not theirs and are not kept
     assert read_card(d)["metrics"] == {}
 
+
+
+def test_a_killed_saves_temporary_files_go_at_the_next_save(tmp_path):
+    """Issue 16 cause 12: a save holds the folder's lock, so fresh .tmp files of the run files are a killed
+    writer's and go at once (they used to stay until a save an hour later); other files stay."""
+    d, model = make_run(tmp_path)
+    left = [d / f".{f}.killed.tmp" for f in (WEIGHTS, CARD, HISTORY)]
+    for p in left:
+        p.write_bytes(b"half a file")                       # fresh: what kill -9 left a second ago
+    (d / "notes.tmp").write_text("not ours")
+    save_run(d, model, TrainConfig(max_steps=5, lambda_p=0.3, hidden=16))
+    assert not any(p.exists() for p in left) and (d / "notes.tmp").exists()
+    load_checkpoint(d)
+
+
+def test_a_save_into_a_folder_another_writer_holds_is_refused(tmp_path):
+    """A live writer's temporary file is never removed: the save waits for no one and is refused in one line."""
+    d, model = make_run(tmp_path)
+    live = d / f".{WEIGHTS}.live.tmp"
+    live.write_bytes(b"being written")
+    held, release = threading.Event(), threading.Event()
+
+    def writer():
+        with A.folder_lock(d):
+            held.set()
+            release.wait(10)
+    t = threading.Thread(target=writer)
+    t.start()
+    held.wait(10)
+    try:
+        with pytest.raises(A.SaveError) as e:
+            save_run(d, tiny_model("mnist", max_steps=5, seed=1), TrainConfig(max_steps=5, lambda_p=0.3, hidden=16))
+    finally:
+        release.set()
+        t.join()
+    assert_one_line(e, "in use")
+    assert live.exists() and read_card(d)["metrics"] == {"test": {"accuracy": 0.5}}     # the first run, untouched
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in load_checkpoint(d).model.state_dict().items())
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_a_failed_save_leaves_no_empty_run_folder(tmp_path, monkeypatch, exists):
+    """Issue 16 cause 12: a save that fails (here a full disk) removes the folder it created, not one it found."""
+    def full(files):
+        raise A.SaveError(next(iter(files)), OSError(28, "No space left on device"))
+    monkeypatch.setattr(C, "write_files", full)
+    d = tmp_path / "runs" / "new"
+    if exists:
+        d.mkdir(parents=True)
+    with pytest.raises(A.SaveError):
+        save_run(d, tiny_model("mnist", max_steps=5), TrainConfig(max_steps=5, hidden=16))
+    assert d.exists() == exists and (tmp_path / "runs").is_dir()
 
 def test_missing_and_not_json(tmp_path):
     with pytest.raises(CheckpointError, match="no such run folder"):

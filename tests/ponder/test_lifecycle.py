@@ -65,6 +65,31 @@ def test_the_folder_is_made_only_when_the_run_is_saved(tmp_path):
     assert read_card(done.run_dir)["metrics"] == {}                 # not evaluated: no metrics
 
 
+
+def test_a_folder_made_for_the_run_is_locked_until_its_card_has_the_metrics(tmp_path):
+    """While the explorer's job measures its saved run, another thread (a rename or delete on the Runs page)
+    cannot take the folder's lock; once the card holds the metrics it can."""
+    from ponder.atomic import folder_lock
+    from ponder.runs import new_run_dir
+    tries = []
+
+    def measure(model, mnist):
+        def other():
+            try:
+                with folder_lock(tmp_path / "job"):
+                    tries.append("got it")
+            except SaveError as e:
+                tries.append(str(e))
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        return lifecycle.measure(model, TrainConfig(**TINY), None, limit=100)
+    done = lifecycle.run(TrainConfig(**TINY), lambda: new_run_dir(tmp_path, "job"), measure_fn=measure)
+    assert len(tries) == 1 and "in use" in tries[0], tries
+    assert read_card(done.run_dir)["metrics"]["test"]["n"] == 100
+    with folder_lock(done.run_dir):                  # free again
+        pass
+
 def test_a_failed_evaluation_is_a_problem_not_a_crash(tmp_path):
     def broken(model, mnist):
         raise RuntimeError("out of memory\nwhile measuring")
