@@ -14,7 +14,12 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="session")
 def mnist():
+    """MNIST from $PONDER_DATA (default ../shared/data); tests that need it skip, with the reason, when
+    it is not there (never downloaded)."""
+    from helpers import NO_MNIST, have_mnist
     from ponder.data import load_mnist
+    if not have_mnist():
+        pytest.skip(NO_MNIST)
     return load_mnist(DATA_DIR, download=False)
 
 

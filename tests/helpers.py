@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image, ImageDraw
 
@@ -22,6 +23,17 @@ ASSETS = ROOT / "assets"
 DATA_DIR = os.environ.get("PONDER_DATA") or str(ROOT.parent / "shared" / "data")
 APP = str(ROOT / "streamlit_app.py")
 APP_TIMEOUT = 60                      # seconds an AppTest script run may take
+
+
+def have_mnist(folder=DATA_DIR) -> bool:
+    """The four MNIST files are in folder/MNIST/raw (.gz or decompressed): the tests never download them."""
+    from ponder.data import MNIST_FILES
+    raw = Path(folder) / "MNIST" / "raw"
+    return all((raw / f).is_file() or (raw / f"{f}.gz").is_file() for f in MNIST_FILES)
+
+
+NO_MNIST = f"needs MNIST, not found in {DATA_DIR}/MNIST/raw (set PONDER_DATA to a folder holding it)"
+needs_mnist = pytest.mark.skipif(not have_mnist(), reason=NO_MNIST)
 
 
 # ----------------------------------------------------------------------------- models and runs

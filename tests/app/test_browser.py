@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from helpers import DATA_DIR, ROOT
+from helpers import DATA_DIR, ROOT, needs_mnist
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -119,6 +119,7 @@ def _wait(page, fn, timeout=60.0, what=""):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@needs_mnist
 def test_shared_links_a_test_digit_rotated_and_an_upload(server, tmp_path):
     from PIL import Image, ImageDraw
     from playwright.sync_api import sync_playwright

@@ -11,7 +11,7 @@ import tempfile
 import pytest
 import torch
 
-from helpers import DATA_DIR, ROOT, assert_one_line_error, run_cli, save_tiny_run
+from helpers import DATA_DIR, ROOT, assert_one_line_error, needs_mnist, run_cli, save_tiny_run
 from ponder import atomic as A
 from ponder.atomic import SaveError
 from ponder.checkpoint import load_checkpoint
@@ -59,6 +59,7 @@ def test_expected_mode_says_all_steps_run_and_labels_e_n(tmp_path, capsys):
     assert "easy (k in [1, 4]): accuracy" in out and "E[n]" in out.split("easy")[1]
 
 
+@needs_mnist
 def test_mnist_evaluate_rotations_json(tmp_path, capsys):
     run = tmp_path / "mn"
     rc, out, err = run_cli(["train", "--out", str(run), "--data-dir", DATA_DIR, "--max-seconds", "1", "--max-steps", "5",

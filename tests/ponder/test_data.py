@@ -4,7 +4,7 @@ import shutil
 import pytest
 import torch
 
-from helpers import DATA_DIR
+from helpers import DATA_DIR, needs_mnist
 from ponder import data as D
 
 
@@ -20,6 +20,7 @@ def test_split_sizes_and_disjoint(mnist):
     assert torch.equal(again.val_y, mnist.val_y)
 
 
+@needs_mnist
 def test_decompresses_gz_into_raw(tmp_path):
     src = f"{DATA_DIR}/MNIST/raw"
     raw = tmp_path / "MNIST" / "raw"

@@ -5,7 +5,7 @@ import threading
 import pytest
 import torch
 
-from helpers import run_cli
+from helpers import needs_mnist, run_cli
 from ponder import lifecycle
 from ponder.atomic import SaveError
 from ponder.card import read_card, read_history
@@ -132,6 +132,7 @@ def test_a_diverging_run_is_saved_as_failed_and_loads(tmp_path):
     assert entry.card["status"] == "failed" and "at step" in entry.card["reason"]
 
 
+@needs_mnist            # reproduce.run loads MNIST, even for a parity-only spec
 def test_the_cli_the_jobs_and_reproduce_all_go_through_run_once_per_run(tmp_path, capsys, monkeypatch):
     from explorer.jobs import JobRegistry
     from ponder import reproduce
