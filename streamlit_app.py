@@ -14,6 +14,7 @@ PAGES = [
     st.Page("pages/rotation.py", title="Rotation study", icon=":material/rotate_right:"),
     st.Page("pages/compare.py", title="Compare runs", icon=":material/compare_arrows:"),
     st.Page("pages/parity.py", title="Parity", icon=":material/calculate:"),
+    st.Page("pages/runs.py", title="Runs", icon=":material/folder_open:"),
 ]
 page = st.navigation(PAGES)
 

@@ -7,6 +7,7 @@ import streamlit as st
 import torch
 
 from ponder.config import MNIST_READERS, PARITY_PRESETS, REGULARISERS, ConfigError, TrainConfig
+from ponder.manage import import_zip
 from ponder.runs import MAX_UPLOAD_BYTES, RunNameError, import_checkpoint, safe_name
 from ponder.sweep import Plan
 
@@ -125,16 +126,18 @@ def sweep_form_ui() -> Optional[tuple]:
 
 # ----------------------------------------------------------------------------- importing a run
 
-def import_run_ui() -> Optional[str]:
-    """Upload a run (model.safetensors + run.json, optionally metrics.jsonl) into the runs folder.
+def import_run_ui(where=None) -> Optional[str]:
+    """Upload a run into the runs folder: an exported .zip (Runs page), or model.safetensors + run.json
+    (optionally metrics.jsonl). In the sidebar unless `where` (a container) is given.
 
     Validated by ponder.runs.import_checkpoint (size limit, no pickle, shapes and config checked)
     before anything lands in the runs folder. Returns the new run's picker name, else None.
     """
-    box = st.sidebar.expander("Import a run", icon=":material/upload:")
+    box = (where or st.sidebar).expander("Import a run", icon=":material/upload:", expanded=where is not None)
     with box.form("import_run", border=False):
-        files = st.file_uploader("model.safetensors and run.json (metrics.jsonl optional)", accept_multiple_files=True,
-                                 type=["safetensors", "json", "jsonl"], max_upload_size=MAX_UPLOAD_BYTES // 2**20,
+        files = st.file_uploader("A run's .zip (from Export on the Runs page), or its model.safetensors and run.json "
+                                 "(metrics.jsonl optional)", accept_multiple_files=True,
+                                 type=["zip", "safetensors", "json", "jsonl"], max_upload_size=MAX_UPLOAD_BYTES // 2**20,
                                  key="import_files", help="The files of a run folder, e.g. from "
                                  "`python -m ponder train` or another explorer. Checked before it is added.")
         name = st.text_input("Name for the run", "imported", max_chars=64, key="import_name")
@@ -145,12 +148,15 @@ def import_run_ui() -> Optional[str]:
     for f in files or []:
         ext = f.name.rsplit(".", 1)[-1].lower() if "." in f.name else ""
         by_ext.setdefault(ext, []).append(f)
-    if len(by_ext.get("safetensors", [])) != 1 or len(by_ext.get("json", [])) != 1 or len(by_ext.get("jsonl", [])) > 1:
-        box.error("Upload exactly one .safetensors file and one run.json (and at most one metrics.jsonl).")
+    zipped = len(by_ext.get("zip", [])) == 1 and len(files) == 1
+    if not zipped and (len(by_ext.get("safetensors", [])) != 1 or len(by_ext.get("json", [])) != 1
+                       or len(by_ext.get("jsonl", [])) > 1 or by_ext.get("zip")):
+        box.error("Upload one .zip, or exactly one .safetensors file and one run.json (and at most one metrics.jsonl).")
         return None
     try:
-        dest = import_checkpoint(by_ext["safetensors"][0], by_ext["json"][0], name,
-                                 history=(by_ext.get("jsonl") or [None])[0])
+        dest = (import_zip(by_ext["zip"][0], name) if zipped else
+                import_checkpoint(by_ext["safetensors"][0], by_ext["json"][0], name,
+                                  history=(by_ext.get("jsonl") or [None])[0]))
     except USER_ERRORS as e:
         box.error(one_line(e), icon=":material/error:")
         return None

@@ -91,3 +91,17 @@ def training_eta(row: dict, now: float) -> tuple[str, Optional[float]]:
         text = f"step {step:,} of about {min(total, int(budget / per_step)):,} ({budget:g} s budget)"
     return text, max(0.0, left - since)
 
+
+
+def run_rows(entries) -> list:
+    """The Runs page's table: one row per run (ponder.runs.ModelEntry) with where it lives, its task,
+    status, test accuracy, mean halting step, mean E[n], the steps it trained and when it was saved."""
+    rows = []
+    for e in entries:
+        t = test_metrics(e.card)
+        where = "shipped (read-only)" if e.source == "shipped" else f"sweep {e.sweep}" if e.sweep else "runs folder"
+        rows.append({"run": e.name, "where": where, "task": e.card.get("task"), "status": e.card.get("status"),
+                     "accuracy": t.get("accuracy"), "mean steps": t.get("mean_steps"), "E[n]": mean_expected_steps(t),
+                     "steps trained": e.card.get("steps"),
+                     "saved": str(e.card.get("created") or "").replace("T", " ")[:16] or None})
+    return rows

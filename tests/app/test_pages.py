@@ -689,3 +689,115 @@ def test_an_uncaught_error_shows_no_traceback_or_server_paths(runs, monkeypatch)
     shown_text = " ".join(str(e.value) + " " + " ".join(e.stack_trace) for e in at.exception)
     assert "secret-file" not in shown_text and "RuntimeError" not in shown_text and "Traceback" not in shown_text \
         and ".py" not in shown_text, shown_text
+
+
+# ----------------------------------------------------------------------------- Runs
+
+@pytest.fixture
+def own_runs(tmp_path, monkeypatch):
+    """A runs folder of its own (no MNIST needed): two parity runs and a sweep's trial."""
+    root = tmp_path / "runs"
+    monkeypatch.setenv("PONDER_RUNS", str(root))
+    for i, name in enumerate(("alpha", "beta")):
+        save_tiny_run(root / name, seed=i, metrics={"test": {"accuracy": 0.625, "mean_steps": 2.5, "n": 8}})
+    (root / "sw").mkdir()
+    (root / "sw" / "sweep.json").write_text('{"trials": []}')
+    save_tiny_run(root / "sw" / "lambda_p0.3-seed0")
+    return root
+
+
+def _runs_page():
+    at = open_app("pages/runs.py")
+    assert at.title[0].value == "Runs"
+    return at
+
+
+def _pick(at, name):
+    at.selectbox(key="runs_pick").set_value(name)
+    return run_ok(at)
+
+
+def test_runs_page_lists_renames_and_deletes_with_a_confirmation(own_runs):
+    at = _runs_page()
+    table = at.dataframe[0].value
+    rows = {r["run"]: r for r in table.to_dict("records")}
+    assert {"runs/alpha", "runs/beta", "runs/sw/lambda_p0.3-seed0", "mnist-default", "parity-medium"} <= set(rows)
+    assert rows["runs/alpha"]["accuracy"] == 0.625 and rows["runs/alpha"]["mean steps"] == 2.5
+    assert rows["runs/alpha"]["task"] == "parity" and rows["runs/alpha"]["status"] == "completed"
+    assert rows["mnist-default"]["where"] == "shipped (read-only)" and rows["runs/sw/lambda_p0.3-seed0"]["where"] == "sweep sw"
+    _pick(at, "runs/alpha")
+    # a taken name is refused in one line, and nothing moves
+    at.text_input(key="runs_new_name").set_value("beta")
+    at.button(key="runs_rename_go").click()
+    run_ok(at)
+    assert "already in the runs folder" in one_line_errors(at)[0] and (own_runs / "alpha").is_dir()
+    # a name with other characters: renamed, and the page says what the name became
+    at.text_input(key="runs_new_name").set_value("my alpha!")
+    at.button(key="runs_rename_go").click()
+    run_ok(at)
+    assert "Renamed runs/alpha to runs/my-alpha (you typed 'my alpha!'" in texts(at)
+    assert at.selectbox(key="runs_pick").value == "runs/my-alpha" and not (own_runs / "alpha").exists()
+    assert read_card(own_runs / "my-alpha")["name"] == "my-alpha"
+    # delete asks first; Cancel keeps the run
+    at.button(key="runs_delete").click()
+    run_ok(at)
+    assert "Delete runs/my-alpha for good?" in texts(at)
+    at.button(key="runs_delete_cancel").click()
+    run_ok(at)
+    assert "for good" not in texts(at) and (own_runs / "my-alpha").is_dir()
+    at.button(key="runs_delete").click()
+    run_ok(at)
+    at.button(key="runs_delete_yes").click()
+    run_ok(at)
+    assert "Deleted runs/my-alpha." in texts(at) and not (own_runs / "my-alpha").exists()
+    assert "runs/my-alpha" not in at.selectbox(key="runs_pick").options
+
+
+def test_runs_page_exports_a_zip_that_its_import_takes_back(own_runs, monkeypatch):
+    import ponder.manage
+    exported = {}
+    real = ponder.manage.export_run
+    monkeypatch.setattr(ponder.manage, "export_run", lambda p: exported.setdefault(p.name, real(p)))
+    at = _runs_page()
+    _pick(at, "runs/beta")
+    assert at.get("download_button")[0].label == "Export (.zip)"
+    at.file_uploader(key="import_files").set_value([("beta.zip", exported["beta"], "application/zip")])
+    at.text_input(key="import_name").set_value("beta back")
+    at.button(key="import_go").click()
+    run_ok(at)
+    assert "Imported as runs/beta-back." in texts(at) and at.selectbox(key="runs_pick").value == "runs/beta-back"
+    a, b = load_checkpoint(own_runs / "beta"), load_checkpoint(own_runs / "beta-back")
+    assert all(torch.equal(v, b.model.state_dict()[k]) for k, v in a.model.state_dict().items())
+    # a shipped model and a sweep's trial are exported only
+    for name in ("parity-medium", "runs/sw/lambda_p0.3-seed0"):
+        _pick(at, name)
+        assert at.get("download_button") and not at.get("text_input")[:-1], name   # only the import's name box
+        assert not [b for b in at.button if b.key == "runs_delete"]
+    assert "parity-medium" in exported and "lambda_p0.3-seed0" in exported
+
+
+def test_runs_page_refuses_to_delete_a_run_being_written(own_runs):
+    from ponder.atomic import folder_lock
+    at = _runs_page()
+    _pick(at, "runs/beta")
+    held, release = threading.Event(), threading.Event()
+
+    def training():                                   # what a training into runs/beta holds
+        with folder_lock(own_runs / "beta"):
+            held.set()
+            release.wait(30)
+    t = threading.Thread(target=training)
+    t.start()
+    held.wait(10)
+    try:
+        at.button(key="runs_delete").click()
+        run_ok(at)
+        at.button(key="runs_delete_yes").click()
+        run_ok(at)
+        errs = one_line_errors(at)
+    finally:
+        release.set()
+        t.join()
+    # the export (beside it) and the delete both say so; the run stays
+    assert len(errs) == 2 and all("runs/beta: in use (a training is writing it" in e for e in errs), errs
+    assert (own_runs / "beta" / CARD).is_file()

@@ -1,0 +1,43 @@
+"""Runs: the runs folder's runs and the shipped models; export one as a .zip, rename or delete your own,
+import a run."""
+import streamlit as st
+
+from explorer import forms, loaders, manage, ui
+from ponder import manage as runs
+from ponder.runs import runs_root
+
+ui.app_guard("runs")
+st.title("Runs")
+st.caption(f"Your runs (the runs folder {runs_root()}, set by PONDER_RUNS) and the shipped models (assets/: "
+           "read-only, they can be exported but not renamed or deleted). An imported run shows no accuracy "
+           "until a page measures it: the test numbers in an uploaded card are not trusted.")
+manage.flash_ui()
+entries = loaders.models()
+manage.runs_table_ui(entries)
+entry = manage.pick_run_ui(entries)
+
+c1, c2, c3 = st.columns(3)
+with c1, ui.user_errors(stop=False):
+    manage.export_ui(entry, runs.export_run(entry.path))
+if entry.source == "shipped":
+    c2.caption("A shipped model: export it, or train or import a copy to rename.")
+elif entry.sweep:
+    c2.caption(f"A trial of the sweep {ui.one_line(entry.sweep)}: export it here; trials are renamed or "
+               "deleted with their sweep folder, by hand.")
+else:
+    with c2:
+        new = manage.rename_ui(entry)
+        if new is not None:
+            with ui.user_errors(stop=False):
+                dest = runs.rename_run(entry.path.name, new)
+                note = "" if dest.name == new else f" (you typed {new!r}; a name keeps letters, digits, '.', '_', '-')"
+                manage.changed(f"Renamed {entry.name} to runs/{dest.name}{note}.", pick=f"runs/{dest.name}")
+    with c3:
+        if manage.delete_ui(entry):
+            with ui.user_errors(stop=False):
+                runs.delete_run(entry.path.name)
+                manage.changed(f"Deleted {entry.name}.")
+
+imported = forms.import_run_ui(st.container())
+if imported:
+    manage.changed(f"Imported as {imported}.", pick=imported)

@@ -1,0 +1,222 @@
+"""Managing runs: rename and delete the runs folder's runs, export any run as a .zip, import a .zip.
+
+Only runs directly in the runs folder are renamed or deleted; the shipped models (assets/) and the
+trials of a sweep are exported only. Every change takes the run folder's lock first
+(ponder.atomic.folder_lock, the lock every writer holds: a CLI training, an explorer job until its
+card has its test metrics, a save), so a run that is being written is refused, never changed under
+its writer. A name is one folder inside the runs folder, never a path; a run folder or run file
+that is a symbolic link is refused, never followed.
+
+An export is a zip of model.safetensors, run.json and metrics.jsonl (when there is one);
+import_zip reads such a zip in memory (nothing is extracted to disk) and hands the files to
+ponder.runs.import_checkpoint, which checks them like any upload.
+"""
+from __future__ import annotations
+
+import errno
+import io
+import os
+import shutil
+import stat
+import uuid
+import zipfile
+import zlib
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+from .atomic import SaveError, folder_lock, remove_if_empty, remove_stale_tmp
+from .card import CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, update_card
+from .checkpoint import MAX_CHECKPOINT_BYTES
+from .runs import MAX_UPLOAD_BYTES, SWEEP, RunNameError, _as_bytes, _size, import_checkpoint, inside, runs_root, safe_name
+
+RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)
+LIMITS = {WEIGHTS: MAX_CHECKPOINT_BYTES, CARD: MAX_CARD_BYTES, HISTORY: MAX_HISTORY_BYTES}
+MAX_ZIP_ENTRIES = 16                          # an export holds 3; a zipped folder a few more
+TRASH = ".deleted-"                           # a deleted run's folder while its files are removed (hidden)
+
+
+def own_run(name: str, root: Optional[Path] = None) -> Path:
+    """The folder of the run `name` directly in the runs folder, which rename and delete may change.
+
+    RunNameError (one line) for anything else: a path instead of a name, a hidden folder, no such
+    run, a symbolic link, a folder without a run card, a sweep or any folder holding folders.
+    """
+    root = Path(root or runs_root())
+    if not isinstance(name, str) or not name or name != Path(name).name or name.startswith(".") or "\\" in name:
+        raise RunNameError(f"{name!r} is not the name of a run in the runs folder (a folder name, not a path)")
+    path = root / name
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise RunNameError(f"there is no run named {name!r} in the runs folder {root}") from None
+    except OSError as e:
+        raise SaveError(path, e, "cannot read the run folder") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise RunNameError(f"runs/{name} is a symbolic link: it is never renamed or deleted here")
+    if not stat.S_ISDIR(st.st_mode) or not inside(root, path):
+        raise RunNameError(f"runs/{name} is not a run folder")
+    try:
+        card = os.lstat(path / CARD)
+        with os.scandir(path) as it:
+            entries = list(it)
+    except OSError:
+        raise RunNameError(f"runs/{name} holds no run (no {CARD})") from None
+    if not stat.S_ISREG(card.st_mode):
+        raise RunNameError(f"runs/{name}/{CARD} is not a regular file (a link?): the run is left alone")
+    if (path / SWEEP).exists() or any(e.is_dir(follow_symlinks=False) for e in entries):
+        raise RunNameError(f"runs/{name} holds folders (a sweep?), not only a run's files: it is left alone")
+    return path
+
+
+@contextmanager
+def _writing(path: Path, shared: bool = False):
+    """The run folder's lock, with a message for people when a training holds it."""
+    try:
+        with folder_lock(path, shared=shared) as held:
+            yield held
+    except SaveError as e:
+        if e.errno != errno.EBUSY:
+            raise
+        raise SaveError(path, OSError(errno.EBUSY, "a training is writing it; try again when it has finished"),
+                        "in use") from None
+
+
+def rename_run(name: str, new_name: str, root: Optional[Path] = None) -> Path:
+    """Rename the run `name` to safe_name(new_name) (letters, digits, '.', '_', '-'); returns the new folder.
+
+    Refuses a name that is already taken (by a run, a file or anything else) and a run being written.
+    The card's name follows the folder; its time stamp does not change (the run keeps its place
+    in the newest-first lists).
+    """
+    root = Path(root or runs_root())
+    src = own_run(name, root)
+    new = safe_name(new_name)
+    if new == src.name:
+        raise RunNameError(f"the run is already named {new!r}")
+    dest = root / new
+    with _writing(src):
+        try:
+            dest.mkdir()                           # claims the name: refuses one taken, even at the same moment
+        except FileExistsError:
+            raise RunNameError(f"a run (or file) named {new!r} is already in the runs folder; pick another "
+                               f"name") from None
+        except OSError as e:
+            raise SaveError(dest, e, "cannot rename the run") from None
+        try:
+            with _writing(dest):                   # no training starts in the claimed name meanwhile
+                remove_stale_tmp(src, RUN_FILES, older_than=0)     # the lock holder: no live writer
+                os.rename(src, dest)               # replaces the empty folder made above, in one step
+        except BaseException as e:
+            remove_if_empty(dest)
+            if isinstance(e, OSError) and not isinstance(e, SaveError):
+                raise SaveError(dest, e, "cannot rename the run") from None
+            raise
+        card = dest / CARD
+        stamp = os.stat(card)
+        update_card(dest, name=new)                # still holding the lock (same folder, same thread)
+        os.utime(card, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    return dest
+
+
+def delete_run(name: str, root: Optional[Path] = None) -> None:
+    """Delete the run `name` (its folder and files). Refuses a run being written.
+
+    The folder is first renamed to a hidden name (gone from every list at once), then removed;
+    nothing outside it is touched (links inside are removed, never followed).
+    """
+    root = Path(root or runs_root())
+    path = own_run(name, root)
+    trash = root / f"{TRASH}{path.name}-{uuid.uuid4().hex[:8]}"
+    with _writing(path):
+        try:
+            os.rename(path, trash)
+        except OSError as e:
+            raise SaveError(path, e, "cannot delete the run") from None
+    for p in [trash] + [p for p in root.glob(TRASH + "*") if p != trash]:   # and any a killed delete left
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)                           # never follows a link
+    if trash.exists():
+        raise SaveError(trash, OSError(errno.EACCES, "some files could not be removed"),
+                        f"run {name!r} is gone from the lists, but not all its files")
+
+
+def _read(path: Path, limit: int) -> Optional[bytes]:
+    """A regular file's bytes (None when it is missing); a link is not followed, a FIFO not waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read it (a symbolic link?: {e.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CheckpointError(f"{path}: not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise CheckpointError(f"{path}: over the {limit} byte limit")
+    return data
+
+
+def export_run(run_dir) -> bytes:
+    """A zip of a run folder's model.safetensors, run.json and metrics.jsonl (any run: shipped, a sweep's
+    trial, the runs folder's). Refuses a run that is being written, and links."""
+    path = Path(run_dir)
+    if path.is_symlink() or not path.is_dir():
+        raise CheckpointError(f"{path}: not a run folder")
+    with _writing(path, shared=True):          # writers wait for no one: a save meanwhile is refused
+        files = {f: _read(path / f, LIMITS[f]) for f in RUN_FILES}
+    for f in (WEIGHTS, CARD):
+        if files[f] is None:
+            raise CheckpointError(f"{path / f}: missing, nothing to export")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for f, data in files.items():
+            if data is not None:
+                info = zipfile.ZipInfo(f, date_time=(1980, 1, 1, 0, 0, 0))    # the same run, the same bytes
+                info.external_attr = 0o644 << 16                                  # rw-r--r-- when unzipped
+                zf.writestr(info, data, zipfile.ZIP_DEFLATED)
+    return buf.getvalue()
+
+
+def import_zip(data, name: str, root: Optional[Path] = None, max_bytes: int = MAX_UPLOAD_BYTES,
+               quota: Optional[int] = None) -> Path:
+    """Import a zip holding model.safetensors and run.json (metrics.jsonl optional), as export_run writes
+    it or a zipped run folder (files found by their names; anything else in it is ignored, nothing is
+    extracted). Sizes are checked before and while reading. Returns the new run folder; CheckpointError."""
+    label = safe_name(name)
+    if _size(data) > max_bytes:
+        raise CheckpointError(f"upload '{label}': {_size(data)} bytes is over the {max_bytes} byte limit")
+    raw = _as_bytes(data, "zip", label)
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(raw))
+        entries = zf.infolist()
+        if len(entries) > MAX_ZIP_ENTRIES:
+            raise CheckpointError(f"upload '{label}': {len(entries)} files in the zip; a run has 3")
+        found = {}
+        for info in entries:
+            base = info.filename.replace("\\", "/").rsplit("/", 1)[-1]
+            if info.is_dir() or base not in RUN_FILES or info.filename.startswith("__MACOSX"):
+                continue
+            if base in found:
+                raise CheckpointError(f"upload '{label}': the zip holds more than one {base}")
+            found[base] = info
+        if sum(i.file_size for i in found.values()) > max_bytes:
+            raise CheckpointError(f"upload '{label}': the zip unpacks to more than {max_bytes} bytes")
+        files = {}
+        for base, info in found.items():
+            with zf.open(info) as f:
+                files[base] = f.read(max_bytes + 1)        # a size in the zip may lie: read at most this
+            if sum(len(b) for b in files.values()) > max_bytes:
+                raise CheckpointError(f"upload '{label}': the zip unpacks to more than {max_bytes} bytes")
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError, OSError) as e:
+        if isinstance(e, CheckpointError):
+            raise
+        why = " ".join(str(e).split())[:200] or e.__class__.__name__
+        raise CheckpointError(f"upload '{label}': not a readable zip ({why})") from None
+    for f in (WEIGHTS, CARD):
+        if f not in files:
+            raise CheckpointError(f"upload '{label}': the zip holds no {f} (an export of a run holds "
+                                  f"{', '.join(RUN_FILES)})")
+    return import_checkpoint(files[WEIGHTS], files[CARD], label, root, history=files.get(HISTORY),
+                             max_bytes=max_bytes, quota=quota)

@@ -1,0 +1,292 @@
+"""ponder/manage.py: rename, delete and export runs, import an exported zip; names that are paths, links,
+shipped runs, sweeps and runs being written are refused in one line and left as they were."""
+import io
+import os
+import threading
+import zipfile
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from helpers import ASSETS, ShellPayload, assert_one_line, save_tiny_run
+from ponder import lifecycle
+from ponder.atomic import SaveError, folder_lock
+from ponder.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
+from ponder.checkpoint import load_checkpoint
+from ponder.config import TrainConfig
+from ponder.manage import delete_run, export_run, import_zip, own_run, rename_run
+from ponder.runs import RunNameError, import_checkpoint, list_models, new_run_dir, safe_name
+
+
+def runs_folder(tmp_path, *names):
+    root = tmp_path / "runs"
+    for i, n in enumerate(names):
+        save_tiny_run(root / n, seed=i, metrics={"test": {"accuracy": 0.75, "n": 10}})
+    return root
+
+
+def listed(root):
+    return sorted(e.path.name for e in list_models(root, assets=root / "no-assets"))
+
+
+def weights(run_dir):
+    return load_checkpoint(run_dir).model.state_dict()
+
+
+def same_weights(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# ----------------------------------------------------------------------------- rename
+
+def test_rename_moves_the_run_says_its_new_name_and_keeps_its_place(tmp_path):
+    root = runs_folder(tmp_path, "a", "b")
+    before, stamp = weights(root / "a"), (root / "a" / CARD).stat().st_mtime_ns
+    dest = rename_run("a", "my run: λ=0.3!", root)
+    assert dest == root / "my-run-0.3" == root / safe_name("my run: λ=0.3!")   # what the page reports
+    assert not (root / "a").exists() and listed(root) == ["b", "my-run-0.3"]
+    assert read_card(dest)["name"] == "my-run-0.3" and same_weights(weights(dest), before)
+    assert read_history(dest) == [{"step": 1, "loss": 0.5}] and read_card(dest)["metrics"]["test"]["accuracy"] == 0.75
+    assert (dest / CARD).stat().st_mtime_ns == stamp                 # newest-first order unchanged
+
+
+@pytest.mark.parametrize("taken", ["run", "file", "link", "empty folder", "hidden"])
+def test_rename_refuses_a_name_that_is_taken(tmp_path, taken):
+    root = runs_folder(tmp_path, "a", "b")
+    target = {"run": "b", "file": "notes.txt", "link": "ln", "empty folder": "empty", "hidden": "b"}[taken]
+    if taken == "file":
+        (root / target).write_text("mine")
+    elif taken == "link":
+        (root / target).symlink_to(tmp_path)
+    elif taken == "empty folder":
+        (root / target).mkdir()
+    with pytest.raises(RunNameError) as e:
+        rename_run("a", target if taken != "hidden" else ".b", root)   # '.b' becomes 'b': taken too
+    assert_one_line(e, "already in the runs folder")
+    assert (root / "a" / CARD).is_file() and read_card(root / "a")["name"] == "a"
+    assert (root / target).exists() or (root / target).is_symlink()
+
+
+def test_two_renames_to_one_name_at_once_one_wins(tmp_path):
+    root = runs_folder(tmp_path, "a", "b")
+    barrier, out = threading.Barrier(2), {}
+
+    def rename(n):
+        barrier.wait(10)
+        try:
+            out[n] = rename_run(n, "same", root)
+        except RunNameError as e:
+            out[n] = str(e)
+    threads = [threading.Thread(target=rename, args=(n,)) for n in "ab"]
+    [t.start() for t in threads]
+    [t.join(30) for t in threads]
+    assert sorted(map(str, out.values())) == sorted([str(root / "same"), "a run (or file) named 'same' is already in "
+                                                     "the runs folder; pick another name"]), out
+    assert len(listed(root)) == 2 and "same" in listed(root)
+
+
+@pytest.mark.parametrize("name", ["../runs/a", "/etc", "a/../b", ".hidden", "", ".", "..", "a/", "missing", None,
+                                  "sub/a"])
+def test_rename_and_delete_refuse_names_that_are_no_run_here(tmp_path, name):
+    root = runs_folder(tmp_path, "a", ".hidden")
+    save_tiny_run(root / "sub" / "a")
+    for op in (lambda: rename_run(name, "x", root), lambda: delete_run(name, root)):
+        with pytest.raises(RunNameError) as e:
+            op()
+        assert_one_line(e)
+    assert listed(root) == ["a"] and (root / ".hidden" / CARD).is_file() and (root / "sub" / "a" / CARD).is_file()
+    assert not (root / "x").exists()
+
+
+@pytest.mark.parametrize("kind", ["run folder is a link", "card is a link", "weights are a link to outside",
+                                  "sweep folder", "no card", "file"])
+def test_links_sweeps_and_non_runs_are_left_alone(tmp_path, kind):
+    root = runs_folder(tmp_path, "a")
+    outside = tmp_path / "outside"
+    save_tiny_run(outside)
+    victim = root / "v"
+    if kind == "run folder is a link":
+        victim.symlink_to(outside)
+    elif kind == "file":
+        victim.write_text("x")
+    else:
+        victim.mkdir()
+        if kind == "card is a link":
+            (victim / CARD).symlink_to(outside / CARD)
+        elif kind == "weights are a link to outside":          # a run's own files may be renamed and deleted...
+            (victim / CARD).write_bytes((outside / CARD).read_bytes())
+            (victim / WEIGHTS).symlink_to(outside / WEIGHTS)
+        elif kind == "sweep folder":
+            (victim / "sweep.json").write_text("{}")
+            (victim / CARD).write_bytes((outside / CARD).read_bytes())
+            save_tiny_run(victim / "trial")
+    if kind == "weights are a link to outside":                 # ...and a link inside is removed, never followed
+        delete_run("v", root)
+        assert not victim.exists() and (outside / WEIGHTS).is_file() and load_checkpoint(outside)
+        return
+    for op in (lambda: rename_run("v", "w", root), lambda: delete_run("v", root)):
+        with pytest.raises(RunNameError) as e:
+            op()
+        assert_one_line(e, "runs/v")
+    assert (victim.is_symlink() or victim.exists()) and not (root / "w").exists()
+    assert load_checkpoint(outside) and listed(root) == ["a"] + (["trial", "v"] if kind == "sweep folder" else [])
+
+
+@given(st.text(max_size=80))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_new_name_is_refused_or_becomes_a_folder_in_the_runs_folder(tmp_path, text):
+    root = tmp_path / "runs"
+    if not (root / "a").exists():
+        save_tiny_run(root / "a")
+    try:
+        dest = rename_run("a", text, root)
+    except RunNameError:
+        assert listed(root) == ["a"]
+        return
+    assert dest.parent == root and dest.name == safe_name(text) and listed(root) == [dest.name]
+    rename_run(dest.name, "a", root) if dest.name != "a" else None
+
+
+# ----------------------------------------------------------------------------- delete
+
+def test_delete_removes_the_run_and_nothing_else(tmp_path):
+    root = runs_folder(tmp_path, "a", "b")
+    (root / "a" / f".{WEIGHTS}.killed.tmp").write_bytes(b"half")
+    delete_run("a", root)
+    assert listed(root) == ["b"] and sorted(p.name for p in root.iterdir()) == ["b"]    # no trash left
+    left = root / ".deleted-c-0000"                     # what a delete killed mid-way leaves: removed next time
+    save_tiny_run(left)
+    delete_run("b", root)
+    assert list(root.iterdir()) == []
+
+
+@pytest.mark.parametrize("op", ["rename", "delete"])
+def test_a_run_being_written_is_not_renamed_or_deleted(tmp_path, op):
+    root = runs_folder(tmp_path, "a")
+    held, release = threading.Event(), threading.Event()
+
+    def writer():                                        # what a CLI training into runs/a holds
+        with folder_lock(root / "a"):
+            held.set()
+            release.wait(10)
+    t = threading.Thread(target=writer)
+    t.start()
+    held.wait(10)
+    try:
+        with pytest.raises(SaveError) as e:
+            rename_run("a", "b", root) if op == "rename" else delete_run("a", root)
+    finally:
+        release.set()
+        t.join()
+    assert_one_line(e, "a training is writing it")
+    assert listed(root) == ["a"] and not (root / "b").exists()
+
+
+def test_a_jobs_run_cannot_be_deleted_until_its_card_has_its_metrics(tmp_path):
+    """The explorer's job (lifecycle.run into a fresh folder) holds the run while it measures it."""
+    root = tmp_path / "runs"
+    tries = []
+
+    def measure(model, mnist):
+        name = next(p.name for p in root.iterdir())
+        t = threading.Thread(target=lambda: tries.append(_refused(lambda: delete_run(name, root))))
+        t.start()
+        t.join()
+        return lifecycle.measure(model, cfg, None, limit=50)
+    cfg = TrainConfig(task="parity", epochs=1, steps_per_epoch=3, batch_size=16, hidden=16, max_steps=4, device="cpu")
+    done = lifecycle.run(cfg, lambda: new_run_dir(root, "job"), measure_fn=measure)
+    assert tries == ["in use"] and read_card(done.run_dir)["metrics"]["test"]["n"] == 50
+    delete_run("job", root)                              # once measured and recorded, it can go
+    assert list(root.iterdir()) == []
+
+
+def _refused(op):
+    try:
+        op()
+    except SaveError as e:
+        return "in use" if "in use" in str(e) else str(e)
+    return "done"
+
+
+# ----------------------------------------------------------------------------- export and import
+
+def test_export_then_import_gives_back_the_same_run(tmp_path):
+    root = runs_folder(tmp_path, "a")
+    data = export_run(root / "a")
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        assert zf.namelist() == [WEIGHTS, CARD, HISTORY] and zf.testzip() is None
+    assert export_run(root / "a") == data                               # the same run, the same bytes
+    dest = import_zip(data, "a again", root)
+    assert dest == root / "a-again" and listed(root) == ["a", "a-again"]
+    assert same_weights(weights(dest), weights(root / "a"))
+    a, b = read_card(root / "a"), read_card(dest)
+    assert {k: b[k] for k in ("task", "model", "max_steps", "lambda_p", "train", "status", "steps")} == \
+        {k: a[k] for k in ("task", "model", "max_steps", "lambda_p", "train", "status", "steps")}
+    assert b["name"] == "a-again" and b["metrics"] == {}      # an import's test metrics are re-measured, not trusted
+    assert read_history(dest) == read_history(root / "a")
+    # the unzipped files go through the file import too (what a user who unzips it uploads)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        files = {n: zf.read(n) for n in zf.namelist()}
+    other = import_checkpoint(files[WEIGHTS], files[CARD], "unzipped", root, history=files[HISTORY])
+    assert same_weights(weights(other), weights(root / "a"))
+
+
+def test_a_shipped_model_exports_and_imports(tmp_path):
+    data = export_run(ASSETS / "parity-medium")
+    dest = import_zip(data, "parity-medium", tmp_path / "runs")
+    assert same_weights(weights(dest), weights(ASSETS / "parity-medium"))
+    assert len(read_history(dest)) == len(read_history(ASSETS / "parity-medium")) > 0
+
+
+def test_export_refuses_links_and_a_run_being_written(tmp_path):
+    root = runs_folder(tmp_path, "a")
+    (tmp_path / "link").symlink_to(root / "a")
+    with pytest.raises(CheckpointError):
+        export_run(tmp_path / "link")
+    os.replace(root / "a" / HISTORY, tmp_path / "h")
+    (root / "a" / HISTORY).symlink_to(tmp_path / "h")
+    with pytest.raises(CheckpointError) as e:
+        export_run(root / "a")
+    assert_one_line(e, HISTORY)
+    (root / "a" / HISTORY).unlink()
+    with folder_lock(root / "a"):
+        with pytest.raises(SaveError) as e:
+            export_run(root / "a")
+    assert_one_line(e, "in use")
+    assert zipfile.ZipFile(io.BytesIO(export_run(root / "a"))).namelist() == [WEIGHTS, CARD]    # no history: fine
+
+
+def _zip(entries, method=zipfile.ZIP_DEFLATED):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as zf:
+        for name, data in entries:
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+def test_import_zip_refuses_bad_zips_in_one_line(tmp_path):
+    root = runs_folder(tmp_path, "a")
+    w, c = (root / "a" / WEIGHTS).read_bytes(), (root / "a" / CARD).read_bytes()
+    import pickle
+    cases = {
+        "not a zip": (b"PK\x03\x04 not really", "not a readable zip"),
+        "no card": (_zip([(WEIGHTS, w)]), f"no {CARD}"),
+        "two cards": (_zip([(WEIGHTS, w), (CARD, c), ("x/" + CARD, c)]), "more than one"),
+        "too many files": (_zip([(f"f{i}", b"") for i in range(20)]), "files in the zip"),
+        "a pickle as weights": (_zip([(WEIGHTS, pickle.dumps(ShellPayload(tmp_path / "pwned"))), (CARD, c)]), "pickle"),
+        "zip bomb": (_zip([(WEIGHTS, b"\0" * (3 * 1024 * 1024)), (CARD, c)]), "more than"),
+    }
+    for case, (data, needle) in cases.items():
+        with pytest.raises(CheckpointError) as e:
+            import_zip(data, "x", root, max_bytes=2 * 1024 * 1024)
+        assert_one_line(e, needle), case
+    assert listed(root) == ["a"] and not (tmp_path / "pwned").exists()
+    # names with folders (a zipped run folder, even '../..') are read for their file name, never extracted
+    dest = import_zip(_zip([("../../evil/" + WEIGHTS, w), ("../../evil/" + CARD, c)]), "zipped folder", root)
+    assert dest == root / "zipped-folder" and not (tmp_path / "evil").exists() and not (root.parent / "evil").exists()
+
+
+def test_own_run_is_the_folder_in_the_runs_folder(tmp_path):
+    root = runs_folder(tmp_path, "a")
+    assert own_run("a", root) == root / "a"
