@@ -11,7 +11,7 @@ from ponder.runs import ModelEntry
 
 from . import tables
 
-FLASH, PICK, NEXT_PICK, CONFIRM = "_runs_flash", "runs_pick", "_runs_pick_next", "_runs_confirm_delete"
+FLASH, PICK, NEXT_PICK, CONFIRM, CLEAR = "_runs_flash", "runs_pick", "_runs_pick_next", "_runs_confirm_delete", "_runs_clear"
 
 
 def changed(message: str, pick: Optional[str] = None) -> None:
@@ -20,6 +20,7 @@ def changed(message: str, pick: Optional[str] = None) -> None:
     if pick:
         st.session_state[NEXT_PICK] = pick
     st.session_state.pop(CONFIRM, None)
+    st.session_state[CLEAR] = True                  # the rename box starts empty again
     st.rerun()
 
 
@@ -57,6 +58,8 @@ def export_ui(entry: ModelEntry, data: bytes) -> None:
 
 def rename_ui(entry: ModelEntry) -> Optional[str]:
     """The new name typed, when Rename is pressed."""
+    if st.session_state.pop(CLEAR, False):
+        st.session_state["runs_new_name"] = ""
     with st.form("runs_rename", border=False):
         new = st.text_input("New name", "", max_chars=64, key="runs_new_name", placeholder=entry.path.name,
                             help="Letters, digits, '.', '_' and '-'; anything else becomes '-'.")

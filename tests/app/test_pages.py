@@ -737,6 +737,7 @@ def test_runs_page_lists_renames_and_deletes_with_a_confirmation(own_runs):
     run_ok(at)
     assert "Renamed runs/alpha to runs/my-alpha (you typed 'my alpha!'" in texts(at)
     assert at.selectbox(key="runs_pick").value == "runs/my-alpha" and not (own_runs / "alpha").exists()
+    assert at.text_input(key="runs_new_name").value == ""              # ready for the next name
     assert read_card(own_runs / "my-alpha")["name"] == "my-alpha"
     # delete asks first; Cancel keeps the run
     at.button(key="runs_delete").click()
