@@ -108,7 +108,8 @@ def rename_run(name: str, new_name: str, root: Optional[Path] = None) -> Path:
                 remove_stale_tmp(src, RUN_FILES, older_than=0)     # the lock holder: no live writer
                 os.rename(src, dest)               # replaces the empty folder made above, in one step
         except BaseException as e:
-            remove_if_empty(dest)
+            if not (isinstance(e, SaveError) and e.errno == errno.EBUSY):   # a training took it: its folder now
+                remove_if_empty(dest)
             if isinstance(e, OSError) and not isinstance(e, SaveError):
                 raise SaveError(dest, e, "cannot rename the run") from None
             raise
