@@ -1,8 +1,8 @@
 """Background training jobs for the explorer.
 
 A JobRegistry lives once per process (the pages hold it in st.cache_resource), so a job survives
-reruns and page switches. A Job trains one or more configs one after the other (a sweep is a
-queue of short runs) in a daemon thread that never calls st.*. Each run is one call of
+reruns, page switches, reloads and closed tabs. A Job trains one or more configs one after the other
+(a sweep is a queue of short runs) in a daemon thread that never calls st.*. Each run is one call of
 ponder.lifecycle.run (train, save, measure, record): it reports progress and its phase through
 callbacks into the job's buffer, behind a threading.Lock. Pages read snapshots (plain copies) and
 poll them. A sweep job (submit(..., plan=)) hands its plan to ponder.sweep.run_sweep instead, the code
@@ -10,20 +10,24 @@ poll them. A sweep job (submit(..., plan=)) hands its plan to ponder.sweep.run_s
 completed there before is not trained again.
 
 Limits: one active job per browser session, and at most `max_jobs` active jobs in the process
-($PONDER_MAX_JOBS, default 1). Cancel sets a threading.Event that train() checks every step; what
-was trained so far is saved as a partial run. Every run that trained at least one step is saved
-in a fresh folder new_run_dir(runs_root(), name), made when it is saved -- completed, cancelled
-(partial) or failed alike -- so it shows up in every model picker. A runs folder that cannot be
-written is refused before training; one that fails at the save (a full disk) gets the run saved in
-a temporary folder instead, named in the run's reason, and leaves no empty folder behind.
+($PONDER_MAX_JOBS, default 1). A job's time is capped ($PONDER_MAX_JOB_SECONDS, default 1800 s =
+30 min, counted from its start): at the cap training stops as if cancelled, and the run is saved as
+partial with a reason naming the cap (a sweep's trials not started yet are not started). Cancel sets
+the job's StopFlag, which train() checks every step, from any session; what was trained so far is
+saved as a partial run. Every run that trained at least one step is saved in a fresh folder
+new_run_dir(runs_root(), name), made when it is saved -- completed, cancelled (partial) or failed
+alike -- so it shows up in every model picker. A runs folder that cannot be written is refused
+before training; one that fails at the save (a full disk) gets the run saved in a temporary folder
+instead, named in the run's reason, and leaves no empty folder behind.
 
-When the browser tab closes (or reloads, or the network drops): nothing stops the job. Its thread
-belongs to the process, not to the tab, so it trains to the end (its epochs or time budget) and
-saves the run as usual. The job stays attached to the session id that started it, and the page
-shows it live again from that same session as long as Streamlit keeps the session alive (a quick
-reconnect); a new tab is a new session and does not see it as its own, but it counts towards the
-machine's limit until it ends. The saved run is in the runs folder ($PONDER_RUNS) and in every
-model picker (unless the save there failed, see above). Threads are named ponder-job-<id> and end when their job ends.
+Finding a job again: every job has an id; get(id) finds it (the pages keep it in the URL as
+?job=<id>, so a reload of the tab comes back to it, running or finished), active() lists the
+running ones (a page shows the machine's running job to every session, with its Cancel button), and
+recent() the newest ones. When the browser tab closes (or reloads, or the network drops) nothing
+stops the job: its thread belongs to the process, so it trains to the end (its epochs, its time
+budget or the cap) and saves the run as usual. The registry forgets all but the newest 50 finished
+jobs; their runs stay in the runs folder ($PONDER_RUNS) and in every model picker (unless the save
+there failed, see above). Threads are named ponder-job-<id> and end when their job ends.
 """
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ from ponder.train import Progress
 
 ACTIVE = ("queued", "running")
 EVAL_LIMIT = 2000          # test images (or parity problems) measured when a run is saved
+MAX_JOB_SECONDS = 1800.0   # a web job's time cap: 30 min, 40x the default MNIST run ($PONDER_MAX_JOB_SECONDS)
 
 
 class JobLimitError(RuntimeError):
@@ -58,6 +63,54 @@ def max_jobs_from_env(default: int = 1) -> int:
         return max(1, int(os.environ.get("PONDER_MAX_JOBS", default)))
     except ValueError:
         return default
+
+
+def max_seconds_from_env(default: float = MAX_JOB_SECONDS) -> float:
+    """$PONDER_MAX_JOB_SECONDS, a positive number of seconds (the default where unset or not a number)."""
+    try:
+        v = float(os.environ.get("PONDER_MAX_JOB_SECONDS", default))
+    except ValueError:
+        return default
+    return v if 0 < v < float("inf") else default
+
+
+def fmt_duration(s: float) -> str:
+    """1800 -> '30 min', 90 -> '1 min 30 s', 0.25 -> '0.25 s'."""
+    if s < 60:
+        return f"{s:g} s"
+    m, rest = divmod(int(round(s)), 60)
+    return f"{m} min" + (f" {rest} s" if rest else "")
+
+
+class StopFlag(threading.Event):
+    """A job's stop flag, which train() checks every step: set by Cancel (from any session), and by
+    itself once the job's time cap has passed. `why` says which, in words train() puts before
+    'at step n' in the run's reason."""
+
+    def __init__(self, cap: Optional[float] = None):
+        super().__init__()
+        self.cap, self.deadline, self.why = cap, None, ""
+        self._why_lock = threading.Lock()
+
+    def start(self) -> None:
+        """The job starts now: its cap counts from here."""
+        if self.cap:
+            self.deadline = time.monotonic() + self.cap
+
+    def stop(self, why: str = "cancelled") -> None:
+        with self._why_lock:
+            if not super().is_set():
+                self.why = why
+                super().set()
+
+    def set(self) -> None:
+        self.stop()
+
+    def is_set(self) -> bool:
+        if not super().is_set() and self.deadline is not None and time.monotonic() >= self.deadline:
+            self.stop(f"stopped by the server's time cap on web jobs ({fmt_duration(self.cap)}, "
+                      f"PONDER_MAX_JOB_SECONDS)")
+        return super().is_set()
 
 
 @dataclass
@@ -92,6 +145,13 @@ class JobView:
     created: float
     finished: Optional[float]
     cancel_requested: bool
+    stop_reason: str = ""           # why it was stopped: 'cancelled', '... time cap ...'
+    cap: Optional[float] = None     # the job's time cap in seconds
+
+    @property
+    def name(self) -> str:
+        """Its run's name, or 'sweep of 6 runs' (for lists of jobs)."""
+        return self.runs[0].name if len(self.runs) == 1 else f"{self.kind} of {len(self.runs)} runs"
 
     @property
     def active(self) -> bool:
@@ -109,7 +169,8 @@ class JobView:
 
 class Job:
     def __init__(self, session: str, kind: str, specs: Sequence[tuple], root: Path,
-                 mnist_loader: Callable, eval_limit: int = EVAL_LIMIT, plan: Optional[Plan] = None):
+                 mnist_loader: Callable, eval_limit: int = EVAL_LIMIT, plan: Optional[Plan] = None,
+                 cap: Optional[float] = None):
         self.id = uuid.uuid4().hex[:12]
         self.session, self.kind, self.root = session, kind, Path(root)
         self.plan = plan                    # a sweep's plan: its trials train into the sweep folder `root`
@@ -117,7 +178,7 @@ class Job:
         self.status = "queued"
         self.created, self.finished = time.time(), None
         self.lock = threading.Lock()
-        self.cancel_event = threading.Event()
+        self.cancel_event = StopFlag(cap)   # Cancel and the time cap
         self.mnist_loader = mnist_loader
         self.eval_limit = eval_limit
         self.thread = threading.Thread(target=self._work, name=f"ponder-job-{self.id}", daemon=True)
@@ -131,15 +192,17 @@ class Job:
                              saved_elsewhere=r.saved_elsewhere) for r in self.runs]
             return JobView(id=self.id, session=self.session, kind=self.kind, status=self.status, runs=runs,
                            created=self.created, finished=self.finished,
-                           cancel_requested=self.cancel_event.is_set())
+                           cancel_requested=self.cancel_event.is_set(), stop_reason=self.cancel_event.why,
+                           cap=self.cancel_event.cap)
 
     @property
     def active(self) -> bool:
         with self.lock:
             return self.status in ACTIVE
 
-    def cancel(self) -> None:
-        self.cancel_event.set()
+    def cancel(self, session: Optional[str] = None) -> None:
+        """Stop after the current step; anyone may (session: who asked, to say so in the reason)."""
+        self.cancel_event.stop("cancelled" if session in (None, self.session) else "cancelled from another session")
 
     def join(self, timeout: Optional[float] = None) -> bool:
         self.thread.join(timeout)
@@ -154,6 +217,7 @@ class Job:
     def _work(self) -> None:
         with self.lock:
             self.status = "running"
+        self.cancel_event.start()
         try:
             if self.plan is not None:
                 self._train_sweep()
@@ -161,7 +225,7 @@ class Job:
                 if run.status != "queued":
                     continue
                 if self.cancel_event.is_set():
-                    self._set(run, status="cancelled", reason="cancelled before it started", phase="")
+                    self._set(run, status="cancelled", reason=f"{self.cancel_event.why} before it started", phase="")
                     continue
                 self._train_one(run)
         finally:
@@ -232,6 +296,11 @@ class Job:
                 self._set(runs[t.name], reason="completed in an earlier run of this sweep (not trained again)")
 
 
+def _pages(jobs) -> str:
+    """Where these jobs are shown: 'Train', 'λp sweep' or 'Train and λp sweep'."""
+    return " and ".join(sorted({"λp sweep" if j.kind == "sweep" else "Train" for j in jobs}))
+
+
 def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split()) or e.__class__.__name__
     if not str(e).strip():
@@ -248,8 +317,9 @@ class JobRegistry:
     """All jobs of this process. Thread-safe; pages call submit / session_job / cancel."""
 
     def __init__(self, max_jobs: Optional[int] = None, mnist_loader: Optional[Callable] = None,
-                 eval_limit: int = EVAL_LIMIT):
+                 eval_limit: int = EVAL_LIMIT, max_seconds: Optional[float] = None):
         self.max_jobs = max_jobs or max_jobs_from_env()
+        self.max_seconds = max_seconds or max_seconds_from_env()      # each job's time cap
         self.mnist_loader = mnist_loader or _default_mnist_loader
         self.eval_limit = eval_limit
         self._lock = threading.Lock()
@@ -286,9 +356,10 @@ class JobRegistry:
             if len(active) >= self.max_jobs:
                 raise JobLimitError(f"The machine is busy: {len(active)} training job"
                                     f"{'s are' if len(active) > 1 else ' is'} running (limit {self.max_jobs}, "
-                                    f"set PONDER_MAX_JOBS to change it). Try again when "
+                                    f"set PONDER_MAX_JOBS to change it), shown on the {_pages(active)} page, "
+                                    f"where anyone can cancel it. Try again when "
                                     f"{'they finish' if len(active) > 1 else 'it finishes'}.")
-            job = Job(session, kind, specs, root, self.mnist_loader, self.eval_limit, plan)
+            job = Job(session, kind, specs, root, self.mnist_loader, self.eval_limit, plan, cap=self.max_seconds)
             self._jobs[job.id] = job
             self._forget_old()
             job.thread.start()
@@ -298,6 +369,23 @@ class JobRegistry:
         done = [k for k, j in self._jobs.items() if not j.active]
         for k in done[:-keep] if len(done) > keep else []:
             del self._jobs[k]
+
+    def get(self, job_id: Optional[str], kind: Optional[str] = None) -> Optional[Job]:
+        """The job with this id (of that kind), None if there is none (a bad id, or forgotten)."""
+        with self._lock:
+            job = self._jobs.get(str(job_id)) if job_id else None
+        return job if job is not None and (kind is None or job.kind == kind) else None
+
+    def active(self, kind: Optional[str] = None) -> list:
+        """The running (or queued) jobs of that kind, oldest first, whoever started them."""
+        with self._lock:
+            return [j for j in self._jobs.values() if j.active and (kind is None or j.kind == kind)]
+
+    def recent(self, kind: Optional[str] = None, n: int = 5) -> list:
+        """The newest n jobs of that kind, newest first, running or finished."""
+        with self._lock:
+            jobs = [j for j in self._jobs.values() if kind is None or j.kind == kind]
+        return jobs[::-1][:n]
 
     def session_job(self, session: str, kind: Optional[str] = None) -> Optional[Job]:
         """This session's newest job (of that kind)."""
@@ -312,8 +400,8 @@ class JobRegistry:
                 return "You already have a training job running."
             n = sum(j.active for j in self._jobs.values())
         if n >= self.max_jobs:
-            return (f"The machine is busy: {n} training job{'s' if n > 1 else ''} running (limit {self.max_jobs}). "
-                    f"Try again when it finishes.")
+            return (f"The machine is busy: {n} training job{'s' if n > 1 else ''} running (limit {self.max_jobs}), "
+                    f"shown on the {_pages(self.active())} page. Try again when it finishes.")
         return ""
 
     def shutdown(self, timeout: float = 10.0) -> None:

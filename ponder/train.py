@@ -323,7 +323,7 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
     for x, y in batches:
         elapsed = time.perf_counter() - t0
         if cancel is not None and cancel.is_set():
-            stop = ("cancelled", f"cancelled at step {step}")
+            stop = ("cancelled", f"{getattr(cancel, 'why', '') or 'cancelled'} at step {step}")   # why: explorer.jobs.StopFlag
             break
         if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
             stop = ("completed", f"stopped by the time budget of {cfg.max_seconds:g} s at step {step}")

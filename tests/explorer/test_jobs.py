@@ -233,3 +233,53 @@ def test_a_save_that_fails_after_training_keeps_the_model_elsewhere(registry, tm
     assert "No space left on device" in run.reason and run.run_dir in run.reason and "\n" not in run.reason
     assert load_checkpoint(run.run_dir).card["steps"] == 20 and str(spare) in run.run_dir
     assert list(root.iterdir()) == []                # no empty run folder left in the runs folder
+
+
+def test_a_job_is_found_by_id_and_any_session_can_cancel_it(registry, tmp_path):
+    job = registry.submit("s1", [("long", tiny(epochs=1000))], root=tmp_path)
+    assert registry.get(job.id) is job and registry.get(job.id, "train") is job
+    assert registry.get(job.id, "sweep") is None and registry.get("nope") is None and registry.get(None) is None
+    assert registry.active() == [job] and registry.active("sweep") == [] and registry.recent("train") == [job]
+    assert "shown on the Train page" in registry.busy_message("s2")
+    while not job.snapshot().runs[0].progress:
+        time.sleep(0.02)
+    registry.get(job.id).cancel(session="s2")              # another tab's Cancel: a new session, the job's id
+    view = wait_done(job)
+    run = view.runs[0]
+    assert run.status == "cancelled" and run.reason.startswith("cancelled from another session at step ")
+    assert read_card(run.run_dir)["reason"] == run.reason and view.stop_reason == "cancelled from another session"
+    assert registry.active() == [] and registry.recent() == [job]
+    later = wait_done(registry.submit("s2", [("later", tiny())], root=tmp_path))
+    assert [j.id for j in registry.recent()] == [later.id, job.id]          # newest first
+
+
+def test_the_time_cap_stops_a_job_and_saves_it_as_partial_with_its_reason(tmp_path):
+    # cap 0.3 s: the first run (20,000 tiny steps, ~10 s) is stopped at the cap; the second never starts
+    reg = JobRegistry(max_jobs=1, eval_limit=100, max_seconds=0.3)
+    try:
+        t0 = time.monotonic()
+        job = reg.submit("s1", [("capped", tiny(epochs=1000)), ("next", tiny())], kind="sweep", root=tmp_path)
+        view = wait_done(job, timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        reg.shutdown()
+    cap = "stopped by the server's time cap on web jobs (0.3 s, PONDER_MAX_JOB_SECONDS)"
+    first, second = view.runs
+    assert first.status == "cancelled" and first.partial and first.reason.startswith(cap + " at step ")
+    assert 0 < first.steps < 20000 and first.seconds < 3.0 and took < 10.0, (first.steps, first.seconds, took)
+    card = read_card(first.run_dir)
+    assert card["status"] == "cancelled" and card["reason"] == first.reason and card["steps"] == first.steps
+    assert second.status == "cancelled" and second.reason == cap + " before it started" and second.run_dir is None
+    assert view.stop_reason == cap and view.cap == 0.3
+
+
+def test_time_cap_from_env(monkeypatch):
+    from explorer.jobs import MAX_JOB_SECONDS, fmt_duration, max_seconds_from_env
+    for value, want in (("2.5", 2.5), ("3600", 3600.0), ("abc", MAX_JOB_SECONDS), ("0", MAX_JOB_SECONDS),
+                        ("-5", MAX_JOB_SECONDS), ("inf", MAX_JOB_SECONDS), ("nan", MAX_JOB_SECONDS)):
+        monkeypatch.setenv("PONDER_MAX_JOB_SECONDS", value)
+        assert max_seconds_from_env() == want, value
+        assert JobRegistry(max_jobs=1).max_seconds == want
+    monkeypatch.delenv("PONDER_MAX_JOB_SECONDS")
+    assert max_seconds_from_env() == MAX_JOB_SECONDS == 1800.0
+    assert [fmt_duration(s) for s in (1800, 90, 0.25, 7200)] == ["30 min", "1 min 30 s", "0.25 s", "120 min"]
