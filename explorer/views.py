@@ -20,7 +20,7 @@ from ponder.sweep import read_sweep
 
 from . import figures, loaders, study_figures, tables
 from .tables import plain
-from .jobs import JobView, RunState
+from .jobs import JobView, RunState, fmt_duration
 from .ui import chart
 
 
@@ -183,14 +183,20 @@ def run_result_ui(run: RunState) -> None:
         st.info(f"**{plain(run.name)}**: {run.status}.")
 
 
-def job_ui(view: JobView, cancel, key: str = "job") -> None:
-    """A job's runs: the running one live, the finished ones as result boxes, queued ones listed."""
+def job_ui(view: JobView, cancel, key: str = "job", note: str = "") -> None:
+    """A job's runs: the running one live, the finished ones as result boxes, queued ones listed.
+    note: a line on where the job came from (another session, the URL)."""
+    if note:
+        st.caption(note)
     if view.active:
         c1, c2 = st.columns([4, 1], vertical_alignment="center")
+        cap = (f" · the server stops it at its {fmt_duration(view.cap)} cap, in "
+               f"{_fmt_s(view.created + view.cap - time.time())}" if view.cap else "")
         c1.markdown(f"**Training job** ({len(view.runs)} run{'s' if len(view.runs) > 1 else ''}) — "
-                    + ("stopping…" if view.cancel_requested else "running"))
+                    + ("stopping…" if view.cancel_requested else "running" + cap))
         if c2.button("Cancel", icon=":material/stop:", key=f"{key}_cancel", disabled=view.cancel_requested,
-                     help="Stops within a second; what was trained so far is saved as a partial run."):
+                     help="Stops within a second; what was trained so far is saved as a partial run. Anyone "
+                          "may cancel the machine's running job, from any tab."):
             cancel()
             st.toast("Cancelling: the run stops after the current step and is saved as partial.")
     cur = view.current
@@ -203,23 +209,74 @@ def job_ui(view: JobView, cancel, key: str = "job") -> None:
             run_result_ui(run)
 
 
-def job_live_ui(registry, session: str, kind: str, every: float = 1.0, key: str = "job") -> Optional[JobView]:
-    """Poll this session's job of a kind with st.fragment(run_every=...) while it is active."""
-    job = registry.session_job(session, kind)
-    if job is None:
-        return None
-
+def job_live_ui(job, session: Optional[str], every: float = 1.0, key: str = "job", note: str = "") -> JobView:
+    """Poll a job with st.fragment(run_every=...) while it is active; anyone's Cancel stops it (session:
+    who cancels, None for the job's owner; the run's reason says 'cancelled from another session' else)."""
     @st.fragment(run_every=every if job.active else None)
     def live():
         view = job.snapshot()
-        job_ui(view, job.cancel, key=key)
-        seen = f"_seen_done_{kind}"
+        job_ui(view, lambda: job.cancel(session), key=key, note=note)
+        seen = f"_seen_done_{job.kind}"
         if not view.active and st.session_state.get(seen) != view.id:
             st.session_state[seen] = view.id
             st.rerun()                           # the whole page: pickers list the new run, polling stops
 
     live()
     return job.snapshot()
+
+
+def attach_job_ui(registry, session: str, kind: str, started=None):
+    """The job of this kind that this tab shows, kept in the URL as ?job=<id> so that a reload comes
+    back to it: the one just started here, else the URL's, else the machine's running one (whoever
+    started it), else this session's newest. Returns (job or None, a line on where it came from, who
+    cancels: None as its owner -- this session, or the URL's job after a reload -- else this session)."""
+    url, mem = st.query_params.get("job"), f"_attached_{kind}"
+    job, note, who = started, "", None
+    if job is None and url and st.session_state.get(mem, ("",))[0] == url:     # a rerun: as it was attached
+        job, note, who = registry.get(url, kind), *st.session_state[mem][1:]
+    elif job is None and url:
+        job = registry.get(url)
+        if job is None:
+            st.info(f"Job {plain(url[:40])} is not known to this server (it was restarted, or the job is old): "
+                    f"a run it saved is in the runs folder and the model pickers.")
+        elif job.kind != kind:
+            job = None                           # another page's job: not this page's business
+        elif job.session != session:
+            note = f":material/history: Back to job {job.id}, started {_ago(job.created)}."
+    if job is None and registry.active(kind):
+        job = registry.active(kind)[0]
+        if job.session != session:
+            who = session
+            note = (f":material/group: This job was started elsewhere (another tab or user, or this tab before a "
+                    f"reload) {_ago(job.created)}: it holds the machine's training slot; anyone can cancel it.")
+    if job is None:
+        job = registry.session_job(session, kind)
+    if job is not None:
+        st.query_params["job"] = job.id
+        st.session_state[mem] = (job.id, note, who)
+    elif "job" in st.query_params:
+        del st.query_params["job"]
+    return job, note, who
+
+
+def recent_jobs_ui(jobs, shown: Optional[str], key: str) -> None:
+    """The server's newest jobs, each with a button that shows it here (a new ?job=<id>)."""
+    others = [j.snapshot() for j in jobs if j.id != shown]
+    if not others:
+        return
+    with st.expander(f"Recent jobs on this server ({len(others)})"):
+        for v in others:
+            run = v.current
+            state = "running" if v.active else (run.status if run else v.status)
+            c1, c2 = st.columns([4, 1], vertical_alignment="center")
+            c1.markdown(f"**{plain(v.name)}** · {state} · started {_ago(v.created)}")
+            if c2.button("Show", key=f"{key}_show_{v.id}"):
+                st.query_params["job"] = v.id
+                st.rerun()
+
+
+def _ago(t: float) -> str:
+    return f"{_fmt_s(time.time() - t)} ago"
 
 
 # ----------------------------------------------------------------------------- λp sweep

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import figures, forms, loaders, ui, views
-from explorer.jobs import JobLimitError
+from explorer.jobs import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.runs import runs_root
 from ponder.studies import prior_mean
@@ -26,25 +26,29 @@ with c2:
 st.subheader("Train a sweep")
 st.caption("Short runs (MNIST or parity), one per λp and seed, trained one after the other in the background (your "
            "one job) by ponder.sweep into a sweep folder in the runs folder, as `python -m ponder sweep` does (which "
-           "also runs on Ray); a run that diverges is shown as failed with the reason, and the sweep goes on.")
-form = forms.sweep_form_ui()
+           "also runs on Ray); a run that diverges is shown as failed with the reason, and the sweep goes on. The job "
+           f"stops at the server's cap of {fmt_duration(registry.max_seconds)} (PONDER_MAX_JOB_SECONDS); a reload "
+           "comes back to it, and every tab shows the machine's running sweep, which anyone can cancel.")
+form, started = forms.sweep_form_ui(), None
 if form:
     try:
-        registry.submit(session, [], kind="sweep", root=runs_root() / form[0], plan=form[1])
+        started = registry.submit(session, [], kind="sweep", root=runs_root() / form[0], plan=form[1])
     except (JobLimitError, ConfigError) as e:
         st.error(ui.one_line(e))
 
 st.subheader("Results")
-job = registry.session_job(session, "sweep")
-sources = (["This session's sweep"] if job else []) + ["Shipped sweep (assets/sweep-lp*)", "A sweep folder (runs/<sweep>/)",
-                                                       "Saved sweep runs (runs/sweep-*)"]
+job, note, who = views.attach_job_ui(registry, session, "sweep", started)     # kept in the URL: a reload comes back
+sources = (["The sweep job"] if job else []) + ["Shipped sweep (assets/sweep-lp*)", "A sweep folder (runs/<sweep>/)",
+                                                "Saved sweep runs (runs/sweep-*)"]
 source = st.radio("Show", sources, horizontal=True, key=f"sweep_source_{bool(job)}")
-if source.startswith("This session"):
+if source == "The sweep job":
     @st.fragment(run_every=2.0 if job.active else None)
     def live_results():
         view = job.snapshot()
+        if note:
+            st.caption(note)
         if view.active:
-            views.job_ui(view, job.cancel, key="sweep_job")
+            views.job_ui(view, lambda: job.cancel(who), key="sweep_job")
         views.sweep_results_ui(views.job_sweep_rows(view), view.runs[0].config.max_steps, key="sweep_live")
         if not view.active and st.session_state.get("_seen_done_sweep") != view.id:
             st.session_state["_seen_done_sweep"] = view.id

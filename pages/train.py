@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import forms, loaders, ui, views
-from explorer.jobs import JobLimitError
+from explorer.jobs import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 
 ui.app_guard("train")
@@ -10,34 +10,39 @@ st.title("Train a PonderNet")
 registry, session = loaders.job_registry(), ui.session_id()
 
 task = forms.task_ui()
-request, refused = forms.train_form_ui(task), False
+request, refused, started = forms.train_form_ui(task), False, None
 if request is not None:
     refused = True
     if request[1].task == "mnist" and loaders.mnist()[0] is None:
         st.error(loaders.mnist()[1])
     else:
         try:
-            registry.submit(session, [request], kind="train")
+            started = registry.submit(session, [request], kind="train")
             refused = False
         except (JobLimitError, ConfigError) as e:
             st.error(ui.one_line(e))
 
+job, note, who = views.attach_job_ui(registry, session, "train", started)
 busy = registry.busy_message(session)
-job = registry.session_job(session, "train")
 if busy and not refused and not (job and job.active):
     st.warning(busy)
 if job is None:
     st.markdown(
         "Set the hyperparameters in the sidebar and press **Start training**. The defaults train an MNIST "
         "PonderNet to about 99% test accuracy in 30–45 seconds on 2 CPU cores (parity: the small n = 8 "
-        "preset in 1–1.5 minutes; measured, see the README). Training runs in the background: you can switch pages and come back; "
-        "**Cancel** stops it within a second and keeps what was trained as a partial run. Finished runs "
-        "are saved to the runs folder and appear in every model picker.")
+        "preset in 1–1.5 minutes; measured, see the README). Training runs in the background: you can switch "
+        "pages, reload or close the tab and come back (the address holds the job); **Cancel** stops it within "
+        "a second and keeps what was trained as a partial run. The machine's running job shows in every tab, "
+        f"and anyone can cancel it. A job trains for at most {fmt_duration(registry.max_seconds)} on this server "
+        "(PONDER_MAX_JOB_SECONDS): then it stops and is saved as a partial run. Finished runs are saved to the "
+        "runs folder and appear in every model picker.")
     if task == "mnist" and loaders.mnist()[0] is None:
         ui.mnist_missing_ui(loaders.mnist()[1], "train_download")
+    views.recent_jobs_ui(registry.recent("train"), None, key="train")
     st.stop()
 
-view = views.job_live_ui(registry, session, "train", every=1.0, key="train")
-if view is not None and not view.active:
+view = views.job_live_ui(job, who, every=1.0, key="train", note=note)
+views.recent_jobs_ui(registry.recent("train"), job.id, key="train")
+if not view.active:
     st.page_link("pages/digit.py", label="Try the new model on a digit", icon=":material/draw:")
     st.page_link("pages/compare.py", label="Compare it with other runs", icon=":material/compare_arrows:")

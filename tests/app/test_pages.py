@@ -12,6 +12,7 @@ import io
 import json
 import re
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -337,9 +338,11 @@ def test_two_sessions_start_training_at_the_same_moment(runs):
     assert not any(at.exception for at in sessions), [e.value for at in sessions for e in at.exception]
     busy = [at for at in sessions if any("machine is busy" in e.value for e in at.error)]
     running = [at for at in sessions if at.get("progress") or any("Training job" in m.value for m in at.markdown)]
-    assert len(busy) == 1 and len(running) == 1, ("concurrency", "two starts at once")
+    assert len(busy) == 1 and len(running) == 2, ("concurrency", "two starts at once")   # both show the job
     assert len(one_line_errors(busy[0])) == 1 and not busy[0].warning          # one clear message, not two
-    winner = running[0]
+    assert "started elsewhere" in texts(busy[0])                                # ... and whose job it shows
+    winner = next(at for at in sessions if at is not busy[0])
+    assert "started elsewhere" not in texts(winner)
     poll(winner, lambda a: any("Completed" in s.value for s in [*a.success, *a.warning]))
     names = [p.name for p in runs.iterdir() if p.name.startswith("race-")]
     assert len(names) == 1 and read_card(runs / names[0])["status"] == "completed"
@@ -378,6 +381,66 @@ def test_a_diverging_run_shows_as_failed_on_the_train_page(runs):
     run_ok(at)
     assert any("FAILED" in o for o in at.sidebar.selectbox(key="pick_model_parity").options)
     assert any("became inf" in w.value for w in at.sidebar.warning) and not at.exception
+
+
+LONG = dict(TINY, epochs=1000, log_every=1)  # 20,000 tiny steps: runs until cancelled
+
+
+@pytest.fixture
+def slow_steps(monkeypatch):
+    """Training steps that wait 20 ms each (at each progress report): a long job that leaves the CPU (and
+    the GIL) to the pages under test, as a job on a bigger model would."""
+    from ponder import lifecycle
+    real = lifecycle.train
+
+    def slow(cfg, callback=None, **kw):
+        return real(cfg, callback=lambda p: (callback(p), time.sleep(0.02)), **kw)
+    monkeypatch.setattr(lifecycle, "train", slow)
+
+
+def _partial(reason):
+    return lambda a: any(f"Partial run**: {reason}" in w.value for w in a.warning)
+
+
+def _progress(job):
+    while not job.snapshot().runs[0].progress:
+        time.sleep(0.02)
+
+
+def test_a_second_session_sees_the_machines_running_job_and_can_cancel_it(runs, slow_steps):
+    reg = idle_registry()
+    job = reg.submit("the-first-tab", [("shared-long", TrainConfig(**LONG))], kind="train")
+    _progress(job)
+    b = open_app(page="train")                                          # another tab: a new session, a plain URL
+    assert b.get("progress") and len(charts(b)) == 2 and b.query_params["job"] == job.id
+    assert "started elsewhere" in texts(b) and not b.warning and not b.error
+    b.button(key="train_cancel").click()
+    run_ok(b)
+    assert job.join(60)
+    run_ok(b)
+    assert _partial("cancelled from another session at step")(b), texts(b)
+    card = read_card(runs / "shared-long")
+    assert card["status"] == "cancelled" and card["reason"].startswith("cancelled from another session at step")
+
+
+def test_a_reload_with_the_job_in_the_url_comes_back_to_it_running_and_finished(runs, slow_steps):
+    reg = idle_registry()
+    job = reg.submit("before-the-reload", [("come-back", TrainConfig(**LONG))], kind="train")
+    _progress(job)
+    r = open_app(page="train", job=job.id)                              # the reload: a new session, ?job=<id>
+    assert r.get("progress") and "Back to job" in texts(r) and "started elsewhere" not in texts(r)
+    r.button(key="train_cancel").click()                                # its owner's Cancel, after the reload
+    run_ok(r)
+    assert job.join(60)
+    r = open_app(page="train", job=job.id)                              # a reload after it finished
+    assert _partial("cancelled at step")(r) and "runs/come-back" in texts(r) and len(charts(r)) == 2
+    n = open_app(page="train")                                          # a new tab: it is among the recent jobs
+    assert not n.get("progress") and "come-back" in texts(n)
+    n.button(key=f"train_show_{job.id}").click()
+    run_ok(n)
+    assert _partial("cancelled at step")(n) and n.query_params["job"] == job.id
+    gone = open_app(page="train", job="0123456789ab")                   # an id the server does not know
+    assert "not known to this server" in texts(gone) and "job" not in gone.query_params
 
 
 # ----------------------------------------------------------------------------- 3. λp sweep
@@ -448,6 +511,24 @@ def test_a_diverging_run_shows_as_failed_in_the_sweep_results(runs):
     grid = charts(at)[1]
     ok = ok and any("became inf" in (a.get("text") or "") for a in grid["layout"].get("annotations", []))
     assert ok and not at.exception, ("divergence", "sweep results")
+
+
+def test_the_sweep_page_shows_the_machines_running_sweep_and_anyone_can_cancel_it(runs, slow_steps):
+    reg = idle_registry()
+    specs = [("sweep-lp0.3", TrainConfig(**{**LONG, "lambda_p": 0.3})), ("sweep-lp0.6", TrainConfig(**{**TINY, "lambda_p": 0.6}))]
+    job = reg.submit("another-tab", specs, kind="sweep")
+    _progress(job)
+    at = open_app(page="sweep")
+    assert at.radio(key="sweep_source_True").value == "The sweep job" and at.query_params["job"] == job.id
+    assert "started elsewhere" in texts(at)
+    at.button(key="sweep_job_cancel").click()
+    run_ok(at)
+    assert job.join(60)
+    at = open_app(page="sweep", job=job.id)                             # a reload after it finished
+    df = at.dataframe[0].value
+    assert list(df["status"]) == ["cancelled", "cancelled"], df
+    assert df["reason"].iloc[0].startswith("cancelled from another session at step")
+    assert df["reason"].iloc[1] == "cancelled from another session before it started"
 
 
 def test_sweep_page_shows_a_sweep_folder_and_compare_adds_it_as_one_group(runs):
