@@ -1,10 +1,16 @@
 """Fixtures. Helpers shared by the test modules are in helpers.py. MNIST comes from $PONDER_DATA
 (CI: ../shared/data)."""
 
+import os
+
 import pytest
 import torch
 
 from helpers import DATA_DIR
+
+# The explorer and the CLI under test read $PONDER_DATA: point them at the MNIST the tests use (the
+# default ../shared/data when it is unset), so `python -m pytest` needs no variable set.
+os.environ.setdefault("PONDER_DATA", DATA_DIR)
 
 # One thread: the suite runs many tiny ops, where a second OpenMP thread only adds barrier waits (and,
 # next to any other load on a 2-core machine, spins: a 3-step parity training took 1.42 s with 2 threads
