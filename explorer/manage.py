@@ -11,7 +11,8 @@ from ponder.runs import ModelEntry
 
 from . import tables
 
-FLASH, PICK, NEXT_PICK, CONFIRM, CLEAR = "_runs_flash", "runs_pick", "_runs_pick_next", "_runs_confirm_delete", "_runs_clear"
+FLASH, PICK, NEXT_PICK = "_runs_flash", "runs_pick", "_runs_pick_next"      # session-state keys
+CONFIRM, CLEAR = "_runs_confirm_delete", "_runs_clear"
 
 
 def changed(message: str, pick: Optional[str] = None) -> None:
@@ -35,7 +36,7 @@ def runs_table_ui(entries: list) -> None:
     num = st.column_config.NumberColumn
     st.dataframe(tables.run_rows(entries), hide_index=True, width="stretch",
                  column_config={"accuracy": num(format="%.4f"), "mean steps": num(format="%.2f"),
-                                "E[n]": num(format="%.2f", help="Mean expected halting step Σ n·p_n on the test set")})
+                                "E[n]": num(format="%.2f", help="Mean expected halting step Σ n·p_n, test set")})
 
 
 def pick_run_ui(entries: list) -> ModelEntry:
@@ -69,14 +70,15 @@ def rename_ui(entry: ModelEntry) -> Optional[str]:
     return new if go and new.strip() else None
 
 
-def delete_ui(entry: ModelEntry) -> bool:
-    """True once the deletion of this run is confirmed (Delete, then 'Yes, delete it')."""
-    if st.button("Delete…", key="runs_delete", icon=":material/delete:"):
+def delete_ui(entry: ModelEntry, label: str = "Delete…", what: str = "") -> bool:
+    """True once the deletion is confirmed (the button, then 'Yes, delete it'); `what` names what goes
+    (default: this run, its weights, card and training history)."""
+    if st.button(label, key="runs_delete", icon=":material/delete:"):
         st.session_state[CONFIRM] = entry.name
     if st.session_state.get(CONFIRM) != entry.name:
         return False
-    st.warning(f"Delete {tables.plain(entry.name)} for good? Its weights, card and training history are removed; "
-               "this cannot be undone.")
+    what = what or f"{entry.name} for good? Its weights, card and training history are removed"
+    st.warning(f"Delete {tables.plain(what)}; this cannot be undone.")
     yes, no = st.columns(2)
     if no.button("Cancel", key="runs_delete_cancel"):
         st.session_state.pop(CONFIRM, None)

@@ -1,5 +1,5 @@
-"""Runs: the runs folder's runs and the shipped models; export one as a .zip, rename or delete your own,
-import a run."""
+"""Runs: the runs folder's runs and the shipped models; export one as a .zip, rename or delete your own
+(or a whole sweep), import a run."""
 import streamlit as st
 
 from explorer import forms, loaders, manage, ui
@@ -22,8 +22,14 @@ with c1, ui.user_errors(stop=False):
 if entry.source == "shipped":
     c2.caption("A shipped model: export it, or train or import a copy to rename.")
 elif entry.sweep:
-    c2.caption(f"A trial of the sweep {ui.one_line(entry.sweep)}: export it here; trials are renamed or "
-               "deleted with their sweep folder, by hand.")
+    n = sum(e.sweep == entry.sweep for e in entries)
+    c2.caption(f"A trial of the sweep runs/{ui.one_line(entry.sweep)}: export it, or delete the whole sweep.")
+    with c3:
+        what = f"the sweep runs/{entry.sweep} and its {n} trial{'s' * (n != 1)} for good?"
+        if manage.delete_ui(entry, "Delete the sweep…", what):
+            with ui.user_errors(stop=False):
+                k = runs.delete_sweep(entry.sweep)
+                manage.changed(f"Deleted the sweep runs/{entry.sweep} and its {k} trial{'s' * (k != 1)}.")
 else:
     with c2:
         new = manage.rename_ui(entry)

@@ -1,7 +1,7 @@
 """Managing runs: rename and delete the runs folder's runs, export any run as a .zip, import a .zip.
 
-Only runs directly in the runs folder are renamed or deleted; the shipped models (assets/) and the
-trials of a sweep are exported only. Every change takes the run folder's lock first
+Only runs directly in the runs folder are renamed or deleted, and whole sweep folders deleted; the
+shipped models (assets/) and single trials of a sweep are exported only. Every change takes the run folder's lock first
 (ponder.atomic.folder_lock, the lock every writer holds: a CLI training, an explorer job until its
 card has its test metrics, a save), so a run that is being written is refused, never changed under
 its writer. A name is one folder inside the runs folder, never a path; a run folder or run file
@@ -21,14 +21,16 @@ import stat
 import uuid
 import zipfile
 import zlib
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Optional
 
 from .atomic import SaveError, folder_lock, remove_if_empty, remove_stale_tmp
 from .card import CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, update_card
 from .checkpoint import MAX_CHECKPOINT_BYTES
-from .runs import MAX_UPLOAD_BYTES, SWEEP, RunNameError, _as_bytes, _size, import_checkpoint, inside, runs_root, safe_name
+from .runs import (MAX_UPLOAD_BYTES, SWEEP, RunNameError, _as_bytes, _size, import_checkpoint, inside, runs_root,
+                   safe_name)
+from .sweep import TABLE
 
 RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)
 LIMITS = {WEIGHTS: MAX_CHECKPOINT_BYTES, CARD: MAX_CARD_BYTES, HISTORY: MAX_HISTORY_BYTES}
@@ -70,15 +72,15 @@ def own_run(name: str, root: Optional[Path] = None) -> Path:
 
 
 @contextmanager
-def _writing(path: Path, shared: bool = False):
-    """The run folder's lock, with a message for people when a training holds it."""
+def _writing(path: Path, shown: str, shared: bool = False):
+    """The folder's lock, with a message for people (naming it as `shown`) when a training holds it."""
     try:
         with folder_lock(path, shared=shared) as held:
             yield held
     except SaveError as e:
         if e.errno != errno.EBUSY:
             raise
-        raise SaveError(path, OSError(errno.EBUSY, "a training is writing it; try again when it has finished"),
+        raise SaveError(shown, OSError(errno.EBUSY, "a training is writing it; try again when it has finished"),
                         "in use") from None
 
 
@@ -95,7 +97,7 @@ def rename_run(name: str, new_name: str, root: Optional[Path] = None) -> Path:
     if new == src.name:
         raise RunNameError(f"the run is already named {new!r}")
     dest = root / new
-    with _writing(src):
+    with _writing(src, f"runs/{src.name}"):
         try:
             dest.mkdir()                           # claims the name: refuses one taken, even at the same moment
         except FileExistsError:
@@ -104,7 +106,7 @@ def rename_run(name: str, new_name: str, root: Optional[Path] = None) -> Path:
         except OSError as e:
             raise SaveError(dest, e, "cannot rename the run") from None
         try:
-            with _writing(dest):                   # no training starts in the claimed name meanwhile
+            with _writing(dest, f"runs/{new}"):    # no training starts in the claimed name meanwhile
                 remove_stale_tmp(src, RUN_FILES, older_than=0)     # the lock holder: no live writer
                 os.rename(src, dest)               # replaces the empty folder made above, in one step
         except BaseException as e:
@@ -128,18 +130,69 @@ def delete_run(name: str, root: Optional[Path] = None) -> None:
     """
     root = Path(root or runs_root())
     path = own_run(name, root)
+    with _writing(path, f"runs/{name}"):
+        trash = _hide(root, path)
+    _discard(root, trash, f"run {name!r}")
+
+
+def _hide(root: Path, path: Path) -> Path:
+    """Rename a folder to a hidden name in root (gone from every list at once); returns that name."""
     trash = root / f"{TRASH}{path.name}-{uuid.uuid4().hex[:8]}"
-    with _writing(path):
-        try:
-            os.rename(path, trash)
-        except OSError as e:
-            raise SaveError(path, e, "cannot delete the run") from None
-    for p in [trash] + [p for p in root.glob(TRASH + "*") if p != trash]:   # and any a killed delete left
+    try:
+        os.rename(path, trash)
+    except OSError as e:
+        raise SaveError(path, e, "cannot delete it") from None
+    return trash
+
+
+def _discard(root: Path, trash: Path, what: str) -> None:
+    """Remove a hidden folder _hide made, and any a killed delete left; links inside are removed, never followed."""
+    for p in [trash] + [p for p in root.glob(TRASH + "*") if p != trash]:
         if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)                           # never follows a link
+            shutil.rmtree(p, ignore_errors=True)
     if trash.exists():
         raise SaveError(trash, OSError(errno.EACCES, "some files could not be removed"),
-                        f"run {name!r} is gone from the lists, but not all its files")
+                        f"{what} is gone from the lists, but not all its files")
+
+
+def own_sweep(name: str, root: Optional[Path] = None) -> Path:
+    """The folder of the sweep `name` in the runs folder (sweep.json, sweep.md and trial run folders, nothing
+    else), which delete_sweep may remove. RunNameError (one line) otherwise."""
+    root = Path(root or runs_root())
+    if not isinstance(name, str) or not name or name != Path(name).name or name.startswith(".") or "\\" in name:
+        raise RunNameError(f"{name!r} is not the name of a sweep in the runs folder (a folder name, not a path)")
+    path = root / name
+    if path.is_symlink() or not path.is_dir() or not inside(root, path):
+        raise RunNameError(f"runs/{name} is not a sweep folder (or it is a symbolic link)")
+    if (path / SWEEP).is_symlink() or not (path / SWEEP).is_file():
+        raise RunNameError(f"runs/{name} is not a sweep folder (no {SWEEP})")
+
+    def tmp(e) -> bool:                       # an atomic write's leftover (ponder.atomic)
+        return e.name.startswith(".") and e.name.endswith(".tmp") and not e.is_dir(follow_symlinks=False)
+    with os.scandir(path) as it:
+        for e in it:
+            if e.name in (SWEEP, TABLE) or tmp(e):
+                continue
+            if e.is_dir(follow_symlinks=False):
+                with os.scandir(e.path) as trial:
+                    if all((f.name in RUN_FILES and not f.is_dir(follow_symlinks=False)) or tmp(f) for f in trial):
+                        continue
+            raise RunNameError(f"runs/{name} holds {e.name!r}, which is not a sweep's trial: the sweep is left alone")
+    return path
+
+
+def delete_sweep(name: str, root: Optional[Path] = None) -> int:
+    """Delete a sweep folder and its trials; returns how many trials it held. Refuses a sweep that is
+    running (run_sweep holds the sweep folder's lock) or a trial being written."""
+    root = Path(root or runs_root())
+    path = own_sweep(name, root)
+    with _writing(path, f"runs/{name}"), ExitStack() as trials:
+        dirs = [d for d in path.iterdir() if d.is_dir() and not d.is_symlink()]
+        for d in dirs:
+            trials.enter_context(_writing(d, f"runs/{name}/{d.name}"))
+        trash = _hide(root, path)
+    _discard(root, trash, f"sweep {name!r}")
+    return len(dirs)
 
 
 def _read(path: Path, limit: int) -> Optional[bytes]:
@@ -165,7 +218,7 @@ def export_run(run_dir) -> bytes:
     path = Path(run_dir)
     if path.is_symlink() or not path.is_dir():
         raise CheckpointError(f"{path}: not a run folder")
-    with _writing(path, shared=True):          # writers wait for no one: a save meanwhile is refused
+    with _writing(path, path.name, shared=True):     # writers wait for no one: a save meanwhile is refused
         files = {f: _read(path / f, LIMITS[f]) for f in RUN_FILES}
     for f in (WEIGHTS, CARD):
         if files[f] is None:

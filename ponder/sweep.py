@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import lifecycle
-from .atomic import atomic_write_bytes, atomic_write_json, write_files
+from .atomic import atomic_write_bytes, atomic_write_json, folder_lock, write_files
 from .card import CARD, HISTORY, WEIGHTS, mean_expected_steps, one_line
 from .config import TASKS, ConfigError, TrainConfig
 from .runs import SWEEP, safe_name
@@ -225,58 +225,61 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
     folder = Path(folder)
     trials = plan.trials()
     folder.mkdir(parents=True, exist_ok=True)
-    old = {r.get("name"): r for r in (read_sweep(folder) or {}).get("trials", []) if isinstance(r, dict)}
-    for t in trials:
-        r = old.get(t.name, {})
-        if r.get("status") == "completed" and r.get("config") == t.config.to_dict() and (folder / t.name / CARD).is_file():
-            t.status, t.reason, t.metrics, t.steps = "completed", r.get("reason", ""), r.get("metrics"), r.get("steps", 0)
-            t.seconds, t.device, t.resumed = r.get("seconds", 0.0), r.get("device", ""), True
-    kept = [r for n, r in old.items() if n not in {t.name for t in trials}]   # trials of an earlier, other grid
-    info = dict(plan=plan.to_dict(), backend=backend, started=time.time())
-    lock = threading.Lock()
+    with folder_lock(folder):              # one sweep at a time per folder, not deleted meanwhile (ponder.manage)
+        old = {r.get("name"): r for r in (read_sweep(folder) or {}).get("trials", []) if isinstance(r, dict)}
+        for t in trials:
+            r = old.get(t.name, {})
+            if (r.get("status") == "completed" and r.get("config") == t.config.to_dict()
+                    and (folder / t.name / CARD).is_file()):
+                t.status, t.reason, t.metrics = "completed", r.get("reason", ""), r.get("metrics")
+                t.steps = r.get("steps", 0)
+                t.seconds, t.device, t.resumed = r.get("seconds", 0.0), r.get("device", ""), True
+        kept = [r for n, r in old.items() if n not in {t.name for t in trials}]   # trials of an earlier, other grid
+        info = dict(plan=plan.to_dict(), backend=backend, started=time.time())
+        lock = threading.Lock()
 
-    def write() -> None:
-        with lock:
-            atomic_write_json(folder / SWEEP, dict(info, updated=time.time(),
-                                                   trials=[t.record() for t in trials] + kept))
-            atomic_write_bytes(folder / TABLE, markdown_table(plan, trials).encode())
+        def write() -> None:
+            with lock:
+                atomic_write_json(folder / SWEEP, dict(info, updated=time.time(),
+                                                       trials=[t.record() for t in trials] + kept))
+                atomic_write_bytes(folder / TABLE, markdown_table(plan, trials).encode())
 
-    def started(t: Trial) -> None:
-        t.status = "running"
+        def started(t: Trial) -> None:
+            t.status = "running"
+            write()
+            if on_trial:
+                on_trial(t)
+
+        def finished(t: Trial, outcome: dict) -> None:
+            for k, v in outcome.items():
+                setattr(t, k, v)
+            write()
+            if on_trial:
+                on_trial(t)
+
+        todo = [t for t in trials if not t.resumed]
         write()
-        if on_trial:
-            on_trial(t)
+        if backend == "local":
+            mnist = []
 
-    def finished(t: Trial, outcome: dict) -> None:
-        for k, v in outcome.items():
-            setattr(t, k, v)
+            def load_once():
+                if not mnist:
+                    from . import data as D
+                    mnist.append(load_data() if load_data is not None else D.load_mnist(data_dir))
+                return mnist[0]
+
+            for t in todo:
+                if cancel is not None and cancel.is_set():
+                    break
+                started(t)
+                finished(t, run_trial(t.config, folder / t.name, load_once, cancel,
+                                      callback=callback and (lambda p, t=t: callback(t, p)),
+                                      on_phase=on_phase and (lambda ph, t=t: on_phase(t, ph)), eval_limit=eval_limit))
+        else:
+            _run_on_ray(todo, folder, started, finished, address, cpus_per_trial, gpus_per_trial, data_dir, eval_limit,
+                        cancel)
         write()
-        if on_trial:
-            on_trial(t)
-
-    todo = [t for t in trials if not t.resumed]
-    write()
-    if backend == "local":
-        mnist = []
-
-        def load_once():
-            if not mnist:
-                from . import data as D
-                mnist.append(load_data() if load_data is not None else D.load_mnist(data_dir))
-            return mnist[0]
-
-        for t in todo:
-            if cancel is not None and cancel.is_set():
-                break
-            started(t)
-            finished(t, run_trial(t.config, folder / t.name, load_once, cancel,
-                                  callback=callback and (lambda p, t=t: callback(t, p)),
-                                  on_phase=on_phase and (lambda ph, t=t: on_phase(t, ph)), eval_limit=eval_limit))
-    else:
-        _run_on_ray(todo, folder, started, finished, address, cpus_per_trial, gpus_per_trial, data_dir, eval_limit,
-                    cancel)
-    write()
-    return trials
+        return trials
 
 
 def _run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data_dir, eval_limit, cancel) -> None:

@@ -850,12 +850,20 @@ def test_runs_page_exports_a_zip_that_its_import_takes_back(own_runs, monkeypatc
     assert "Imported as runs/beta-back." in texts(at) and at.selectbox(key="runs_pick").value == "runs/beta-back"
     a, b = load_checkpoint(own_runs / "beta"), load_checkpoint(own_runs / "beta-back")
     assert all(torch.equal(v, b.model.state_dict()[k]) for k, v in a.model.state_dict().items())
-    # a shipped model and a sweep's trial are exported only
+    # a shipped model is exported only; a sweep's trial is exported, or its whole sweep deleted
     for name in ("parity-medium", "runs/sw/lambda_p0.3-seed0"):
         _pick(at, name)
         assert at.get("download_button") and not at.get("text_input")[:-1], name   # only the import's name box
-        assert not [b for b in at.button if b.key == "runs_delete"]
+        assert [b.label for b in at.button if b.key == "runs_delete"] == ([] if name == "parity-medium" else
+                                                                          ["Delete the sweep…"])
     assert "parity-medium" in exported and "lambda_p0.3-seed0" in exported
+    at.button(key="runs_delete").click()
+    run_ok(at)
+    assert "Delete the sweep runs/sw and its 1 trial for good?" in texts(at)
+    at.button(key="runs_delete_yes").click()
+    run_ok(at)
+    assert "Deleted the sweep runs/sw and its 1 trial." in texts(at) and not (own_runs / "sw").exists()
+    assert sorted(p.name for p in own_runs.iterdir()) == ["alpha", "beta", "beta-back"]
 
 
 def test_runs_page_refuses_to_delete_a_run_being_written(own_runs):
@@ -881,5 +889,6 @@ def test_runs_page_refuses_to_delete_a_run_being_written(own_runs):
         release.set()
         t.join()
     # the export (beside it) and the delete both say so; the run stays
-    assert len(errs) == 2 and all("runs/beta: in use (a training is writing it" in e for e in errs), errs
+    assert len(errs) == 2 and all(e.startswith("runs/beta: in use (a training is writing it") or
+                                  e.startswith("beta: in use (a training is writing it") for e in errs), errs
     assert (own_runs / "beta" / CARD).is_file()

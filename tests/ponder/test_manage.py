@@ -15,7 +15,7 @@ from ponder.atomic import SaveError, folder_lock
 from ponder.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
 from ponder.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
-from ponder.manage import delete_run, export_run, import_zip, own_run, rename_run
+from ponder.manage import delete_run, delete_sweep, export_run, import_zip, own_run, rename_run
 from ponder.runs import RunNameError, import_checkpoint, list_models, new_run_dir, safe_name
 
 
@@ -208,6 +208,71 @@ def _refused(op):
         return "in use" if "in use" in str(e) else str(e)
     return "done"
 
+
+
+def a_sweep(root, trials=("lambda_p0.1-seed0", "lambda_p0.5-seed0")):
+    sw = root / "sw"
+    sw.mkdir(parents=True)
+    (sw / "sweep.json").write_text('{"trials": []}')
+    (sw / "sweep.md").write_text("| trial |")
+    for i, t in enumerate(trials):
+        save_tiny_run(sw / t, seed=i)
+    return sw
+
+
+def test_delete_sweep_removes_the_sweep_and_its_trials_only(tmp_path):
+    root = runs_folder(tmp_path, "a")
+    a_sweep(root)
+    (root / "sw" / "lambda_p0.9-seed0").mkdir()                  # a failed trial's emptied folder is a trial too
+    assert listed(root) == ["a", "lambda_p0.1-seed0", "lambda_p0.5-seed0"]
+    assert delete_sweep("sw", root) == 3
+    assert listed(root) == ["a"] and sorted(p.name for p in root.iterdir()) == ["a"]
+
+
+@pytest.mark.parametrize("extra", ["a file of yours", "a folder of yours", "a trial holding a folder", "a link"])
+def test_delete_sweep_leaves_a_folder_holding_anything_else_alone(tmp_path, extra):
+    root = tmp_path / "runs"
+    sw = a_sweep(root)
+    if extra == "a file of yours":
+        (sw / "notes.txt").write_text("mine")
+    elif extra == "a folder of yours":
+        (sw / "data").mkdir()
+        (sw / "data" / "x.csv").write_text("1")
+    elif extra == "a trial holding a folder":
+        (sw / "lambda_p0.1-seed0" / "plots").mkdir()
+    else:
+        (sw / "home").symlink_to(tmp_path)
+    with pytest.raises(RunNameError) as e:
+        delete_sweep("sw", root)
+    assert_one_line(e, "left alone")
+    assert len(listed(root)) == 2 and (sw / "sweep.json").is_file()
+
+
+@pytest.mark.parametrize("held", ["sw", "sw/lambda_p0.5-seed0"])
+def test_a_sweep_being_written_is_not_deleted(tmp_path, held):
+    root = tmp_path / "runs"
+    a_sweep(root)
+    with folder_lock(root / held):              # a running sweep holds its folder; a trial's save its trial
+        assert _refused(lambda: delete_sweep("sw", root)) == "in use"
+    assert len(listed(root)) == 2
+
+
+def test_a_running_sweep_holds_its_folder(tmp_path):
+    """ponder.sweep.run_sweep holds the sweep folder's lock while it trains: the Runs page cannot delete it."""
+    from ponder.sweep import Plan, run_sweep
+    root = tmp_path / "runs"
+    tries = []
+
+    def on_trial(t):
+        if t.status == "running":
+            th = threading.Thread(target=lambda: tries.append(_refused(lambda: delete_sweep("sw", root))))
+            th.start()
+            th.join()
+    plan = Plan("parity", dict(epochs=1, steps_per_epoch=2, batch_size=16, hidden=16, max_steps=4, device="cpu"),
+                {"lambda_p": [0.5]}, [0])
+    run_sweep(plan, root / "sw", on_trial=on_trial, eval_limit=50)
+    assert tries == ["in use"]
+    assert delete_sweep("sw", root) == 1 and list(root.iterdir()) == []
 
 # ----------------------------------------------------------------------------- export and import
 
