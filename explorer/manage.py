@@ -77,8 +77,8 @@ def delete_ui(entry: ModelEntry, label: str = "Delete…", what: str = "") -> bo
         st.session_state[CONFIRM] = entry.name
     if st.session_state.get(CONFIRM) != entry.name:
         return False
-    what = what or f"{entry.name} for good? Its weights, card and training history are removed"
-    st.warning(f"Delete {tables.plain(what)}; this cannot be undone.")
+    what = what or f"{entry.name} for good? Its weights, card and training history are removed."
+    st.warning(f"Delete {tables.plain(what)} This cannot be undone.")
     yes, no = st.columns(2)
     if no.button("Cancel", key="runs_delete_cancel"):
         st.session_state.pop(CONFIRM, None)

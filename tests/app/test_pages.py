@@ -823,7 +823,8 @@ def test_runs_page_lists_renames_and_deletes_with_a_confirmation(own_runs):
     # delete asks first; Cancel keeps the run
     at.button(key="runs_delete").click()
     run_ok(at)
-    assert "Delete runs/my-alpha for good?" in texts(at)
+    assert ("Delete runs/my-alpha for good? Its weights, card and training history are removed. This cannot be "
+            "undone.") in texts(at)
     at.button(key="runs_delete_cancel").click()
     run_ok(at)
     assert "for good" not in texts(at) and (own_runs / "my-alpha").is_dir()
