@@ -108,6 +108,24 @@ def trace_figures(tr, class_names: Sequence[str], truth: Optional[int] = None) -
             "cdf": cumulative_fig(tr.p, halt_step=halt)}
 
 
+def topk_fig(probs: Sequence[float], class_names: Sequence[str], k: int = 3, truth: Optional[int] = None,
+             title: str = "") -> go.Figure:
+    """The k most probable classes of an answer as horizontal bars, the most probable on top, each labelled
+    with its probability; the true class (if known) in the correct colour, the others in the learned one."""
+    p = arr(probs)
+    top = [int(i) for i in np.argsort(-p, kind="stable")[:k]]
+    names = [str(class_names[i]) for i in top]
+    colors = [CORRECT_COLOR if truth is not None and i == truth else LEARNED_COLOR for i in top]
+    fig = go.Figure(go.Bar(x=p[top], y=names, orientation="h", marker_color=colors, text=[f"{p[i]:.1%}" for i in top],
+                           textposition="outside", cliponaxis=False, name="probability",
+                           hovertemplate="class %{y}<br>probability %{x:.4f}<extra></extra>"))
+    fig.update_xaxes(range=[0, 1.45], tickvals=[0, 0.5, 1], tickformat=".0%", title=None)   # room for "100.0%"
+    fig.update_yaxes(type="category", autorange="reversed", title=None)
+    layout(fig, title, height=40 + 34 * len(top), showlegend=False)
+    fig.update_layout(margin=dict(l=30, r=10, t=40 if title else 10, b=25))
+    return fig
+
+
 # ----------------------------------------------------------------------------- training curves
 
 def _hist(history, key) -> tuple[np.ndarray, np.ndarray]:

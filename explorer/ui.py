@@ -265,9 +265,13 @@ def seed_ui(key: str = "seed", enabled: bool = True, stacked: bool = False) -> i
                            on_change=remember_widget_state, args=(key,))
     c2.button("Sample again", icon=":material/casino:", key=key + "_again", on_click=_new_seed, args=(key,), disabled=not enabled,
               help="Draw the halting step again with a new seed (shown on the left).")
+    st.caption(SEED_NOTE if enabled else "The seed only matters in sample mode; this mode's halting step does not "
+               "depend on it.")
     return int(seed)
 
 
+SEED_NOTE = ("The seed sets sample mode's halting step: each step stops with probability λ_n, and the seed fixes "
+             "those draws. Another seed may stop at another step, with that step's answer; E[n] and the charts stay.")
 SOURCES = ["Draw", "MNIST test digit", "Upload"]
 
 

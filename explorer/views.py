@@ -32,8 +32,8 @@ def seen_image_ui(img28: np.ndarray, caption: str) -> None:
     st.image(big, caption=caption, width="stretch")
 
 
-def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None) -> None:
-    """The answer, the halting step and E[n], in words and metrics."""
+def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None, key: str = "answer") -> None:
+    """The answer, the halting step and E[n], in words and metrics, and the top 3 classes as bars."""
     c1, c2, c3 = st.columns([1, 1.35, 0.8])          # room for "Halted at step" in narrow layouts
     c1.metric("Prediction", class_names[tr.pred], help=f"Probability of this answer: {tr.confidence:.1%}")
     if tr.mode == "expected":
@@ -55,7 +55,11 @@ def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None
     else:
         text = (f"Expected: it ran all {tr.max_steps} steps and answers the p-weighted mixture of every "
                 f"step's answer: **{class_names[tr.pred]}**{conf}.{verdict}")
-    st.markdown(text)
+    words, bars = st.columns([1.2, 1])
+    words.markdown(text)
+    with bars:
+        chart(figures.topk_fig(tr.answer_probs, class_names, truth=truth), "The answer's three most probable "
+              "classes" + (" (green: the true label)." if truth is not None else "."), key=f"{key}_top")
 
 
 def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None,

@@ -1,33 +1,21 @@
 """Ponder a digit: draw, pick or upload a digit, rotate it, and watch the network decide when to stop."""
 import streamlit as st
 
-from explorer import canvas, digits, loaders, ui, views
+from explorer import canvas, digit_page, loaders, ui, views
+from ponder.ood import unlike_digits
 from ponder.studies import seen_at_steps, trace_input, view_labels
 
 ui.app_guard("digit")
 st.title("Ponder a digit")
+digit_page.intro_ui()
 entry, ck = ui.checkpoint_picker_ui("mnist")
+second = digit_page.second_model_ui(entry.name)
 model = ck.model
 CLASSES = [str(c) for c in range(10)]
 
 left, right = st.columns([1, 1.4], gap="large")
 with left:
-    source = ui.digit_source_ui()
-    truth = None
-    if source == "Draw":
-        digit, hint = ui.drawing_ui()
-    elif source == "Upload":
-        digit, hint = ui.upload_ui()
-    else:
-        mnist, missing = loaders.mnist()
-        pool = digits.digit_pool(mnist)
-        if missing:
-            ui.mnist_missing_ui(missing, "digit_download",
-                                f"Meanwhile you can pick from the {len(pool)} bundled example digits.")
-        pos = ui.digit_picker_ui(pool)
-        digit, truth, hint = pool.x[pos], int(pool.y[pos]), ""
-        st.caption(f"{pool.source}, image #{int(pool.index[pos])}, label {truth}")
-    angle = ui.rotation_ui()
+    digit, truth, hint, angle = digit_page.digit_input_ui()
 
 with right:
     if digit is None:
@@ -42,7 +30,14 @@ with right:
         views.seen_image_ui(canvas.seen_image(x), f"What the model sees (28×28{f', rotated {angle:g}°' if angle else ''})")
     with c2:
         views.answer_ui(trace, CLASSES, truth)
+    # the drawing as drawn (a rotation is the user's own study), and this model's confidence
+    digit_page.unlike_digit_ui(unlike_digits(digit, trace.confidence))
 
+if second is not None:
+    with ui.user_errors(stop=False):
+        other = loaders.checkpoint(second).model
+        digit_page.side_by_side_ui([(entry.name, trace), (second.name, trace_input(other, x, mode, seed))],
+                                   CLASSES, truth)
 seen = seen_at_steps(model, x)
 views.step_through_ui(trace, None if seen is None else [canvas.seen_image(v[None]) for v in seen], CLASSES,
                       labels=view_labels(model))

@@ -87,7 +87,7 @@ def test_digit_page_blank_canvas_hint_then_pick_and_rotate_a_test_digit(runs):
     metrics = {m.label: m.value for m in at.metric}
     assert set(metrics) >= {"Prediction", "Halted at step", "E[n]"} and metrics["Prediction"] in list("0123456789")
     figs = charts(at)
-    assert len(figs) == 4
+    assert len(figs) == 5                                   # the answer's top 3 and the four per-step charts
     heat = next(f for f in figs if f["data"][0]["type"] == "heatmap")
     assert np.allclose(np.sum(heat["data"][0]["z"], axis=1), 1, atol=1e-5)
     # the seed is visible and 'Sample again' draws a new one; other modes run too
@@ -119,7 +119,7 @@ def test_digit_page_reads_a_drawing_injected_through_session_state(runs):
     run_ok(at)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Prediction"] == "7", texts(at)   # the shipped model reads the drawn 7
-    assert len(charts(at)) == 4 and not at.info
+    assert len(charts(at)) == 5 and not at.info
 
 
 def test_digit_page_opens_on_the_adaptive_model_steps_through_and_ponders_per_digit(runs):
@@ -189,7 +189,87 @@ def test_digit_page_drawings_and_uploads_give_a_hint_or_a_prediction(runs):
     at.file_uploader(key="digit_upload").set_value(("seven.png", encode_image(seven_picture((400, 300)), "PNG"), "image/png"))
     at.slider(key="angle").set_value(-90)
     run_ok(at)
-    assert len(charts(at)) == 4 and "rotated -90°" in at.image[0].captions[0]
+    assert len(charts(at)) == 5 and "rotated -90°" in at.image[0].captions[0]
+
+
+def _metric(at, label):
+    return [m.value for m in at.metric if m.label == label]
+
+
+UNLIKE = "This does not look like the handwritten digits the model was trained on"
+
+
+def test_digit_page_says_when_the_input_does_not_look_like_a_training_digit(runs):
+    """Issue 15, item 7: a dot, a line and a scribble get a warning beside the answer, which stays; a drawn 7
+    and a test digit do not."""
+    at = open_app(model="mnist-default")
+    dot = np.zeros((280, 280), np.uint8)
+    dot[130:150, 130:150] = 255
+    cases = {"dot": (_drawing(_rgba(dot)), "far more ink"),
+             "line": (_drawing_state(((30, 140), (250, 150))), "flat"),
+             "seven": (_drawing_state(), None)}
+    for case, (state, why) in cases.items():
+        at.session_state["canvas"] = state
+        run_ok(at)
+        warned = [w.value for w in at.warning if UNLIKE in w.value]
+        assert _metric(at, "Prediction"), case                                 # the answer is still shown
+        assert (why in warned[0] if why else not warned), (case, warned)
+    at.segmented_control(key="digit_source").set_value("MNIST test digit")
+    run_ok(at)
+    assert _metric(at, "Prediction") and not [w for w in at.warning if UNLIKE in w.value]
+
+
+def test_digit_page_shows_the_answers_top_3_classes_as_bars(runs):
+    """Issue 15: the final answer as a top-k bar chart beside the sentence."""
+    at = open_app(model="mnist-default")
+    at.session_state["canvas"] = _drawing_state()
+    run_ok(at)
+    (top,) = [f for f in charts(at) if f["data"][0]["type"] == "bar" and f["data"][0].get("orientation") == "h"]
+    bars = top["data"][0]
+    assert list(bars["y"])[0] == _metric(at, "Prediction")[0] == "7" and len(bars["y"]) == 3
+    assert list(bars["x"]) == sorted(bars["x"], reverse=True) and sum(bars["x"]) <= 1 + 1e-6
+    assert bars["text"][0] == f"{bars['x'][0]:.1%}"
+
+
+def test_digit_page_two_models_side_by_side(runs):
+    """Issue 15: two models on the same drawing, each with its answer, halting step and E[n]."""
+    at = open_app(model="runs/tiny-mnist")
+    at.session_state["canvas"] = _drawing_state()
+    run_ok(at)
+    assert "Side by side" not in [h.value for h in at.subheader]
+    en_first = _metric(at, "E[n]")[0]
+    at.sidebar.selectbox(key="second_model").set_value("mnist-default")
+    run_ok(at)
+    assert "Side by side" in [h.value for h in at.subheader]
+    assert "runs/tiny-mnist" not in at.sidebar.selectbox(key="second_model").options   # the first model is not offered
+    en = _metric(at, "E[n]")
+    assert len(en) == 3 and en[1] == en_first and en[2] != en_first                # the main answer, then both models
+    assert _metric(at, "Prediction")[2] == "7" and len(_metric(at, "Halted at step")) == 3
+    at.segmented_control(key="mode").set_value("expected")
+    run_ok(at)
+    assert _metric(at, "Steps run") == ["all 5", "all 5", "all 20"]               # one mode for both models
+    at.sidebar.selectbox(key="second_model").set_value("—")
+    run_ok(at)
+    assert "Side by side" not in [h.value for h in at.subheader] and len(_metric(at, "E[n]")) == 1
+
+
+def test_digit_page_introduces_pondernet(runs):
+    """Issue 15: a short introduction on the first page (what PonderNet is, what to look at)."""
+    at = open_app()
+    assert "PonderNet" in at.markdown[0].value and any(e.label == "What to look at" for e in at.expander)
+    look = next(e for e in at.expander if e.label == "What to look at")
+    assert all(w in look.markdown[0].value for w in ("Per-step answer", "λ_n", "p_n vs the prior", "E[n]"))
+
+
+def test_digit_page_says_that_the_seed_sets_the_halting_step_in_sample_mode(runs):
+    """Issue 15: a note where sample mode's halting step is set by the seed (beside the mode and seed box)."""
+    at = open_app()
+    at.session_state["canvas"] = _drawing_state()
+    run_ok(at)
+    assert "The seed sets sample mode's halting step" in texts(at)
+    at.segmented_control(key="mode").set_value("deterministic")
+    run_ok(at)
+    assert "The seed only matters in sample mode" in texts(at) and "The seed sets sample mode's halting step" not in texts(at)
 
 
 # ----------------------------------------------------------------------------- 2. Train

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from explorer import figures as figs
-from explorer.style import LEARNED_COLOR, PRIOR_COLOR
+from explorer.style import CORRECT_COLOR, LEARNED_COLOR, PRIOR_COLOR
 from helpers import tiny_model
 from ponder.studies import prior_mean, trace_input
 
@@ -156,3 +156,13 @@ def test_overlays_of_several_runs():
     assert len(_prior_traces(fig)) == 1                                              # one prior per λp
     fig = figs.overlay_steps_fig(series, "per_step_accuracy", "t", "accuracy")
     assert list(fig.data[1].y) == [0.8, 0.97]
+
+
+def test_topk_fig_shows_the_three_most_probable_classes_in_order():
+    p = [0.05, 0.6, 0.0, 0.25, 0.1, 0, 0, 0, 0, 0]
+    bars = figs.topk_fig(p, [str(c) for c in range(10)], truth=3).data[0]
+    assert list(bars.y) == ["1", "3", "4"] and np.allclose(bars.x, [0.6, 0.25, 0.1])
+    assert list(bars.text) == ["60.0%", "25.0%", "10.0%"]
+    assert list(bars.marker.color) == [LEARNED_COLOR, CORRECT_COLOR, LEARNED_COLOR]       # green: the true label
+    tie = figs.topk_fig([0.5, 0.5, 0.0], ["a", "b", "c"], k=2).data[0]
+    assert list(tie.y) == ["a", "b"]                                       # ties keep the class order

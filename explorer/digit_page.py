@@ -1,0 +1,96 @@
+"""Pieces of the Ponder-a-digit page (pages/digit.py): the introduction, the input column, the note on inputs
+unlike the training digits, and a second model's answer beside the first (Streamlit layout only)."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import streamlit as st
+
+from ponder.runs import ModelEntry
+from ponder.studies import Trace
+
+from . import digits, figures, loaders, ui
+
+NO_SECOND = "—"
+
+
+def intro_ui() -> None:
+    """What PonderNet is in two sentences, and what to look at (collapsed after the first look)."""
+    st.markdown("**PonderNet** runs one step of a network again and again; after each step n it halts with "
+                "probability λ_n and answers, so it can think longer about some inputs than others. Give it a "
+                "digit and watch when it stops.")
+    with st.expander("What to look at"):
+        st.markdown(
+            "- **Per-step answer**: what it would answer if it stopped at step n (the heatmap, and the step slider).\n"
+            "- **λ_n**: its chance to halt at step n if it is still running.\n"
+            "- **p_n vs the prior**: the chance to halt exactly at step n, λ_n·∏(1−λ_j) over the earlier steps; "
+            "training pulls it towards the geometric prior λp(1−λp)^(n−1), whose mean is 1/λp steps.\n"
+            "- **E[n] = Σ n·p_n**: how many steps it expects to take on this input; compare digits, rotations and "
+            "models (pick a second one in the sidebar to see both side by side).\n"
+            "- **Halting mode**: *sample* draws the halt at random (the paper's inference; the seed fixes the "
+            "draw), *deterministic* stops where P(halted by n) reaches 0.5, *expected* mixes every step's answer.")
+
+
+def digit_input_ui() -> tuple:
+    """The input column: draw, pick a test digit or upload, then rotate -> (uint8 [28, 28] digit or None,
+    true label or None, hint when there is no digit, angle)."""
+    source = ui.digit_source_ui()
+    truth = None
+    if source == "Draw":
+        digit, hint = ui.drawing_ui()
+    elif source == "Upload":
+        digit, hint = ui.upload_ui()
+    else:
+        mnist, missing = loaders.mnist()
+        pool = digits.digit_pool(mnist)
+        if missing:
+            ui.mnist_missing_ui(missing, "digit_download",
+                                f"Meanwhile you can pick from the {len(pool)} bundled example digits.")
+        pos = ui.digit_picker_ui(pool)
+        digit, truth, hint = pool.x[pos], int(pool.y[pos]), ""
+        st.caption(f"{pool.source}, image #{int(pool.index[pos])}, label {truth}")
+    return digit, truth, hint, ui.rotation_ui()
+
+
+def unlike_digit_ui(reasons: Sequence[str]) -> None:
+    """A warning under the answer when the input does not look like a training digit (ponder.ood)."""
+    if reasons:
+        st.warning("**This does not look like the handwritten digits the model was trained on**: "
+                   + "; ".join(reasons) + ". The answer above is what the model says anyway: a network "
+                   "answers every input with some digit, often confidently.", icon=":material/help:")
+
+
+def second_model_ui(first: str, key: str = "second_model") -> Optional[ModelEntry]:
+    """An optional second MNIST model in the sidebar, answering the same input side by side."""
+    by = {e.name: e for e in loaders.models("mnist") if e.name != first}
+    if st.session_state.get(key) not in [NO_SECOND, *by]:
+        st.session_state[key] = NO_SECOND
+    name = st.sidebar.selectbox("Compare with a second model", [NO_SECOND, *by], key=key,
+                                format_func=lambda n: n if n == NO_SECOND else ui.entry_label(by[n]),
+                                help="Its answer, halting step and E[n] for the same input, mode and seed, "
+                                     "beside the first model's.")
+    return by.get(name)
+
+
+def side_by_side_ui(rows: Sequence[tuple], class_names: Sequence[str], truth: Optional[int] = None,
+                    key: str = "side") -> None:
+    """Each model's answer to the same input in its own column: rows = [(model name, Trace)]."""
+    st.subheader("Side by side")
+    for i, (col, (name, tr)) in enumerate(zip(st.columns(len(rows), gap="large"), rows)):
+        tr: Trace
+        with col:
+            st.markdown(f"**{name}**")
+            m1, m2, m3 = st.columns(3)
+            m1.metric("Prediction", class_names[tr.pred], help=f"Probability of this answer: {tr.confidence:.1%}")
+            m2.metric("Halted at step" if tr.mode != "expected" else "Steps run",
+                      f"{tr.halt_step} / {tr.max_steps}" if tr.mode != "expected" else f"all {tr.max_steps}")
+            m3.metric("E[n]", f"{tr.expected_steps:.2f}", help=f"The prior's mean is 1/λp = {1 / tr.lambda_p:.2f}.")
+            verdict = "" if truth is None else (" Right." if tr.pred == truth else f" Wrong (label {class_names[truth]}).")
+            st.caption(f"Answers {class_names[tr.pred]} with {tr.confidence:.1%}.{verdict}")
+            ui.chart(figures.topk_fig(tr.answer_probs, class_names, truth=truth, title="Top 3 classes"),
+                     "The three most probable classes of the answer.", key=f"{key}_top_{i}")
+            halt = tr.halt_step if tr.mode != "expected" else None
+            ui.chart(figures.halting_fig(tr.p, tr.lambda_p, halt_step=halt, title=f"p_n vs prior (λp = {tr.lambda_p:g})"),
+                     "This input's halting distribution (bars) and the model's geometric prior (line).",
+                     key=f"{key}_p_{i}")
+    st.divider()
