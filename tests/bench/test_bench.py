@@ -1,13 +1,16 @@
-"""bench/: every CPU benchmark in --quick mode (a few seconds each), the report, and the gpu command's
-message without CUDA."""
+"""bench/: every CPU benchmark in --quick mode (a few seconds each), the report, the gpu command's
+message without CUDA, and the inputs bench/ood.py measures on."""
 import json
+import numpy as np
 
 import pytest
 import torch
 
 from bench import common, early_exit, gpu, latency, profiling, report, throughput, time_to_accuracy
+from bench import ood as bench_ood
 from bench.__main__ import main
 from bench.legacy_train import legacy_train
+from ponder import ood
 from ponder.config import PARITY_PRESETS, TrainConfig
 from ponder.train import train
 
@@ -194,3 +197,16 @@ def test_legacy_loop_trains_like_the_new_one_on_cpu():
     assert old.status == new.status == "completed" and old.steps == new.steps == 12
     assert all(torch.equal(v, new.model.state_dict()[k]) for k, v in old.model.state_dict().items())
     assert [r["loss"] for r in old.history] == [r["loss"] for r in new.history]
+
+
+def test_ood_generated_non_digits_and_drawn_digits():
+    """bench/ood.py's inputs (its full run needs MNIST and minutes: `python -m bench.ood`)."""
+    rng = np.random.default_rng(0)
+    x, y = bench_ood.drawn_digits(rng, per_digit=2)
+    assert y == [d for d in range(10) for _ in range(2)]
+    assert all(d.shape == (28, 28) and d.dtype == np.uint8 for d in x)
+    assert ood.outside(ood.ink_stats(np.stack(x))).sum() <= 1            # drawn digits look like digits
+    fams = bench_ood.non_digits(rng)
+    assert set(fams) == {"dot", "specks", "flat line", "scribble", "tangle", "noise", "filled shape", "letter"}
+    assert all(len(v) >= 32 for v in fams.values())
+    assert ood.outside(ood.ink_stats(np.stack(fams["dot"]))).all()       # every dot is flagged
