@@ -1,8 +1,8 @@
 """bench/: every CPU benchmark in --quick mode (a few seconds each), the report, the gpu command's
 message without CUDA, and the inputs bench/ood.py measures on."""
 import json
-import numpy as np
 
+import numpy as np
 import pytest
 import torch
 
