@@ -176,3 +176,42 @@ def test_shared_links_a_test_digit_rotated_and_an_upload(server, tmp_path):
             assert page.locator("[data-testid=stException]").count() == 0
         finally:
             browser.close()
+
+
+def test_reload_during_training_comes_back_and_a_new_tab_cancels_the_run(server):
+    """Start a parity run, reload the tab (the job is in the address), see its progress again; open the
+    Train page in a new tab (another session), see the machine's job there and cancel it: a partial run."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            tabs = browser.new_context(viewport={"width": 1280, "height": 1200})    # one browser window, two tabs
+            page = tabs.new_page()
+            page.goto(server + "/?page=train")
+            sidebar = page.locator("[data-testid=stSidebar]")
+            sidebar.get_by_role("button", name="Start training").wait_for(timeout=60000)
+            sidebar.locator("[data-testid=stRadio] label").filter(has_text="Parity").click()
+            name = sidebar.locator("[data-testid=stTextInput] input").first
+            _wait(page, lambda: name.input_value().startswith("parity-") and                # and the MNIST form gone
+                  sidebar.get_by_label("Hidden size", exact=True).count() == 1, what="the parity form")
+            name.fill("browser-reload")
+            for label, value in (("Hidden size", "16"), ("Batch size", "32"), ("N (most steps)", "6"),   # small steps,
+                                 ("Epochs", "100")):                                # still running when cancelled
+                sidebar.get_by_label(label, exact=True).fill(value)
+            sidebar.get_by_role("button", name="Start training").click()
+            progress = page.locator("[data-testid=stProgress]")
+            progress.wait_for(timeout=60000)
+            _wait(page, lambda: "job=" in page.url, what="the job in the address")
+            page.reload()                                                   # a new session, same address
+            progress.wait_for(timeout=60000)
+            assert page.get_by_text("Back to job").count() == 1
+            other = tabs.new_page()                                          # another tab, a plain address
+            other.goto(server + "/?page=train")
+            other.get_by_text("started elsewhere").wait_for(timeout=60000)
+            other.get_by_role("button", name="Cancel").dispatch_event("click")    # the live view redraws every second
+            other.get_by_text("cancelled from another session at step").wait_for(timeout=60000)
+            assert other.get_by_text("Partial run").count() == 1 and other.get_by_text("runs/browser-reload").count() == 1
+            assert page.locator("[data-testid=stException]").count() == other.locator("[data-testid=stException]").count() == 0
+        finally:
+            browser.close()
