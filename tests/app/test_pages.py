@@ -251,6 +251,10 @@ def test_digit_page_two_models_side_by_side(runs):
     at.sidebar.selectbox(key="second_model").set_value("—")
     run_ok(at)
     assert "Side by side" not in [h.value for h in at.subheader] and len(_metric(at, "E[n]")) == 1
+    at.sidebar.selectbox(key="second_model").set_value("runs/broken-mnist")      # its weights cannot be read
+    run_ok(at)
+    assert len(at.error) == 1 and "\n" not in at.error[0].value                     # one red line, and the rest
+    assert len(_metric(at, "E[n]")) == 1 and len(charts(at)) == 5                   # of the page still there
 
 
 def test_digit_page_introduces_pondernet(runs):
