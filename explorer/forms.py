@@ -59,7 +59,9 @@ def train_form_ui(task: str) -> Optional[tuple]:
         epochs = st.number_input("Epochs", 0.001, 100.0, float(d.epochs), 0.5, format="%.3f", key=k + "epochs",
                                  help="MNIST: passes over 55,000 images. Parity: blocks of 500 batches.")
         seconds = st.number_input("Time budget (s, 0 = none)", 0, 24 * 3600, budget, 10, key=k + "seconds",
-                                  help="Training stops at whichever comes first: the epochs or the budget.")
+                                  help="Training stops at whichever comes first: the epochs or the budget. The budget "
+                                       "covers the training steps; a validation pass, saving and a test measurement "
+                                       "on 2,000 images follow (a few seconds, shown as they run).")
         rot = st.slider("Training rotation ±d (degrees)", 0, 180, 0, 5, disabled=task != "mnist", key=k + "rot",
                         help="Each training image is rotated by its own angle drawn uniformly in ±d.")
         preset = st.selectbox("Parity preset", list(PARITY_PRESETS), disabled=task != "parity", key=k + "preset",

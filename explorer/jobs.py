@@ -47,7 +47,7 @@ from ponder.config import TrainConfig
 from ponder.card import CARD
 from ponder.runs import new_run_dir, runs_root
 from ponder.sweep import Plan, run_sweep
-from ponder.train import Progress
+from ponder.train import Progress, intra_op_threads
 
 ACTIVE = ("queued", "running")
 EVAL_LIMIT = 2000          # test images (or parity problems) measured when a run is saved
@@ -56,6 +56,16 @@ MAX_JOB_SECONDS = 1800.0   # a web job's time cap: 30 min, 40x the default MNIST
 
 class JobLimitError(RuntimeError):
     """A job cannot start now; the message says why in plain words."""
+
+
+def job_threads_from_env(default: int = 1) -> int:
+    """torch intra-op threads a job trains with ($PONDER_JOB_THREADS, default 1). One: on a loaded 2-core
+    machine two threads wait on each other (4 steps in 8 s against 69 with one, bench/job_timing.py,
+    issue 15 item 4), and the pages' own inference keeps the other core."""
+    try:
+        return max(1, int(os.environ.get("PONDER_JOB_THREADS", default)))
+    except ValueError:
+        return default
 
 
 def max_jobs_from_env(default: int = 1) -> int:
@@ -219,15 +229,16 @@ class Job:
             self.status = "running"
         self.cancel_event.start()
         try:
-            if self.plan is not None:
-                self._train_sweep()
-            for run in self.runs:
-                if run.status != "queued":
-                    continue
-                if self.cancel_event.is_set():
-                    self._set(run, status="cancelled", reason=f"{self.cancel_event.why} before it started", phase="")
-                    continue
-                self._train_one(run)
+            with intra_op_threads(job_threads_from_env()):
+                if self.plan is not None:
+                    self._train_sweep()
+                for run in self.runs:
+                    if run.status != "queued":
+                        continue
+                    if self.cancel_event.is_set():
+                        self._set(run, status="cancelled", reason=f"{self.cancel_event.why} before it started", phase="")
+                        continue
+                    self._train_one(run)
         finally:
             with self.lock:
                 self.status = "done"

@@ -76,7 +76,10 @@ def training_eta(row: dict, now: float) -> tuple[str, Optional[float]]:
     row: a Progress dict with 'wall', the time.time() when it was reported. Times are on the
     training clock (row['elapsed'], which starts after the data is loaded) plus the time since
     that report, so start-up is not mistaken for training. Steps are limited by the epochs and,
-    when there is one, by the time budget: the run ends at whichever comes first.
+    when there is one, by the time budget: the run ends at whichever comes first. The step count
+    of a budgeted run is the library's forecast (row['forecast_steps'], ponder.progress.StepForecast:
+    it never rises above what it said before and never falls below the step); rows without one
+    (older histories) get steps per second so far times the budget.
     """
     step, total, train_s = int(row["step"]), int(row["total_steps"]), float(row["elapsed"])
     since = max(0.0, now - float(row.get("wall", now)))
@@ -85,10 +88,12 @@ def training_eta(row: dict, now: float) -> tuple[str, Optional[float]]:
     per_step = train_s / step                                            # seconds per step so far
     left = (total - step) * per_step                                     # to the end of the epochs
     text = f"step {step:,} of {total:,}"
-    budget = row.get("max_seconds")
-    if budget and budget - train_s < left:                               # the budget ends it first
+    budget, forecast = row.get("max_seconds"), row.get("forecast_steps")
+    if forecast is None and budget and budget - train_s < left:          # an older row: steps per second so far
+        forecast = min(total, int(budget / per_step))
+    if budget and forecast is not None and int(forecast) < total:        # the budget ends it first
         left = budget - train_s
-        text = f"step {step:,} of about {min(total, int(budget / per_step)):,} ({budget:g} s budget)"
+        text = f"step {step:,} of about {max(step, int(forecast)):,} ({budget:g} s budget)"
     return text, max(0.0, left - since)
 
 

@@ -136,6 +136,10 @@ def _fmt_s(s: Optional[float]) -> str:
     return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
 
 
+AFTER_TRAINING = {"validating": "the final validation pass", "saving": "saving the run",
+                  "evaluating": "measuring it on test data"}      # phases after the training loop (ponder.lifecycle)
+
+
 def run_progress_ui(run: RunState, key: str) -> None:
     """Progress bar, elapsed / remaining time, live curves and the current halting distribution."""
     last = run.progress[-1] if run.progress else None
@@ -143,10 +147,14 @@ def run_progress_ui(run: RunState, key: str) -> None:
     if run.status == "running":
         now = time.time()
         elapsed = now - run.started if run.started else 0.0
-        step, remaining = tables.training_eta(last, now) if last else ("first steps", None)
-        st.progress(min(max(frac, 0.0), 1.0),
-                    text=f"**{run.name}** · {run.phase or 'starting'} · {step} · elapsed {_fmt_s(elapsed)}"
-                         f" · remaining ≈ {_fmt_s(remaining) if remaining is not None else '…'}")
+        if run.phase in AFTER_TRAINING and last:          # training is over: no step estimate, say what follows
+            st.progress(1.0, text=f"**{plain(run.name)}** · trained {last['step']:,} steps in "
+                                  f"{_fmt_s(last['elapsed'])} · now {AFTER_TRAINING[run.phase]} · elapsed {_fmt_s(elapsed)}")
+        else:
+            step, remaining = tables.training_eta(last, now) if last else ("first steps", None)
+            st.progress(min(max(frac, 0.0), 1.0),
+                        text=f"**{plain(run.name)}** · {run.phase or 'starting'} · {step} · elapsed {_fmt_s(elapsed)}"
+                             f" · training time left ≈ {_fmt_s(remaining) if remaining is not None else '…'}")
     else:
         run_result_ui(run)
     if not run.progress:
@@ -171,7 +179,9 @@ def run_result_ui(run: RunState) -> None:
     t = (run.metrics or {}).get("test", {})
     acc = (f" Test accuracy {t['accuracy']:.2%} on {t.get('n', '?')} samples, mean halting step "
            f"{t['mean_steps']:.2f}." if t.get("accuracy") is not None else "")
-    head = f"**{plain(run.name)}**: {run.steps:,} steps in {_fmt_s(run.seconds)}."
+    budget = run.config.max_seconds if run.config is not None else None
+    head = (f"**{plain(run.name)}**: {run.steps:,} steps in {_fmt_s(run.seconds)} of training"
+            f"{f' (budget {_fmt_s(budget)})' if budget else ''}.")
     reason = plain(run.reason)
     task = run.config.task if run.config is not None else ""
     if run.status == "completed" and near_chance(task, t.get("accuracy")):

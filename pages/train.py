@@ -31,8 +31,9 @@ if job is None:
         "Set the hyperparameters in the sidebar and press **Start training**. The defaults train an MNIST "
         "PonderNet to about 99% test accuracy in 30–45 seconds on 2 CPU cores (parity: the small n = 8 "
         "preset in 1–1.5 minutes; measured, see the README). Training runs in the background: you can switch "
-        "pages, reload or close the tab and come back (the address holds the job); **Cancel** stops it within "
-        "a second and keeps what was trained as a partial run. The machine's running job shows in every tab, "
+        "pages, reload or close the tab and come back (the address holds the job); **Cancel** stops training "
+        "within a second (after the step running); what was trained is then saved as a partial run and measured "
+        "on 2,000 test images, a few seconds more. The machine's running job shows in every tab, "
         f"and anyone can cancel it. A job trains for at most {fmt_duration(registry.max_seconds)} on this server "
         "(PONDER_MAX_JOB_SECONDS): then it stops and is saved as a partial run. Finished runs are saved to the "
         "runs folder and appear in every model picker.")

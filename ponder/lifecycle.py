@@ -69,7 +69,8 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = N
                 fresh, uniquely named folder in the runs folder), so nothing is created before then.
     load_data:  returns MNIST (default: ponder.data.load_mnist() from $PONDER_DATA); not called for parity.
     callback / cancel: passed to ponder.train.train (progress reports; stop after the current step).
-    on_phase:   told 'loading data', 'training', 'saving', 'evaluating' as the run gets there.
+    on_phase:   told 'loading data', 'training', 'validating' (the final validation pass, after the time
+                budget; not after a cancel), 'saving', 'evaluating' as the run gets there.
     measure_fn: (model, mnist) -> full test metrics; default measure(..., limit=eval_limit).
     rescue:     when saving in `out` fails, save in a fresh temporary folder instead (the CLI, the
                 explorer); otherwise the SaveError propagates. A folder `out()` made is locked
@@ -84,7 +85,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = N
         phase("loading data")
         mnist = load_data() if load_data is not None else D.load_mnist()
     phase("training")
-    result = train(cfg, mnist=mnist, callback=callback, cancel=cancel)
+    result = train(cfg, mnist=mnist, callback=callback, cancel=cancel, on_phase=phase)
     outcome = RunOutcome(result)
     if result.status == "cancelled" and result.steps == 0:
         outcome.problems.append("cancelled before the first step; nothing to save")

@@ -3,6 +3,7 @@ and it stops cleanly on a cancel flag, a time budget, or a non-finite loss.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -17,6 +18,7 @@ from .fastpath import GRADIENT, GRAPH_WARMUP, LOSS, DivergenceGuard, GraphedStep
 from .halting import PonderNet, expected_steps
 from .losses import ponder_loss
 from .models import build_model
+from .progress import StepForecast, StepTimer
 
 
 @dataclass
@@ -35,6 +37,7 @@ class Progress:
     halting: Optional[list] = None         # mean p_n over the batch, [N]
     val_accuracy: Optional[float] = None   # set on epoch ends
     max_seconds: Optional[float] = None
+    forecast_steps: Optional[int] = None   # the step the run is expected to end at (ponder.progress.StepForecast)
 
     def fraction_done(self) -> float:
         f = self.step / max(self.total_steps, 1)
@@ -50,7 +53,8 @@ class TrainResult:
     status: str                              # completed / cancelled / failed (a used-up time budget: completed)
     reason: str = ""
     steps: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0                     # the training loop (the time budget's clock), not the final validation
+    validation_seconds: float = 0.0          # the final validation pass after the loop
     device: str = "cpu"
     history: list = field(default_factory=list)   # Progress dicts
     step_mode: str = "eager"                 # how the steps ran: "cuda_graph" (captured and replayed) or "eager"
@@ -160,16 +164,38 @@ def batch_accuracy(model: PonderNet, y_steps: torch.Tensor, log_p: torch.Tensor,
 
 
 @torch.no_grad()
-def validation_accuracy(model: PonderNet, x: torch.Tensor, y: torch.Tensor, autocast, chunk: int = 2500) -> float:
+def validation_accuracy(model: PonderNet, x: torch.Tensor, y: torch.Tensor, autocast, chunk: int = 1000,
+                        cancel: Optional[threading.Event] = None) -> Optional[float]:
+    """Accuracy on a validation set, in chunks; None when `cancel` is set between two chunks."""
     was = model.training
     model.eval()
     correct = 0
     for i in range(0, len(y), chunk):
+        if cancel is not None and cancel.is_set():
+            model.train(was)
+            return None
         with autocast():
             out = model(x[i:i + chunk])
         correct += batch_accuracy(model, out.y, out.log_p, y[i:i + chunk]) * len(y[i:i + chunk])
     model.train(was)
     return correct / len(y)
+
+
+PROCESS_THREADS = torch.get_num_threads()      # torch's intra-op threads when ponder.train was imported
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: Optional[int]):
+    """torch's intra-op threads set to n for the calling thread inside the block (None: unchanged).
+    torch starts new threads with the last number set, so it goes back to PROCESS_THREADS on the way
+    out (not to this thread's own number, which a concurrent block may have lowered)."""
+    if n:
+        torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        if n:
+            torch.set_num_threads(PROCESS_THREADS)
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -203,14 +229,21 @@ def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], m
 
 def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[str] = None,
           callback: Optional[Callable[[Progress], None]] = None,
-          cancel: Optional[threading.Event] = None, model: Optional[PonderNet] = None) -> TrainResult:
+          cancel: Optional[threading.Event] = None, model: Optional[PonderNet] = None,
+          on_phase: Optional[Callable[[str], None]] = None) -> TrainResult:
     """Train a PonderNet. Returns the model (last good weights) and how training ended.
 
-    cancel:   set it from another thread to stop after the current step ("cancelled").
-    cfg.max_seconds: stop when the budget runs out ("timeout"); the LR schedule follows
-              whichever of steps or time is further along, so a budgeted run still anneals.
-              The budget covers the training steps; the final validation pass comes after it
-              (5,000 MNIST images: about 0.7 s on 2 CPU cores).
+    cancel:   set it from another thread to stop after the current step ("cancelled"), or between the
+              1,000-sample chunks of an epoch-end validation pass; a cancelled run gets no final
+              validation pass, so train() returns within one step of the cancel.
+    cfg.max_seconds: the time budget of the training loop (result.seconds): the loop stops before a
+              step it expects to end past the budget (ponder.progress.StepTimer), so it ends at the
+              budget give or take one step's jitter. The LR schedule follows whichever of steps or
+              time is further along, so a budgeted run still anneals. The final validation pass
+              comes after the budget (result.validation_seconds; 5,000 MNIST images: ~0.7 s on 2 idle
+              CPU cores), announced by on_phase("validating").
+    Each progress report carries forecast_steps, the step the run is expected to end at
+    (ponder.progress.StepForecast: never rises above what it said, never below the current step).
     A step never waits for the device. A non-finite loss, gradient norm or weight is detected on
     the device (DivergenceGuard); the host reads that every cfg.check_every steps and at log
     points, so a diverging run stops at most check_every steps late, "failed" with the step it
@@ -265,11 +298,12 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
                 g["lr"] = value
 
     history, status, reason = [], "completed", ""
+    forecast, timer = StepForecast(total, cfg.max_seconds), StepTimer(cfg.max_seconds)
     t0 = time.perf_counter()
     step = 0                   # optimiser steps run (after a failure: the step of the weights kept)
     lr_now = cfg.lr
 
-    def report(last: StepOut, val=None):
+    def report(last: StepOut, val=None, elapsed=None, final=False):
         N = last.log_p.shape[0]
         acc = batch_accuracy_t(model, last.y, last.log_p, last.target)
         mean_steps = expected_steps(last.log_p).mean()
@@ -277,10 +311,12 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
         # everything this report shows in one read from the device
         values = torch.cat([torch.stack([last.loss, last.rec, last.reg, acc, mean_steps]).float(), halting]).tolist()
         loss, rec, reg, acc, mean_steps = values[:5]
+        elapsed = time.perf_counter() - t0 if elapsed is None else elapsed
         p = Progress(step=step, total_steps=total, epoch=step / batches.per_epoch,
                      loss=loss, rec=rec, reg=reg, accuracy=acc, mean_steps=mean_steps,
-                     elapsed=time.perf_counter() - t0, lr=lr_now, halting=values[5:5 + N],
-                     val_accuracy=val, max_seconds=cfg.max_seconds)
+                     elapsed=elapsed, lr=lr_now, halting=values[5:5 + N], val_accuracy=val,
+                     max_seconds=cfg.max_seconds,
+                     forecast_steps=forecast.finish(step) if final else forecast.update(step, elapsed))
         history.append(asdict(p))
         if callback is not None:
             callback(p)
@@ -322,13 +358,13 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
     last = None                # StepOut of the last step run
     for x, y in batches:
         elapsed = time.perf_counter() - t0
+        if step >= total:
+            break
         if cancel is not None and cancel.is_set():
             stop = ("cancelled", f"{getattr(cancel, 'why', '') or 'cancelled'} at step {step}")   # why: explorer.jobs.StopFlag
             break
-        if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
+        if timer.out_of_time(elapsed):
             stop = ("completed", f"stopped by the time budget of {cfg.max_seconds:g} s at step {step}")
-            break
-        if step >= total:
             break
         frac = step / total
         if cfg.max_seconds:
@@ -342,20 +378,32 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
         log = step % cfg.log_every == 0 or epoch_end or step == total
         if (log or step % cfg.check_every == 0) and not check():
             break
-        if log:
-            val = validation_accuracy(model, *batches.validation(), autocast) if (epoch_end or step == total) else None
+        if log and step < total:                     # the last step's report comes after the loop
+            val = validation_accuracy(model, *batches.validation(), autocast, cancel=cancel) if epoch_end else None
             report(last, val)
+        timer.add(time.perf_counter() - t0 - elapsed)          # this step, its check and report included
 
     if status != "failed" and checked != step:
         check()                                      # the steps since the last check
+    seconds = time.perf_counter() - t0               # the training loop: what the budget limits
     if status != "failed":
         if stop is not None:
             status, reason = stop
-        if last is not None and (not history or history[-1]["step"] != step):
-            report(last, validation_accuracy(model, *batches.validation(), autocast))
+        ends = not history or history[-1]["step"] != step
+        if last is not None and status != "cancelled" and (ends or history[-1]["val_accuracy"] is None):
+            if on_phase is not None:                 # a completed run ends on a validation pass (not counted
+                on_phase("validating")               # in the budget); a cancel returns at once, without one
+            val = validation_accuracy(model, *batches.validation(), autocast, cancel=cancel)
+            if not ends:
+                history.pop()                        # the loop's report of this step, now with its validation
+            report(last, val, elapsed=seconds, final=True)
+        elif last is not None and ends:
+            report(last, None, elapsed=seconds, final=True)
+    if history and history[-1]["forecast_steps"] != step:
+        history[-1]["forecast_steps"] = step        # a failed run: it ended here
     if graphed and not run_step.graphs:
         mode, mode_reason = "eager", run_step.fallback or f"the run ended before a capture ({GRAPH_WARMUP} eager steps come first)"
     model.eval()
-    return TrainResult(model=model, config=cfg, status=status, reason=reason, steps=step,
-                       seconds=time.perf_counter() - t0, device=str(device), history=history,
+    return TrainResult(model=model, config=cfg, status=status, reason=reason, steps=step, seconds=seconds,
+                       validation_seconds=time.perf_counter() - t0 - seconds, device=str(device), history=history,
                        step_mode=mode, step_mode_reason=mode_reason)

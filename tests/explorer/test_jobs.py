@@ -283,3 +283,23 @@ def test_time_cap_from_env(monkeypatch):
     monkeypatch.delenv("PONDER_MAX_JOB_SECONDS")
     assert max_seconds_from_env() == MAX_JOB_SECONDS == 1800.0
     assert [fmt_duration(s) for s in (1800, 90, 0.25, 7200)] == ["30 min", "1 min 30 s", "0.25 s", "120 min"]
+
+
+@pytest.mark.parametrize("env, want", [(None, 1), ("2", 2), ("junk", 1)])
+def test_a_job_trains_with_one_torch_thread_unless_told(tmp_path, monkeypatch, env, want):
+    """Two intra-op threads on the loaded 2-core machine: 4 steps in 8 s against 69 with one (issue 15 item 4)."""
+    import torch
+    from explorer import jobs
+    if env is None:
+        monkeypatch.delenv("PONDER_JOB_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("PONDER_JOB_THREADS", env)
+    seen, before = [], torch.get_num_threads()
+
+    def run(*a, **kw):
+        seen.append(torch.get_num_threads())
+        raise RuntimeError("stop here")
+    monkeypatch.setattr(jobs.lifecycle, "run", run)
+    reg = JobRegistry(max_jobs=1, eval_limit=200)
+    view = wait_done(reg.submit("s", [("t", tiny())], root=tmp_path))
+    assert seen == [want] and view.runs[0].status == "failed" and torch.get_num_threads() == before

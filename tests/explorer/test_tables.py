@@ -39,6 +39,16 @@ def test_training_eta_uses_the_training_clock_and_the_budget():
     assert tables.training_eta(dict(row, max_seconds=15.0), now=60.0)[1] == 0.0
 
 
+def test_training_eta_shows_the_librarys_forecast_and_never_a_count_below_the_step():
+    row = dict(step=84, total_steps=1290, elapsed=14.0, wall=50.0, max_seconds=15.0)
+    # issue 15: the old estimate from steps so far / seconds so far fell below the step it was at
+    assert tables.training_eta(dict(row, elapsed=17.7), now=50.0)[0] == "step 84 of about 84 (15 s budget)"
+    assert tables.training_eta(dict(row, forecast_steps=90), now=51.0) == ("step 84 of about 90 (15 s budget)", 0.0)
+    # a forecast at the plan: the epochs end it, time left from the steps per second so far
+    text, left = tables.training_eta(dict(row, forecast_steps=1290, max_seconds=600.0), now=50.0)
+    assert text == "step 84 of 1,290" and abs(left - 1206 * 14.0 / 84) < 1e-9
+
+
 def test_a_sweep_row_from_a_job_without_a_card_yet():
     row = tables.sweep_row("sweep-lp0.3", None, status="running 40%", lambda_p=0.3)
     assert (row["lambda_p"], row["status"], row["accuracy"], row["halting"]) == (0.3, "running 40%", None, None)

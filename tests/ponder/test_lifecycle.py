@@ -21,7 +21,7 @@ def test_a_run_is_trained_saved_measured_and_recorded(tmp_path):
     phases, reports = [], []
     done = lifecycle.run(TrainConfig(**TINY), tmp_path / "r", on_phase=phases.append, callback=reports.append,
                          eval_limit=500)
-    assert phases == ["training", "saving", "evaluating"]          # parity: no data to load
+    assert phases == ["training", "validating", "saving", "evaluating"]          # parity: no data to load
     assert done.status == "completed" and done.reason == "" and not done.problems and not done.saved_elsewhere
     assert done.run_dir == tmp_path / "r" and [p.step for p in reports] == [5, 10, 15, 20]
     card = read_card(done.run_dir)
@@ -41,7 +41,7 @@ def test_mnist_data_is_loaded_once_by_the_given_loader(tmp_path, mnist):
         return mnist
     cfg = TrainConfig(epochs=0.002, batch_size=64, max_steps=4, hidden=16, device="cpu")     # 2 steps
     done = lifecycle.run(cfg, tmp_path / "m", load_data=load, on_phase=phases.append, eval_limit=200)
-    assert loads == [1] and phases == ["loading data", "training", "saving", "evaluating"]
+    assert loads == [1] and phases == ["loading data", "training", "validating", "saving", "evaluating"]
     assert done.status == "completed" and read_card(done.run_dir)["metrics"]["test"]["n"] == 200
 
 

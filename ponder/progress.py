@@ -1,0 +1,73 @@
+"""How far a training run is and where it will end: the step forecast and the time budget's stop rule
+(issue 15, item 4). Pure bookkeeping on (step, seconds) pairs; ponder.train's loop feeds it.
+
+What a user is promised (README, Train page):
+  - the time budget covers the training steps: the loop stops before a step it expects to end past
+    the budget, so training ends at the budget give or take one step's jitter; the final validation
+    pass, saving and the test measurement follow, each shown as its own phase;
+  - cancel stops the training loop after the step running when it is set (and between validation
+    chunks); nothing long runs after it inside train();
+  - "step k of about K": K starts at the steps the epochs plan, goes up only if the step itself reaches
+    it (the machine got faster than ever before in this run), never falls below k, and is the last step
+    at the end.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Optional
+
+class StepForecast:
+    """The step a run will end at, from its progress reports.
+
+    total: the steps the epochs plan; budget: the time budget in seconds (None: the epochs end it).
+    Without a budget the forecast is `total`. With one, it is step + (budget - elapsed) * rate, capped at
+    `total`, where rate is the fastest report-to-report rate seen so far (steps per second; the first
+    report's interval holds the start-up and is not used): optimistic, so slow stretches (an epoch-end
+    validation pass, another process taking the CPU) lower the forecast only as their time is really
+    lost. It never goes up unless the step itself reaches it (value <= max(previous value, step)), never
+    falls below the current step, and finish() pins it to the last step.
+    """
+
+    def __init__(self, total: int, budget: Optional[float] = None):
+        self.total, self.budget = int(total), budget
+        self.value = int(total)                # the current forecast
+        self.last = None                       # (step, elapsed) of the previous report
+        self.rate: Optional[float] = None      # the fastest report-to-report rate so far (steps per second)
+
+    def update(self, step: int, elapsed: float) -> int:
+        """A progress report at `step` after `elapsed` training seconds; returns the forecast."""
+        if self.last is not None and step > self.last[0] and elapsed > self.last[1]:
+            r = (step - self.last[0]) / (elapsed - self.last[1])
+            self.rate = r if self.rate is None else max(self.rate, r)
+        if self.last is None or step > self.last[0]:
+            self.last = (step, elapsed)
+        raw = self.total
+        if self.budget is not None and self.rate is not None:
+            raw = step + max(0.0, self.budget - elapsed) * self.rate
+        self.value = max(int(step), min(self.value, int(raw)))
+        return self.value
+
+    def finish(self, step: int) -> int:
+        """The run ended at `step`: that is the forecast now."""
+        self.value = int(step)
+        return self.value
+
+
+class StepTimer:
+    """The budget's stop rule: stop before a step that is expected to end past the budget.
+
+    The expected length of the next step is the median of the last three (a single slow one, e.g. the
+    first or an epoch end's validation, does not stop a run early by much)."""
+
+    def __init__(self, budget: Optional[float]):
+        self.budget = budget
+        self.recent = deque(maxlen=3)
+
+    def add(self, seconds: float) -> None:
+        self.recent.append(seconds)
+
+    def next_step(self) -> float:
+        return sorted(self.recent)[len(self.recent) // 2] if self.recent else 0.0
+
+    def out_of_time(self, elapsed: float) -> bool:
+        return self.budget is not None and elapsed + self.next_step() >= self.budget

@@ -1,0 +1,75 @@
+"""ponder/progress.py: the step forecast ("step k of about K") and the time budget's stop rule (issue 15, item 4)."""
+import itertools
+
+from hypothesis import given, settings, strategies as st
+
+from ponder.progress import StepForecast, StepTimer
+
+
+def simulate(durations, every, total, budget):
+    """Reports every `every` steps of the given step durations (s), as train() makes them: until the epochs
+    (total) or the budget end the run; finish() at the last step. Returns [(step, forecast)] and the end step."""
+    f, timer = StepForecast(total, budget), StepTimer(budget)
+    out, step, elapsed = [], 0, 0.0
+    for d in itertools.cycle(durations):
+        if step >= total or timer.out_of_time(elapsed):
+            break
+        step, elapsed = step + 1, elapsed + d
+        timer.add(d)
+        if step % every == 0 and step < total:
+            out.append((step, f.update(step, elapsed)))
+    out.append((step, f.finish(step)))
+    return out, step
+
+
+durations = st.lists(st.floats(0.001, 2.0), min_size=1, max_size=40)
+
+
+@settings(max_examples=100, deadline=None)
+@given(durations, st.integers(1, 20), st.integers(1, 400), st.one_of(st.none(), st.floats(0.01, 60.0)))
+def test_the_forecast_never_rises_unless_the_step_pushes_it_never_falls_below_the_step_and_ends_at_the_end(
+        ds, every, total, budget):
+    seq, end = simulate(ds, every, total, budget)
+    prev = total
+    for step, k in seq:
+        assert step <= k <= total                     # never below the current step, never above the plan
+        assert k <= max(prev, step)                   # it goes up only when the step itself reaches it
+        prev = k
+    assert seq[-1] == (end, end)                      # it is the last step at the end
+    if budget is None:
+        assert all(k == total for _, k in seq[:-1])   # the epochs end it: the plan is the forecast
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(0.01, 1.0), st.floats(0.0, 0.5), st.integers(1, 20), st.floats(1.0, 60.0))
+def test_at_a_steady_or_slowing_rate_the_forecast_only_goes_down(d, slowdown, every, budget):
+    """Steps of d seconds that grow by `slowdown` a step (the machine gets busier): strictly never up."""
+    ds = [d * (1 + slowdown * i) for i in range(400)]
+    seq, _ = simulate(ds, every, 10_000, budget)
+    ks = [k for _, k in seq]
+    assert all(b <= a for a, b in zip(ks, ks[1:]))
+
+
+def test_the_issues_sequence_no_longer_jumps_or_passes_its_own_total():
+    """Issue 15 item 4: 20 fast steps (37 a second) then a loaded machine (5.6 a second), 15 s budget. The
+    old estimate (steps so far / seconds so far x budget) said 562 at step 20 and 71 at step 84. The forecast
+    starts at the plan (1,290 steps), uses no rate from the first report (start-up), then comes down as the
+    slow steps really lose time, and ends on the last step."""
+    ds = [1 / 37] * 20 + [1 / 5.6] * 2000
+    seq, end = simulate(ds, 10, 1290, 15.0)
+    ks = [k for _, k in seq]
+    assert ks[0] == 1290 and all(b <= a for a, b in zip(ks, ks[1:])) and all(s <= k for s, k in seq)
+    # by hand: 20 steps in 0.54 s, then 15 - 0.54 = 14.46 s at 5.6 a second = 80.97 more: ~100 in all
+    assert 95 <= end <= 102 and ks[-1] == end
+    # at step 20 the forecast is 20 + (15 - 0.54) x 37 = 555 (the first fast interval), then only down
+    assert seq[1] == (20, 555)
+
+
+def test_the_step_timer_stops_before_a_step_that_would_end_past_the_budget():
+    t = StepTimer(1.0)
+    assert not t.out_of_time(0.0) and not t.out_of_time(0.99)       # no step timed yet: only the budget itself
+    assert t.out_of_time(1.0)
+    for d in (0.3, 0.2, 5.0):                                          # median of the last three: 0.3
+        t.add(d)
+    assert t.next_step() == 0.3 and not t.out_of_time(0.69) and t.out_of_time(0.7)
+    assert not StepTimer(None).out_of_time(1e9)
