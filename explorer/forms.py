@@ -25,6 +25,13 @@ def task_ui(key: str = "train_task") -> str:
                             format_func=lambda t: {"mnist": "MNIST", "parity": "Parity"}[t])
 
 
+# What one web user can ask for (issue 16, cause 5: hidden 1024, batch 4096, N 200 asked for ~40 GB and got the
+# server OOM-killed). With these the largest run, the coarse reader at all three maxima, needs ~2.3 GB at its
+# peak by ponder.memory.estimate (cnn reader 1.5 GB, parity 1.4 GB); JobRegistry.submit still refuses a run
+# that does not fit in the memory free when it starts.
+MAX_STEPS, MAX_HIDDEN, MAX_BATCH = 100, 512, 512
+SIZE_HELP = "The form's limits keep a run under ~2.5 GB of memory; a run that does not fit in the memory free now is refused."
+
 REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G ‖ p), reverse"}
 READER_LABELS = {"rows": "rows: 2 more a step", "coarse": "coarse to fine", "cnn": "cnn: whole image"}
 
@@ -52,9 +59,9 @@ def train_form_ui(task: str) -> Optional[tuple]:
                               help="rows: 2 more image rows each step, so extra steps bring evidence and halting "
                                    "varies by digit (how mnist-adaptive was trained; λp 0.5 and 6 epochs there); "
                                    "cnn: the whole image every step (step 1 is already a classifier, fastest).")
-        n = st.number_input("N (most steps)", 1, 200, int(d.max_steps), 1, key=k + "n")
-        hidden = st.number_input("Hidden size", 4, 1024, int(d.hidden), 8, key=k + "hidden")
-        batch = st.number_input("Batch size", 8, 4096, int(d.batch_size), 16, key=k + "batch")
+        n = st.number_input("N (most steps)", 1, MAX_STEPS, int(d.max_steps), 1, key=k + "n", help=SIZE_HELP)
+        hidden = st.number_input("Hidden size", 4, MAX_HIDDEN, int(d.hidden), 8, key=k + "hidden", help=SIZE_HELP)
+        batch = st.number_input("Batch size", 8, MAX_BATCH, int(d.batch_size), 16, key=k + "batch", help=SIZE_HELP)
         lr = st.number_input("Learning rate", 1e-5, 1.0, float(d.lr), 1e-4, format="%.4f", key=k + "lr")
         epochs = st.number_input("Epochs", 0.001, 100.0, float(d.epochs), 0.5, format="%.3f", key=k + "epochs",
                                  help="MNIST: passes over 55,000 images. Parity: blocks of 500 batches.")
@@ -104,7 +111,7 @@ def sweep_form_ui() -> Optional[tuple]:
         epochs = c1.number_input("Epochs per run", 0.001, 20.0, 0.5, 0.25, format="%.3f", key="sw_epochs")
         seconds = c2.number_input("Time budget per run (s)", 0, 3600, 20, 5, key="sw_seconds",
                                   help="Each run stops at its epochs or this budget, whichever comes first.")
-        n = c3.number_input("N", 1, 200, 20, 1, key="sw_n")
+        n = c3.number_input("N", 1, MAX_STEPS, 20, 1, key="sw_n", help=SIZE_HELP)
         beta = c4.number_input("β", 0.0, 10.0, 0.01, 0.005, format="%.3f", key="sw_beta")
         seeds = c5.number_input("Seeds per λp", 1, 10, 1, 1, key="sw_seeds", help="Seeds 0, 1, … for each λp.")
         name = st.text_input("Sweep folder (in the runs folder)", "", max_chars=64, key="sw_name",

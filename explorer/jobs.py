@@ -45,6 +45,7 @@ from ponder import lifecycle
 from ponder.atomic import SaveError, check_writable
 from ponder.config import TrainConfig
 from ponder.card import CARD
+from ponder.memory import fit_message
 from ponder.runs import new_run_dir, runs_root
 from ponder.sweep import Plan, run_sweep
 from ponder.train import Progress, intra_op_threads
@@ -343,7 +344,8 @@ class JobRegistry:
         trials train through ponder.sweep into the sweep folder `root`.
 
         Raises ConfigError for a bad config, JobLimitError when this session already has a job
-        running, the machine is at its limit or the runs folder cannot be written. When the save
+        running, the machine is at its limit, the runs folder cannot be written or a run's estimated
+        peak memory (ponder.memory.estimate) does not fit in the memory free. When the save
         fails after training all the same (a full disk), the run is saved in a temporary folder
         instead and its reason says where (ponder.lifecycle.run's rescue).
         """
@@ -352,6 +354,10 @@ class JobRegistry:
         specs = [(str(n), c.validate()) for n, c in specs]
         if not specs:
             raise ValueError("nothing to train")
+        for n, c in specs:                  # what does not fit in memory is refused, not OOM-killed (issue 16, cause 5)
+            too_big = fit_message(c)
+            if too_big:
+                raise JobLimitError(f"Not started: {n}: {too_big}.")
         root = Path(root or runs_root())
         try:
             check_writable(root, "cannot save runs in the runs folder")   # before training, not after it

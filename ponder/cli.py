@@ -223,6 +223,10 @@ def _train_into(args, cfg, out, created: bool) -> int:
         bar.set_postfix_str(post, refresh=False)
         bar.refresh()
 
+    from .memory import fit_message
+    too_big = fit_message(cfg)
+    if too_big:                               # a warning, not a refusal: the command line is the user's own machine
+        print(f"ponder: warning: {too_big}", file=sys.stderr)
     cancel = threading.Event()
     try:
         with _ctrl_c_cancels(cancel):

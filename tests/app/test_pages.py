@@ -376,6 +376,40 @@ def test_train_form_bad_names_and_out_of_range_values_are_one_line(runs, monkeyp
         assert ok and not at.exception, ("train form value", f"{key}={value}")
 
 
+def test_the_train_and_sweep_forms_cannot_ask_for_more_memory_than_fits(runs, monkeypatch):
+    """Issue 16, cause 5: the Train form's own maxima (hidden 1024, batch 4096, N 200) got the server OOM-killed.
+    The widgets stop at N 100, hidden 512, batch 512 (the old maxima, forced in, fall back to the defaults), and
+    a run that does not fit in the memory free is refused with one line naming its estimate and the limit."""
+    from explorer import forms
+    from ponder.memory import estimate
+    idle_registry()
+    at = open_app("pages/train.py")
+    for task in ("mnist", "parity"):
+        _train_form(at, task)
+        got = {key: at.number_input(key=f"tf_{task}_{key}").max for key in ("n", "hidden", "batch")}
+        assert got == dict(n=100, hidden=512, batch=512), got
+    worst = estimate(TrainConfig(reader="coarse", max_steps=forms.MAX_STEPS, hidden=forms.MAX_HIDDEN,
+                                 batch_size=forms.MAX_BATCH))
+    assert worst.total < 2.5 * 2**30                                   # what SIZE_HELP promises
+    # the old maxima forced in fall back to the defaults; the registry's own check then refuses a run bigger
+    # than the memory free (here a 60 MB limit) in one line, before anything starts
+    monkeypatch.setenv("PONDER_MAX_JOB_MEMORY_MB", "60")
+    # by hand, parity defaults: 128 x 20 x (13 x 128 + 40) x 4 B = 17.4 MB of training step + 48 MB fixed + 1 MB
+    # of weights and Adam; the form's maxima: 512 x 100 x (13 x 512 + 40) x 4 B = 1,308 MB + 48 + 15
+    for values, want in ((dict(n=200, hidden=1024, batch=4096), "about 66 MB of memory at its peak (batch 128 x "
+                          "N 20 steps x hidden 128)"), (dict(n=100, hidden=512, batch=512), "about 1,371 MB")):
+        _train_form(at, "parity", epochs=0.04, **values)
+        at.text_input(key="tf_parity_name").input("too-big")
+        at.button(key="tf_start").click()
+        run_ok(at)
+        errs = one_line_errors(at)
+        assert len(errs) == 1 and f"Not started: too-big: this run needs {want}" in errs[0], errs
+        assert "more than the 60 MB available" in errs[0] and not (runs / "too-big").exists()
+    at.switch_page("pages/sweep.py")
+    run_ok(at)
+    assert at.number_input(key="sw_n").max == 100
+
+
 def test_an_unwritable_runs_folder_is_refused_before_training_with_one_line(runs, monkeypatch, tmp_path):
     reg = idle_registry()
     blocker = tmp_path / "not-a-folder"

@@ -1,0 +1,147 @@
+"""How much memory a training run needs at its peak, from its config's sizes (issue 16, cause 5), and
+whether that fits in what the machine has free.
+
+The Train form's own maxima (hidden 1024, batch 4096, N 200) asked for ~32 GiB by the issue's reckoning
+(39 GB by this estimate) and got the server OOM-killed. A run's peak is
+    params     5 float32 copies of the weights: the weights, their gradients, Adam's two moments
+               and the divergence guard's snapshot (ponder.train)
+  + max(train, inference)
+      train      batch x (CNN feature maps + N x the cell's saved tensors): what autograd keeps for
+                 the backward pass of one step, and the gradients it makes from them
+      inference  a no-grad forward of 1,000 samples over N steps: the validation pass's chunk
+                 (ponder.train.validation_accuracy) and the test measurement's batch (ponder.evaluate)
+  + data       MNIST (training and validation images and labels) held by the loop
+  + OVERHEAD   autograd and allocator bookkeeping that does not grow with the sizes
+in floats per sample: the CNN's feature maps (C1 x 28 x 28 + C2 x 14 x 14 + the 784-pixel input; 8
+times that for the coarse reader, which embeds 8 resolutions) and N x (hidden, and 10 logits etc.).
+The constants K_* count how many tensors of those sizes are alive at the peak. They were fitted to
+the peak RSS of train() measured on this project's 2-core CPU machine (bench/train_memory.py, torch
+2.14.1, one thread, 2026-11-23; its output is in the comment below), then rounded up: the estimate is
+meant to be on the safe side: 1.2x to 1.7x the measurement for the calibration configs (2.6x for a
+tiny run, where OVERHEAD is most of it).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from .config import TrainConfig
+
+FLOAT = 4                          # bytes of a float32
+INFER_CHUNK = 1000                 # samples per no-grad forward: validation chunk and evaluation batch
+MNIST_DATA = 60_000 * (28 * 28 + 8)   # training + validation images (uint8) and labels (int64) in bytes
+K_ENC, K_STEP, K_HEAD = 3, 13, 40     # training: floats alive at the peak per CNN-map float, per hidden unit and
+                                      # step (the cell's saved tensors and their gradients), per step (heads, loss)
+K_ENC_INFER, K_HEAD_INFER = 1.8, 40   # the same for a no-grad forward (most tensors are freed at once) ...
+K_STEP_INFER = {"mnist": 2, "parity": 0}   # ... whose MNIST readers keep all N hidden states (one stacked
+                                           # [N, B, H] tensor) and the parity cell only the current one
+OVERHEAD = 48 * 2**20              # bytes that do not grow with the sizes (a 5-step parity run: 20 MB)
+# Calibration: `python -m bench.train_memory` (one torch thread; measured = peak RSS of train() minus the
+# RSS before it, in a fresh process; the estimate without the data, which the measurement does not count),
+# 2026-11-23, this project's 2-core CPU machine, torch 2.14.1; the fitted constants above then give:
+#   config (others: defaults)                    measured MB  estimated MB  est/meas
+#   mnist hidden 64, N 20, batch 128                    148.4         200.9      1.35
+#   mnist hidden 64, N 20, batch 512                    161.5         201.7      1.25
+#   mnist hidden 256, N 50, batch 128                   199.7         300.6      1.51
+#   mnist hidden 64, N 20, batch 2048                   532.5         648.4      1.22
+#   mnist hidden 512, N 100, batch 256                  655.9         782.3      1.19
+#   mnist coarse reader, hidden 64, N 20, batch 128     894.3        1143.0      1.28
+#   parity hidden 512, N 100, batch 64                  144.2         226.8      1.57
+#   parity hidden 256, N 100, batch 1024                848.6        1367.5      1.61
+#   parity hidden 256, N 50, batch 256                  128.3         216.4      1.69
+#   parity hidden 16, N 5, batch 8                       19.1          49.0      2.57
+# From the first rounds (N x hidden dominated: parity H512 N100 B64 and H256 N100 B1024 give K_STEP 7.8
+# for the parity cell, mnist H512 N100 B256 11; mnist B2048 gives K_ENC 2.3; the 1,000-image no-grad chunk
+# 1.0 to 1.5 per CNN-map float), each constant rounded up.
+
+
+@dataclass
+class MemoryEstimate:
+    """A training run's peak memory in bytes, by part."""
+    params: int             # weights, gradients, Adam's moments, the divergence snapshot
+    train: int              # one training step's activations and their gradients
+    inference: int          # one no-grad chunk of INFER_CHUNK samples
+    data: int               # the training data the loop holds
+    overhead: int = OVERHEAD
+
+    @property
+    def total(self) -> int:
+        return self.params + max(self.train, self.inference) + self.data + self.overhead
+
+    def parts(self) -> dict:
+        return {k: round(v / 2**20, 1) for k, v in
+                dict(params=self.params, train=self.train, inference=self.inference, data=self.data,
+                     overhead=self.overhead, total=self.total).items()}
+
+
+def parameter_count(cfg: TrainConfig) -> int:
+    """The model's parameters, counted from the sizes (ponder.models' layers; the test checks the count
+    against a built model): nothing is allocated, so checking a huge config costs nothing."""
+    m = cfg.model_config()
+    h = m.hidden
+    if cfg.task != "mnist":
+        return 3 * h * (m.n_elems + h + 2) + 2 * (h + 1)                 # GRUCell(n, H), out and lambda heads
+    fc_in = m.channels2 * (14 * 7 if m.reader == "rows" else 7 * 7)
+    convs = m.channels1 * 25 + m.channels1 + m.channels1 * m.channels2 * 25 + m.channels2
+    return (convs + fc_in * m.embed + m.embed + 3 * h * (m.embed + h + 2)  # CNN, fc, GRUCell(E, H)
+            + (10 * h + 10) + (h + 1))                                    # answer and lambda heads
+
+
+def feature_floats(cfg: TrainConfig) -> int:
+    """Floats per sample of the MNIST CNN's input and conv outputs (0 for parity's plain vectors)."""
+    if cfg.task != "mnist":
+        return 0
+    m = cfg.model_config()
+    one = 28 * 28 + m.channels1 * 28 * 28 + m.channels2 * 14 * 14
+    return one * (8 if m.reader == "coarse" else 1)
+
+
+def estimate(cfg: TrainConfig) -> MemoryEstimate:
+    """The peak memory of ponder.train.train(cfg) (and of the evaluation after it), in bytes."""
+    enc, n, h = feature_floats(cfg), cfg.max_steps, cfg.hidden
+    train = int(FLOAT * cfg.batch_size * (K_ENC * enc + n * (K_STEP * h + K_HEAD)))
+    infer = int(FLOAT * INFER_CHUNK * (K_ENC_INFER * enc + n * (K_STEP_INFER[cfg.task] * h + K_HEAD_INFER) + 3 * h))
+    return MemoryEstimate(params=5 * FLOAT * parameter_count(cfg), train=train, inference=infer,
+                          data=MNIST_DATA if cfg.task == "mnist" else 0)
+
+
+def available_bytes(device: str = "cpu") -> Optional[int]:
+    """Memory a job may use: $PONDER_MAX_JOB_MEMORY_MB when set; else the free memory of the GPU for a run
+    that trains on one, or MemAvailable from /proc/meminfo (None where it cannot be read: no check)."""
+    env = os.environ.get("PONDER_MAX_JOB_MEMORY_MB")
+    if env:
+        try:
+            return int(float(env) * 2**20)
+        except ValueError:
+            pass
+    if device in ("auto", "cuda"):
+        import torch
+        if torch.cuda.is_available():
+            return int(torch.cuda.mem_get_info()[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def mb(n: int) -> str:
+    return f"{n / 2**20:,.0f} MB" if n < 10 * 2**30 else f"{n / 2**30:,.1f} GB"
+
+
+def fit_message(cfg: TrainConfig, available: Optional[int] = None) -> str:
+    """'' when cfg's estimated peak fits in `available` bytes (default: available_bytes()), else one line
+    naming the estimate, the limit and what drives it."""
+    available = available_bytes(cfg.device) if available is None else available
+    if available is None:
+        return ""
+    est = estimate(cfg)
+    if est.total <= available:
+        return ""
+    return (f"this run needs about {mb(est.total)} of memory at its peak (batch {cfg.batch_size} x N {cfg.max_steps} "
+            f"steps x hidden {cfg.hidden}), more than the {mb(available)} available; use a smaller batch, N or "
+            f"hidden size")
