@@ -30,7 +30,7 @@ from ponder.config import TrainConfig
 
 try:
     from explorer.jobs import job_threads_from_env
-    from ponder.train import intra_op_threads
+    from ponder.progress import intra_op_threads
 except ImportError:             # the code before issue 15 item 4 (measured with it): torch's default threads
     job_threads_from_env, intra_op_threads = (lambda: None), (lambda n: contextlib.nullcontext())
 

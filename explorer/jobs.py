@@ -48,7 +48,8 @@ from ponder.card import CARD
 from ponder.memory import fit_message
 from ponder.runs import new_run_dir, runs_root
 from ponder.sweep import Plan, run_sweep
-from ponder.train import Progress, intra_op_threads
+from ponder.progress import intra_op_threads
+from ponder.train import Progress
 
 ACTIVE = ("queued", "running")
 EVAL_LIMIT = 2000          # test images (or parity problems) measured when a run is saved

@@ -13,8 +13,11 @@ What a user is promised (README, Train page):
 """
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from typing import Optional
+
+import torch
 
 OPTIMISM = 1.25        # the rate the forecast assumes for the time left: 1.25 x the fastest seen so far
 
@@ -76,3 +79,22 @@ class StepTimer:
 
     def out_of_time(self, elapsed: float) -> bool:
         return self.budget is not None and elapsed + self.next_step() >= self.budget
+
+
+PROCESS_THREADS = torch.get_num_threads()      # torch's intra-op threads when this module was imported
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: Optional[int]):
+    """torch's intra-op threads set to n for the calling thread inside the block (None: unchanged); the
+    explorer's jobs train with one (explorer.jobs.job_threads_from_env: two threads on a loaded 2-core
+    machine wait on each other, a step then takes seconds). torch starts new threads with the last number
+    set, so it goes back to PROCESS_THREADS on the way out (not to this thread's own number, which a
+    concurrent block may have lowered)."""
+    if n:
+        torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        if n:
+            torch.set_num_threads(PROCESS_THREADS)

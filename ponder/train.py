@@ -3,7 +3,6 @@ and it stops cleanly on a cancel flag, a time budget, or a non-finite loss.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 import time
@@ -179,23 +178,6 @@ def validation_accuracy(model: PonderNet, x: torch.Tensor, y: torch.Tensor, auto
         correct += batch_accuracy(model, out.y, out.log_p, y[i:i + chunk]) * len(y[i:i + chunk])
     model.train(was)
     return correct / len(y)
-
-
-PROCESS_THREADS = torch.get_num_threads()      # torch's intra-op threads when ponder.train was imported
-
-
-@contextlib.contextmanager
-def intra_op_threads(n: Optional[int]):
-    """torch's intra-op threads set to n for the calling thread inside the block (None: unchanged).
-    torch starts new threads with the last number set, so it goes back to PROCESS_THREADS on the way
-    out (not to this thread's own number, which a concurrent block may have lowered)."""
-    if n:
-        torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        if n:
-            torch.set_num_threads(PROCESS_THREADS)
 
 
 # ----------------------------------------------------------------------------- the loop

@@ -85,3 +85,14 @@ def test_the_step_timer_stops_before_a_step_that_would_end_past_the_budget():
         t.add(d)
     assert t.next_step() == 0.3 and not t.out_of_time(0.69) and t.out_of_time(0.7)
     assert not StepTimer(None).out_of_time(1e9)
+
+
+def test_intra_op_threads_are_set_for_the_block_and_back_after():
+    import torch
+    from ponder.progress import PROCESS_THREADS, intra_op_threads
+    before = torch.get_num_threads()
+    with intra_op_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == PROCESS_THREADS == before
+    with intra_op_threads(None):
+        assert torch.get_num_threads() == before

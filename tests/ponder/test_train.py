@@ -132,15 +132,6 @@ def test_a_cancel_during_an_epoch_end_validation_stops_it_between_chunks():
     assert T.validation_accuracy(model, x, y, contextlib.nullcontext) is not None
 
 
-def test_intra_op_threads_are_set_for_the_block_and_back_after():
-    before = torch.get_num_threads()
-    with T.intra_op_threads(1):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == T.PROCESS_THREADS == before
-    with T.intra_op_threads(None):
-        assert torch.get_num_threads() == before
-
-
 def test_non_finite_loss_fails_and_keeps_last_good_weights():
     from ponder.models import build_model
     cfg = parity_cfg(epochs=100)
