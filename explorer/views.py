@@ -58,8 +58,10 @@ def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None
     words, bars = st.columns([1.2, 1])
     words.markdown(text)
     with bars:
-        chart(figures.topk_fig(tr.answer_probs, class_names, truth=truth), "The answer's three most probable "
-              "classes" + (" (green: the true label)." if truth is not None else "."), key=f"{key}_top")
+        few = len(class_names) <= 3                          # parity: every class
+        chart(figures.topk_fig(tr.answer_probs, class_names, truth=truth),
+              ("The answer's probability for each class" if few else "The answer's three most probable classes")
+              + (" (green: the true label)." if truth is not None else "."), key=f"{key}_top")
 
 
 def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None,

@@ -832,6 +832,8 @@ def test_parity_page_generated_and_typed_vectors(runs):
     run_ok(at)
     assert "3 of them +1" in charts(at)[0]["layout"]["title"]["text"]
     assert {m.label for m in at.metric} >= {"Prediction", "E[n]"}
+    (bars,) = [f["data"][0] for f in charts(at) if f["data"][0].get("orientation") == "h"]     # both classes
+    assert len(bars["y"]) == 2 and "The answer's probability for each class (green: the true label)." in texts(at)
     df = at.dataframe[0].value
     assert len(df) == 2 and all(0 <= a <= 1 for a in df["accuracy"])
     at.text_input(key="par_text").input("1 0 1")
