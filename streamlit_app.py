@@ -3,6 +3,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from explorer import ui
+
 # the tab icon is a local file: a material icon or an emoji would be fetched from the internet
 ICON = Path(__file__).resolve().parent / "explorer" / "icon.png"
 st.set_page_config(page_title="PonderNet explorer", page_icon=str(ICON), layout="wide")
@@ -27,6 +29,7 @@ if wanted in paths and wanted != current and not st.session_state.get("_page_fro
     st.switch_page(paths[wanted], query_params={k: st.query_params.get_all(k) for k in st.query_params})
 st.session_state["_page_from_link"] = True
 st.session_state["_via_app"] = True           # see explorer.ui.app_guard
+ui.link_params_ui(current, wanted if wanted is not None and wanted not in paths else None, list(paths))
 st.query_params["page"] = current
 
 page.run()

@@ -172,9 +172,8 @@ def training_fig(history: Sequence[dict], lambda_p: Optional[float] = None, n_st
     fig.update_yaxes(range=[0, 1.02], row=1, col=2)
     fig.update_yaxes(rangemode="tozero", row=1, col=3)
     fig.update_xaxes(**count_axis(xmax))
-    layout(fig, title, height=360)
-    fig.update_layout(legend=dict(y=-0.28, yanchor="top"), margin=dict(t=40 if not title else 70, b=20))
-    return fig
+    layout(fig, title, height=330)
+    return fig.update_layout(margin=dict(t=35 if not title else 12))       # room for the subplot titles
 
 
 def overlay_training_fig(histories: dict, key: str, title: str, ytitle: str, log: bool = False) -> go.Figure:

@@ -31,7 +31,7 @@ def sweep_grid_fig(rows: Sequence[dict], cols: int = 3) -> go.Figure:
     nrows = int(math.ceil(len(rows) / cols))
     titles = [f"λp={r['lambda_p']:g} · {r.get('status', '')}" for r in rows]
     fig = make_subplots(rows=nrows, cols=cols, subplot_titles=titles, horizontal_spacing=0.06,
-                        vertical_spacing=0.22 if nrows > 1 else 0.1)
+                        vertical_spacing=0.22 if nrows > 1 else 0.1, x_title="step n", y_title="p_n (halt at n)")
     for i, r in enumerate(rows):
         rr, cc = i // cols + 1, i % cols + 1
         p = r.get("halting")
@@ -57,8 +57,7 @@ def sweep_grid_fig(rows: Sequence[dict], cols: int = 3) -> go.Figure:
                                x=(xd[0] + xd[1]) / 2, y=(yd[0] + yd[1]) / 2, xanchor="center", yanchor="middle",
                                align="center", font=dict(color=WRONG_COLOR if failed else NEUTRAL_COLOR, size=12))
     layout(fig, "", height=240 * nrows + 40)
-    fig.update_layout(margin=dict(t=80),           # the legend sits above the panel titles
-                      legend=dict(orientation="h", yref="container", y=1.0, yanchor="top", x=0, xanchor="left"))
+    fig.update_layout(margin=dict(t=30, l=70, b=60))      # room for the panel titles and the shared axis titles
     return fig
 
 

@@ -64,11 +64,46 @@ def log_ticks(values) -> dict:
     return dict(tickmode="array", tickvals=keep, ticktext=[f"{t:.3g}" for t in keep])
 
 
+LEGEND_ROW = 21           # px of one legend row (12 px font and its gap)
+LEGEND_WIDTH = 330        # px a legend row is assumed to have: a half-width column at 1280 px
+
+
+def legend_names(fig: go.Figure) -> list:
+    """The names the legend lists: named traces not hidden from it, one per legend group."""
+    names, groups = [], set()
+    for t in fig.data:
+        if t.showlegend is False or not t.name or (t.legendgroup and t.legendgroup in groups):
+            continue
+        groups.add(t.legendgroup)
+        names.append(t.name)
+    return names if len(names) > 1 or any(t.showlegend for t in fig.data) else []
+
+
+def legend_rows(names, width: int = LEGEND_WIDTH) -> int:
+    """Rows a horizontal legend of these names takes at `width` px (about 6.5 px a character and 45 px
+    for the symbol and gap of an entry; an estimate that errs on the side of more rows)."""
+    rows, used = (1, 0.0) if names else (0, 0.0)
+    for name in names:
+        w = 45 + 6.5 * len(str(name))
+        if used and used + w > width:
+            rows, used = rows + 1, 0.0
+        used += w
+    return rows
+
+
 def layout(fig: go.Figure, title: str = "", height: int = HEIGHT, **kw) -> go.Figure:
-    fig.update_layout(title=dict(text=title, x=0, xanchor="left", y=0.98, yanchor="top", yref="container",
+    """Title, legend and margins of every figure, placed so that nothing covers anything: the title
+    at the top left pushes the plot down (automargin), the legend sits under the plot (at the bottom of
+    the figure, where it reserves its own rows), and the figure grows by those rows so the plot keeps
+    its height. Plotly's toolbar is off (explorer.ui.PLOTLY_CONFIG): it covered titles and legends."""
+    rows = legend_rows(legend_names(fig)) if kw.get("showlegend", True) else 0
+    fig.update_layout(title=dict(text=title, x=0, xanchor="left", xref="container", y=1, yanchor="top",
+                                 yref="container", pad=dict(t=8, l=6), automargin=True,
                                  font=dict(size=15)) if title else None,
-                      height=height + (25 if title else 0), margin=dict(l=55, r=20, t=70 if title else 40, b=45),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+                      height=height + (25 if title else 0) + (LEGEND_ROW * rows + 12 if rows else 0),
+                      margin=dict(l=55, r=20, t=12 if title else 20, b=45),
+                      legend=dict(orientation="h", xref="container", x=0, xanchor="left", yref="container",
+                                  y=0, yanchor="bottom"),
                       hoverlabel=dict(namelength=-1), **kw)
     return fig
 

@@ -23,12 +23,14 @@ from ponder.runs import ModelEntry, RunNameError, list_sweeps
 
 from ponder.card import test_metrics
 
-from . import canvas, digits, loaders, tables
+from . import canvas, digits, links, loaders, tables
 
 # Errors whose message is written for people (one line naming the file / field and the reason).
 USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
 
-PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
+# Plotly's toolbar covered titles and legends (issue 15, item 3): off. Drag still zooms, a double
+# click resets, and Streamlit's own toolbar (hover, above the chart) shows it full screen.
+PLOTLY_CONFIG = {"displayModeBar": False, "displaylogo": False}
 DEFAULT_MODEL = {"mnist": "mnist-adaptive", "parity": "parity-medium", None: "mnist-adaptive"}
 MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inference; a seeded draw). "
              "deterministic: halt at the median of the halting distribution (first n with P(halted by n) ≥ 0.5). "
@@ -101,6 +103,24 @@ def query_float(name: str, lo: float, hi: float) -> Optional[float]:
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) and lo <= v <= hi else None
+
+
+def link_params_ui(page: str, asked: Optional[str] = None, pages: Sequence[str] = links.PAGES) -> None:
+    """What a link asked for that this page cannot use (a page, model, λp or mode that does not exist, a
+    model of the other task, ...): said once, on one line, and taken out of the URL, so the address shows
+    what is on the page. asked: the ?page= of the link when it is none of `pages` (streamlit_app.py)."""
+    params = {k: st.query_params.get_all(k) for k in st.query_params}
+    tasks = {e.name: e.card.get("task") for e in loaders.models()} if {"model", "models"} & set(params) else {}
+    keep, ignored = links.check_params(params, page, tasks)
+    if asked is not None:
+        ignored.insert(0, ("page", asked, "no such page; there are " + ", ".join(pages)))
+    for name in {n for n, _, _ in ignored} - {"page"}:
+        if name in keep:
+            st.query_params[name] = keep[name]
+        else:
+            del st.query_params[name]
+    if ignored:
+        st.warning(tables.plain(links.ignored_sentence(ignored)), icon=":material/link_off:")
 
 
 def lambda_p_ui(label: str = "λp (prior's halting probability per step)", key: str = "lp") -> float:

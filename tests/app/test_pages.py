@@ -103,6 +103,25 @@ def test_digit_page_blank_canvas_hint_then_pick_and_rotate_a_test_digit(runs):
     assert at.query_params["model"] == "runs/tiny-mnist" and at.query_params["page"] == "digit"
 
 
+@pytest.mark.parametrize("query, title, said, url", [
+    (dict(model="../../etc", lp="abc", page="nope"), "Ponder a digit",
+     ["page=nope (no such page; there are digit, train", "model=../../etc (no MNIST model or run of that name)",
+      "lp=abc (this page does not use it)"], dict(page="digit", model="mnist-adaptive")),
+    (dict(page="parity", model="mnist-default"), "Parity",
+     ["model=mnist-default (an MNIST model; this page shows parity models)"], dict(page="parity", model="parity-medium")),
+    (dict(page="compare", models=["runs/tiny-mnist", "nope", "runs/tiny-mnist-b"]), "Compare runs",
+     ["models=nope (no model or run of that name)"], dict(page="compare", models=["runs/tiny-mnist", "runs/tiny-mnist-b"])),
+], ids=["digit", "parity", "compare"])
+def test_a_link_says_once_what_it_asked_for_that_cannot_be_used_and_is_cleaned(runs, query, title, said, url):
+    at = open_app(**query)
+    assert at.title[0].value == title
+    warned = [shown(w.value) for w in at.warning if "Ignored in the link" in w.value]
+    assert len(warned) == 1 and all(s in warned[0] for s in said), warned        # one line naming each one
+    assert {k: at.query_params[k] for k in at.query_params} == url               # the URL says what is shown
+    run_ok(at)
+    assert not [w for w in at.warning if "Ignored in the link" in w.value]       # said once
+
+
 def _drawing_state(stroke=((90, 60), (190, 60), (140, 230))):
     img = Image.new("RGBA", (280, 280), (0, 0, 0, 255))
     ImageDraw.Draw(img).line(list(stroke), fill=(255, 255, 255, 255), width=18)

@@ -35,3 +35,23 @@ def test_prior_trace_is_the_renormalised_prior():
     t = style.prior_trace(0.5, 2)
     assert list(t.x) == [1, 2] and np.allclose(t.y, [2 / 3, 1 / 3]) and t.line.color == style.PRIOR_COLOR
     assert isinstance(style.prior_trace(0.5, 2, as_bars=True), go.Bar)
+
+
+def test_the_legend_sits_under_the_plot_and_the_figure_grows_by_its_rows():
+    # issue 15, item 3: legends and Plotly's toolbar covered the titles
+    fig = go.Figure([go.Scatter(x=[1], y=[1], name="λ_n"), go.Scatter(x=[1], y=[1], name="prior's constant λp = 0.5"),
+                     go.Scatter(x=[1], y=[1], name="halted at step 11")])
+    # widths 45 + 6.5 × characters: 64.5, 207.5, 155.5 px; at 330 px a row: [λ_n, prior's] then [halted]: 2 rows
+    assert style.legend_rows(style.legend_names(fig)) == 2
+    style.layout(fig, "λ_n: chance to halt at step n")
+    lg, t = fig.layout.legend, fig.layout.title
+    assert (lg.yref, lg.y, lg.yanchor, lg.orientation) == ("container", 0, "bottom", "h")     # at the bottom
+    assert (t.yref, t.y, t.yanchor, t.automargin) == ("container", 1, "top", True)         # pushes the plot down
+    assert fig.layout.height == style.HEIGHT + 25 + 2 * style.LEGEND_ROW + 12
+    one = style.layout(go.Figure(go.Bar(x=[1], y=[1], name="p")), "")          # a lone trace lists no legend
+    assert one.layout.height == style.HEIGHT
+
+
+def test_the_plotly_toolbar_is_off():
+    from explorer.ui import PLOTLY_CONFIG
+    assert PLOTLY_CONFIG["displayModeBar"] is False

@@ -1,0 +1,77 @@
+"""The parameters a shared link may carry (?page=rotation&model=mnist-rot22, ?lp=0.35, ?models=a&models=b,
+?mode=deterministic), which page reads which, and the check that says what a link asked for that cannot
+be used. Pure: plain dicts and strings in and out, no Streamlit (explorer.ui.link_params_ui shows it).
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+from ponder.halting import MODES
+
+PAGES = ("digit", "train", "sweep", "rotation", "compare", "parity")     # url paths (digit is the default page)
+MODEL_TASK = {"digit": "mnist", "rotation": "mnist", "parity": "parity"}  # pages with a single-model picker
+USES = {"digit": {"model", "mode"}, "rotation": {"model"}, "parity": {"model", "mode"}, "compare": {"models"},
+        "sweep": {"lp"}, "train": {"lp"}}
+NAMES = ("page", "model", "models", "lp", "mode")      # the app's own; anything else (Streamlit's embed, ...) is left alone
+LP_RANGE = (0.01, 1.0)                                  # the λp slider's range
+TASK_NAMES = {"mnist": "MNIST", "parity": "parity"}
+
+
+def parse_lambda_p(text) -> float | None:
+    """?lp=0.35 -> 0.35; None when it is not a number in LP_RANGE."""
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and LP_RANGE[0] <= v <= LP_RANGE[1] else None
+
+
+def check_params(params: Mapping[str, Sequence[str]], page: str, tasks: Mapping[str, str]) -> tuple[dict, list]:
+    """(the parameters to keep, [(name, value, why), ...] for each value that is ignored).
+
+    params: {name: [values]} as in the URL; page: the page shown (one of PAGES); tasks: {model name: task}
+    of every model and run there is. A page's own parameters are kept when they can be used there; a known
+    parameter that is wrong, or that the page does not read, is ignored with the reason. `page` names the
+    page shown, so a wrong ?page= is reported by the caller, which knows what was asked for.
+    """
+    keep, ignored = {}, []
+    for name, values in params.items():
+        values = [str(v) for v in values]
+        if name not in NAMES or name == "page":
+            keep[name] = values
+            continue
+        if not values:
+            continue
+        if name not in USES.get(page, ()):
+            ignored += [(name, v, "this page does not use it") for v in values]
+            continue
+        if name == "models":
+            good = [v for v in values if v in tasks]
+            ignored += [(name, v, "no model or run of that name") for v in values if v not in tasks]
+            if good:
+                keep[name] = good
+            continue
+        value, extra = values[0], values[1:]
+        ignored += [(name, v, "given twice; the first one is used") for v in extra]
+        if name == "lp":
+            ok, why = parse_lambda_p(value) is not None, f"not a number from {LP_RANGE[0]:g} to {LP_RANGE[1]:g}"
+        elif name == "mode":
+            ok, why = value in MODES, "not a halting mode (" + ", ".join(MODES) + ")"
+        else:                                                     # model
+            want = MODEL_TASK[page]
+            ok = tasks.get(value) == want
+            task, shows = TASK_NAMES.get(tasks.get(value), "other"), TASK_NAMES[want]
+            why = (f"{'an' if task == 'MNIST' else 'a'} {task} model; this page shows {shows} models"
+                   if value in tasks else f"no {shows} model or run of that name")
+        if ok:
+            keep[name] = [value]
+        else:
+            ignored.append((name, value, why))
+    return keep, ignored
+
+
+def ignored_sentence(ignored: Sequence[tuple]) -> str:
+    """One line: 'Ignored in the link: page=nope (no such page), lp=abc (not a number from 0.01 to 1).'"""
+    short = lambda v: v if len(v) <= 40 else v[:39] + "…"              # noqa: E731
+    return "Ignored in the link: " + "; ".join(f"{n}={short(v)} ({why})" for n, v, why in ignored) + "."

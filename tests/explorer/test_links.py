@@ -1,0 +1,53 @@
+"""explorer/links.py: which parameters of a shared link a page keeps, and why the others are ignored."""
+from hypothesis import given, strategies as st
+
+from explorer import links
+
+TASKS = {"mnist-default": "mnist", "mnist-rot22": "mnist", "parity-medium": "parity"}
+
+
+def test_the_issue_links_by_hand():
+    # ?model=../../etc&lp=abc on the digit page (page=nope is reported by the caller, which knows it asked)
+    keep, ignored = links.check_params({"model": ["../../etc"], "lp": ["abc"], "page": ["nope"]}, "digit", TASKS)
+    assert keep == {"page": ["nope"]}
+    assert ignored == [("model", "../../etc", "no MNIST model or run of that name"),
+                       ("lp", "abc", "this page does not use it")]
+    # ?page=parity&model=mnist-default: an MNIST model on the parity page
+    keep, ignored = links.check_params({"page": ["parity"], "model": ["mnist-default"]}, "parity", TASKS)
+    assert keep == {"page": ["parity"]}
+    assert ignored == [("model", "mnist-default", "an MNIST model; this page shows parity models")]
+    # Compare: the unknown one goes, the order of the others stays
+    keep, ignored = links.check_params({"models": ["mnist-rot22", "nope", "parity-medium"]}, "compare", TASKS)
+    assert keep == {"models": ["mnist-rot22", "parity-medium"]}
+    assert ignored == [("models", "nope", "no model or run of that name")]
+
+
+def test_good_values_are_kept_and_foreign_parameters_left_alone():
+    params = {"lp": ["0.35"], "embed": ["true"]}
+    assert links.check_params(params, "sweep", TASKS) == (params, [])
+    assert links.check_params({"mode": ["deterministic"], "model": ["parity-medium"]}, "parity", TASKS) == \
+        ({"mode": ["deterministic"], "model": ["parity-medium"]}, [])
+    keep, ignored = links.check_params({"lp": ["0", "0.5"], "mode": ["fast"]}, "train", TASKS)
+    # lp = 0 is out of 0.01..1; the second lp is ignored as a repeat; mode is not read on Train
+    assert keep == {} and [why for _, _, why in ignored] == ["given twice; the first one is used",
+                                                           "not a number from 0.01 to 1", "this page does not use it"]
+
+
+def test_lambda_p_parsing():
+    assert links.parse_lambda_p("0.35") == 0.35 and links.parse_lambda_p("1") == 1.0
+    assert [links.parse_lambda_p(t) for t in ("abc", "nan", "inf", "0.001", "2", None, "")] == [None] * 7
+
+
+def test_the_sentence_is_one_line_and_cuts_long_values():
+    line = links.ignored_sentence([("page", "nope", "no such page"), ("model", "x" * 100, "no such model")])
+    assert line.startswith("Ignored in the link: page=nope (no such page); model=xxx") and "\n" not in line
+    assert "x" * 39 + "…" in line and "x" * 40 not in line
+
+
+@given(st.dictionaries(st.sampled_from(links.NAMES + ("other",)), st.lists(st.text(max_size=12), max_size=3)),
+       st.sampled_from(links.PAGES))
+def test_every_value_is_kept_or_ignored_never_both(params, page):
+    keep, ignored = links.check_params(params, page, TASKS)
+    for name, values in params.items():
+        kept, dropped = keep.get(name, []), [v for n, v, _ in ignored if n == name]
+        assert sorted(kept + dropped) == sorted(str(v) for v in values), (name, kept, dropped)
