@@ -11,6 +11,7 @@ from ponder.manage import import_zip
 from ponder.runs import MAX_UPLOAD_BYTES, RunNameError, import_checkpoint, safe_name
 from ponder.sweep import Plan
 
+from . import tables
 from .ui import USER_ERRORS, one_line, remembered_lambda_p
 
 
@@ -87,7 +88,10 @@ def train_form_ui(task: str) -> Optional[tuple]:
                                seed=int(seed), device=device, parity_preset=preset, regulariser=reg,
                                reader=reader if task == "mnist" else d.reader)
     try:
-        return safe_name(name), cfg.validate()
+        safe, cfg = safe_name(name), cfg.validate()
+        if tables.renamed(name, safe):
+            st.sidebar.info(tables.plain(tables.renamed(name, safe)))
+        return safe, cfg
     except (RunNameError, ConfigError) as e:
         st.sidebar.error(one_line(e))
         return None
@@ -127,7 +131,10 @@ def sweep_form_ui() -> Optional[tuple]:
     base = dict(epochs=float(epochs), max_seconds=float(seconds) or None, max_steps=int(n), beta=float(beta),
                 regulariser=reg, device="auto", **(dict(parity_preset=preset) if task == "parity" else {}))
     try:
-        return safe_name(name or f"sweep-{task}"), Plan(task, base, {"lambda_p": sorted(values)}, list(range(seeds)))
+        folder = safe_name(name or f"sweep-{task}")
+        if name and tables.renamed(name, folder):
+            st.info(tables.plain(tables.renamed(name, folder)))
+        return folder, Plan(task, base, {"lambda_p": sorted(values)}, list(range(seeds)))
     except RunNameError as e:
         st.error(one_line(e))
         return None
@@ -169,5 +176,5 @@ def import_run_ui(where=None) -> Optional[str]:
     except USER_ERRORS as e:
         box.error(one_line(e), icon=":material/error:")
         return None
-    box.success(f"Imported as runs/{dest.name}; it is now in every model picker.")
+    box.success(f"Imported as runs/{dest.name}; it is now in every model picker. {tables.plain(tables.renamed(name, dest.name))}")
     return f"runs/{dest.name}"

@@ -5,6 +5,7 @@ import re
 from typing import Optional
 
 from ponder.card import mean_expected_steps, test_metrics
+from ponder.runs import MAX_NAME, RunNameError, safe_name
 
 
 def sweep_row(name: str, card: Optional[dict], status: Optional[str] = None, reason: str = "",
@@ -110,3 +111,18 @@ def run_rows(entries) -> list:
                      "steps trained": e.card.get("steps"),
                      "saved": str(e.card.get("created") or "").replace("T", " ")[:16] or None})
     return rows
+
+
+def renamed(asked: str, final: str) -> str:
+    """'' when a run (or sweep folder) got the name asked for, else one sentence on what it became and why:
+    the name made safe (ponder.runs.safe_name) and/or taken by another run (new_run_dir added -2, -3, ...)."""
+    asked, final = str(asked), str(final)
+    if final == asked:
+        return ""
+    try:
+        safe = safe_name(asked)
+    except RunNameError:
+        safe = final
+    why = ([f"a name keeps only letters, digits, '.', '_' and '-', at most {MAX_NAME} characters"] if safe != asked else []) \
+        + ([f"{safe} was taken"] if final != safe else [])
+    return f"The name {asked} became {final} ({'; '.join(why)})."

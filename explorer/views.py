@@ -175,7 +175,8 @@ def run_progress_ui(run: RunState, key: str) -> None:
 
 
 def run_result_ui(run: RunState) -> None:
-    where = f" Saved as **{plain(run_name(run.run_dir))}**." if run.run_dir else " Not saved."
+    where = (f" Saved as **{plain(run_name(run.run_dir))}**, in the folder {plain(Path(run.run_dir).resolve())}. "
+             f"{plain(tables.renamed(run.name, Path(run.run_dir).name))}".rstrip() if run.run_dir else " Not saved.")
     if run.run_dir and run.saved_elsewhere:
         where = f" Saved outside the runs folder, in **{plain(run.run_dir)}**."
     t = (run.metrics or {}).get("test", {})

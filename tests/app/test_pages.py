@@ -491,9 +491,15 @@ def test_sequential_runs_with_one_name_are_complete_and_distinct(runs):
     for i in range(2):                                       # two sessions, one after the other
         at = _start(open_app("pages/train.py"), "same name", 0.04)
         run_ok(at)
+        assert [shown(m.value) for m in at.sidebar.info if "became" in m.value] == [       # told at the start
+            "The name same name became same-name (a name keeps only letters, digits, '.', '_' and '-', at most 64 "
+            "characters)."]
         poll(at, lambda a: any("Completed" in s.value for s in [*a.success, *a.warning]))
-        dirs.append(re.search(r"runs/([\w.-]+?)\**\.?$", next(shown(s.value) for s in [*at.success, *at.warning] if "Completed" in s.value)).group(1))
+        done = next(shown(s.value) for s in [*at.success, *at.warning] if "Completed" in s.value)
+        dirs.append(re.search(r"Saved as \*\*runs/([\w.-]+?)\*\*", done).group(1))
+        assert f"in the folder {(runs / dirs[-1]).resolve()}." in done, done      # the real folder, not 'runs/'
     assert dirs == ["same-name", "same-name-2"], dirs
+    assert done.endswith("The name same-name became same-name-2 (same-name was taken)."), done
     cards = [read_card(runs / d) for d in dirs]
     ok = all(c["status"] == "completed" and c["steps"] == 20 for c in cards) and cards[0]["name"] != cards[1]["name"]
     assert ok, ("concurrency", "same name twice")
@@ -803,7 +809,8 @@ def test_import_on_the_compare_page_validates_uploads(runs):
     at.text_input(key="import_name").set_value("from upload")
     at.button(key="import_go").click()
     run_ok(at)
-    assert any("runs/from-upload" in s.value for s in at.sidebar.success)
+    assert any("runs/from-upload" in s.value and "The name from upload became from-upload" in shown(s.value)
+               for s in at.sidebar.success)
     assert "runs/from-upload" in at.multiselect(key="compare_models").value        # and it joins the comparison
     load_checkpoint(runs / "from-upload")
     assert len(charts(at)) == 5

@@ -77,3 +77,12 @@ def test_plain_text_reads_back_as_the_original():
     for s in (INJECTION, "a\\b", "C:\\runs\\x_y", "λp 0.3 · E[n] 2", "line one\nline two"):
         out = tables.plain(s)
         assert shown(out) == " ".join(s.split()) and "\n" not in out
+
+
+def test_renamed_says_what_a_name_became_and_why():
+    assert tables.renamed("mnist-lp0.2", "mnist-lp0.2") == ""
+    assert tables.renamed("same name", "same-name") == \
+        "The name same name became same-name (a name keeps only letters, digits, '.', '_' and '-', at most 64 characters)."
+    assert tables.renamed("same-name", "same-name-2") == "The name same-name became same-name-2 (same-name was taken)."
+    both = tables.renamed("my run!", "my-run-3")                 # made safe, then taken twice
+    assert both.startswith("The name my run! became my-run-3 (a name keeps only") and both.endswith("; my-run was taken).")
