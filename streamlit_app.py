@@ -19,6 +19,10 @@ PAGES = [
     st.Page("pages/runs.py", title="Runs", icon=":material/folder_open:"),
 ]
 page = st.navigation(PAGES)
+# A metric in a narrow column (three side by side at 1280 px) ended in "…": its value font shrinks with its width.
+st.html("<style>[data-testid=stMetric]{container-type:inline-size}"
+        "@container (max-width: 150px){[data-testid=stMetricValue],[data-testid=stMetricValue] *{font-size:1.5rem}}"
+        "</style>")
 
 # A shared link may name its page as ?page=rotation (as well as by its path): go there once.
 wanted = st.query_params.get("page")

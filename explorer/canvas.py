@@ -116,6 +116,17 @@ def _centre_by_mass(small: np.ndarray) -> Optional[np.ndarray]:
     return out if out.max() > 0 else None
 
 
+def keep_drawing(kept: Optional[dict], json_data: Optional[dict], image) -> tuple:
+    """(digit, what to keep) for a drawing canvas. kept: {"json", "digit"} from an earlier run, or None;
+    json_data, image: what the canvas returned now. A canvas given a kept drawing as its initial drawing
+    returns that JSON and no picture: the kept digit stands for it. Anything else is a new drawing."""
+    objects = lambda j: (j or {}).get("objects") or []                  # noqa: E731 - the strokes
+    if image is None and kept and objects(json_data) and objects(json_data) == objects(kept.get("json")):
+        return kept.get("digit"), kept
+    digit = preprocess_canvas(image)
+    return digit, {"json": json_data, "digit": digit}
+
+
 def image_to_array(img: Image.Image) -> np.ndarray:
     """A PIL image of any mode -> an array to_grey() reads: [H, W] grey, [H, W, 2] grey + alpha,
     [H, W, 3] RGB or [H, W, 4] RGBA. Shrinks it to MAX_SIDE first. 16-bit, 32-bit and float

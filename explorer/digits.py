@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from ponder.data import Mnist, default_data_dir, load_mnist
+from ponder.data import DataError, Mnist, default_data_dir, load_mnist
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples" / "mnist-test-digits.npz"
 
@@ -36,11 +36,15 @@ def missing_data_message() -> str:
 def mnist_dataset(download: bool = False) -> Mnist:
     """MNIST from the local folder, loaded once per process and folder. Raises DataError.
 
-    download=True fetches it there with torchvision first when it is missing (needs internet)."""
+    download=True fetches it there with torchvision first when it is missing (needs internet). The error
+    says what to do in the explorer's words (a training job or sweep trial shows it as its reason)."""
     key = str(data_dir())
     with _lock:
         if key not in _cache:
-            _cache[key] = load_mnist(key, download=download)
+            try:
+                _cache[key] = load_mnist(key, download=download)
+            except DataError as e:        # the command line's words (--data-dir) -> the explorer's
+                raise DataError(missing_data_message(), download_failed=e.download_failed) from None
         return _cache[key]
 
 

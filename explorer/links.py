@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 
 from ponder.halting import MODES
 
-PAGES = ("digit", "train", "sweep", "rotation", "compare", "parity")     # url paths (digit is the default page)
+PAGES = ("digit", "train", "sweep", "rotation", "compare", "parity", "runs")   # url paths (digit is the default page)
 MODEL_TASK = {"digit": "mnist", "rotation": "mnist", "parity": "parity"}  # pages with a single-model picker
 USES = {"digit": {"model", "mode"}, "rotation": {"model"}, "parity": {"model", "mode"}, "compare": {"models"},
         "sweep": {"lp"}, "train": {"lp"}}

@@ -172,13 +172,15 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
     st.session_state[wkey] = chosen
     current = by[chosen]
     name = st.sidebar.selectbox(label, list(by), key=wkey, format_func=lambda n: entry_label(by[n]),
-                                help=tables.describe_card(current.card))
+                                help=f"**{tables.plain(current.name)}**\n\n" + tables.describe_card(current.card))
     st.session_state[mem] = name
     st.query_params["model"] = name
     entry = by[name]
     tr = entry.card.get("train", {})
     reader = tables.reader_name(entry.card)
-    st.sidebar.caption(f"{entry.source} · {entry.card.get('task')}{f' · reader {reader}' if reader else ''} · "
+    # the picker cuts a long name at the sidebar's width: the caption under it says it whole (and wraps)
+    st.sidebar.caption(f"**{tables.plain(entry.name)}** · {entry.source} · {entry.card.get('task')}"
+                       f"{f' · reader {reader}' if reader else ''} · "
                        f"λp {entry.card.get('lambda_p'):g} · N {entry.card.get('max_steps')} · β {tr.get('beta')} · "
                        f"{tables.regulariser_name(tr)} · the (?) shows its full config")
     if entry.card.get("status") in ("cancelled", "failed"):
@@ -302,14 +304,24 @@ def digit_source_ui() -> str:
 
 
 def drawing_ui(key: str = "canvas"):
-    """The drawing canvas -> (uint8 [28, 28] digit or None, hint)."""
+    """The drawing canvas -> (uint8 [28, 28] digit or None, hint).
+
+    The drawing outlives a page switch: Streamlit forgets a widget's state when its page is left, so the
+    last drawing (the canvas's JSON and its digit) is kept under a plain key and given back as the
+    initial drawing of a canvas that starts afresh. The canvas sends no picture for an initial drawing,
+    so the kept digit stands for it until the next stroke."""
     from streamlit_drawable_canvas import st_canvas      # only inside a running app
 
+    kept = st.session_state.get("_drawing")              # {"json": fabric JSON, "digit": uint8 [28, 28] or None}
+    if key not in st.session_state:                      # a fresh canvas: this page was just opened
+        st.session_state["_drawing_initial"] = kept["json"] if kept else None
+    initial = st.session_state.get("_drawing_initial")   # unchanged while the canvas lives (a change redraws it)
     st.space("small")                                      # room for the canvas toolbar shown on hover
     drawn = st_canvas(stroke_width=18, stroke_color="#FFFFFF", background_color="#000000", width=280,
-                      height=280, drawing_mode="freedraw", return_image_data=True, key=key)
+                      height=280, drawing_mode="freedraw", return_image_data=True, key=key, initial_drawing=initial)
     st.caption("Draw one digit, white on black, filling most of the box. Hover it for undo and clear.")
-    return canvas.preprocess_canvas(drawn.image_data), (
+    digit, st.session_state["_drawing"] = canvas.keep_drawing(kept, drawn.json_data, drawn.image_data)
+    return digit, (
         "Draw a digit in the black box (or switch the input to **MNIST test digit** or **Upload**). "
         "The prediction and the step-by-step charts appear as soon as there is some ink.")
 

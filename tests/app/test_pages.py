@@ -141,6 +141,28 @@ def test_digit_page_reads_a_drawing_injected_through_session_state(runs):
     assert len(charts(at)) == 5 and not at.info
 
 
+def test_the_drawing_survives_a_page_switch(runs):
+    at = open_app(model="mnist-default")
+    at.session_state["canvas"] = _drawing_state()
+    run_ok(at)
+    assert {m.label: m.value for m in at.metric}["Prediction"] == "7"
+    at.switch_page("pages/train.py").run()
+    at.switch_page("pages/digit.py").run()                 # a fresh canvas: Streamlit dropped its state
+    assert not at.exception and "canvas" in at.session_state
+    assert at.session_state["_drawing_initial"]["objects"] == [{"type": "path"}]    # drawn again on the canvas
+    assert {m.label: m.value for m in at.metric}["Prediction"] == "7" and not at.info   # and read, without a stroke
+
+
+def test_a_long_run_name_is_shown_whole_under_the_picker(runs, tmp_path, monkeypatch):
+    long = "a-rather-long-run-name-that-the-sidebar-picker-cuts-at-1280-px"     # 62 characters
+    monkeypatch.setenv("PONDER_RUNS", str(tmp_path))
+    save_tiny_run(tmp_path / long, "mnist")
+    at = open_app(model=f"runs/{long}")
+    picker = at.sidebar.selectbox(key="pick_model_mnist")
+    assert picker.value == f"runs/{long}" and shown(picker.help).startswith(f"**runs/{long}**")
+    assert shown(at.sidebar.caption[0].value).startswith(f"**runs/{long}** · run · mnist")
+
+
 def test_digit_page_opens_on_the_adaptive_model_steps_through_and_ponders_per_digit(runs):
     at = open_app()
     assert at.sidebar.selectbox(key="pick_model_mnist").value == "mnist-adaptive"

@@ -25,3 +25,16 @@ def test_the_mnist_pool_is_the_test_set_in_order(mnist):
     pool = digit_pool(mnist)
     assert pool.source == "MNIST test set" and len(pool) == 10000
     assert np.array_equal(pool.index, np.arange(10000)) and np.array_equal(pool.y, mnist.test_y.numpy())
+
+
+def test_missing_mnist_is_said_in_the_explorers_words(tmp_path, monkeypatch):
+    # a job or sweep trial that loads MNIST shows this error as its reason: no command-line flag in it
+    import pytest
+    from explorer.digits import mnist_dataset
+    from ponder.data import DataError
+    monkeypatch.setenv("PONDER_DATA", str(tmp_path / "none"))
+    with pytest.raises(DataError) as e:
+        mnist_dataset()
+    msg = str(e.value)
+    assert "--data-dir" not in msg and "PONDER_DATA" in msg and str((tmp_path / "none").resolve()) in msg
+    assert e.value.download_failed == ""
