@@ -22,6 +22,7 @@ if len(series) < len(entries):
     st.caption("No test metrics for: " + ", ".join(tables.plain(e.name) for e in entries if not metrics[e.name].get(
         "halting_distribution")) + " (no card metrics, and MNIST is not available to measure them).")
 
+st.space("small")                  # room for the table's toolbar (shown on hover) below the picker's icons
 st.dataframe([{"model": e.name, "sweep": e.sweep or None, "task": e.card["task"], "status": e.card.get("status"), "λp": e.card["lambda_p"],
                "N": e.card["max_steps"], "accuracy": metrics[e.name].get("accuracy"),
                "mean steps": metrics[e.name].get("mean_steps"), "test n": metrics[e.name].get("n"),
