@@ -284,7 +284,7 @@ def recent_jobs_ui(jobs, shown: Optional[str], key: str) -> None:
     with st.expander(f"Recent jobs on this server ({len(others)})"):
         for v in others:
             run = v.current
-            state = "running" if v.active else (run.status if run else v.status)
+            state = "running" if v.active else {"cancelled": "partial run"}.get(run.status, run.status) if run else v.status
             c1, c2 = st.columns([4, 1], vertical_alignment="center")
             c1.markdown(f"**{plain(v.name)}** · {state} · started {_ago(v.created)}")
             if c2.button("Show", key=f"{key}_show_{v.id}"):

@@ -600,7 +600,7 @@ def test_a_reload_with_the_job_in_the_url_comes_back_to_it_running_and_finished(
     r = open_app(page="train", job=job.id)                              # a reload after it finished
     assert _partial("cancelled at step")(r) and "runs/come-back" in texts(r) and len(charts(r)) == 2
     n = open_app(page="train")                                          # a new tab: it is among the recent jobs
-    assert not n.get("progress") and "come-back" in texts(n)
+    assert not n.get("progress") and "come-back** · partial run · started" in texts(n)
     n.button(key=f"train_show_{job.id}").click()
     run_ok(n)
     assert _partial("cancelled at step")(n) and n.query_params["job"] == job.id
