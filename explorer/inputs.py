@@ -1,4 +1,5 @@
-"""What a user types, turned into numbers and tensors (no Streamlit): angle lists, parity vectors."""
+"""What a user types, turned into numbers and tensors (no Streamlit): angle lists, parity vectors, and when
+the rotation slider has settled."""
 from __future__ import annotations
 
 import math
@@ -70,3 +71,12 @@ def rotation_sets(angles_text: str, ranges_text: str) -> tuple:
         raise ValueError(f"at most {MAX_TEST_SETS} test sets in all (fixed angles and ranges), "
                          f"got {len(angles) + len(ranges)}")
     return angles, ranges
+
+
+SETTLE_S = 0.5      # s between the rotation slider's ticks: the angle must stay put one tick before the page reruns
+
+
+def settled(applied, seen, now) -> bool:
+    """Whether the digit page should rerun for the rotation slider now: it has moved away from the angle the
+    page shows (applied), and it was already at `now` on the previous tick (seen), so the keys have stopped."""
+    return applied is not None and now != applied and seen == now

@@ -23,7 +23,7 @@ from ponder.runs import ModelEntry, RunNameError, list_sweeps
 
 from ponder.card import test_metrics
 
-from . import canvas, digits, links, loaders, tables
+from . import canvas, digits, inputs, links, loaders, tables
 
 # Errors whose message is written for people (one line naming the file / field and the reason).
 USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
@@ -359,8 +359,25 @@ def digit_picker_ui(pool) -> int:
 
 
 def rotation_ui(key: str = "angle") -> float:
-    return float(st.slider("Rotation (degrees, counter-clockwise)", -180, 180, 0, step=5, key=key,
-                           help="Applied to the drawing or the test digit before the model sees it."))
+    """The rotation slider, debounced. Arrow keys move it 5° a press, and each press used to rerun the
+    whole page (45 presses, 180° to -45°, took 11 s and more to settle). The slider lives in a fragment,
+    so a press reruns only the slider; a tick every inputs.SETTLE_S reruns the page once the angle has
+    stayed put for a tick (inputs.settled), and only that angle is computed and drawn."""
+    applied, seen = f"_{key}_applied", f"_{key}_seen"
+
+    @st.fragment(run_every=inputs.SETTLE_S)
+    def slider():
+        st.slider("Rotation (degrees, counter-clockwise)", -180, 180, 0, step=5, key=key,
+                  help="Applied to the drawing or the test digit before the model sees it.")
+        now, before = st.session_state[key], st.session_state.get(seen)
+        st.session_state[seen] = now
+        if inputs.settled(st.session_state.get(applied), before, now):
+            st.session_state[applied] = now          # set first: the page run runs this fragment too
+            st.rerun(scope="app")
+
+    slider()
+    st.session_state[applied] = st.session_state[key]
+    return float(st.session_state[key])
 
 
 def rotation_table_ui(labels: Sequence[str], rows: Sequence[dict]) -> None:

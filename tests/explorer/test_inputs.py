@@ -65,3 +65,11 @@ def test_rotation_sets_are_capped():
         inputs.rotation_sets(", ".join(str(a / 100) for a in range(5000)), "")
     with pytest.raises(ValueError, match="at most 24 test sets in all"):
         inputs.rotation_sets(", ".join(str(a) for a in range(20)), ", ".join(str(d) for d in range(1, 11)))
+
+
+def test_the_rotation_settles_when_it_stays_put_for_a_tick():
+    # arrow keys 180° -> 170°: the slider ticks see 175 (was 180), then 170 (was 175), then 170 (was 170): rerun
+    assert [inputs.settled(180, 180, 175), inputs.settled(180, 175, 170), inputs.settled(180, 170, 170)] == \
+        [False, False, True]
+    assert not inputs.settled(170, 170, 170)          # the page already shows it: no rerun
+    assert not inputs.settled(None, None, 0)          # the first run of the page
