@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import string
 
 import numpy as np
 import torch
@@ -26,7 +25,6 @@ from ponder import ood
 from ponder.checkpoint import load_checkpoint
 from ponder.data import load_mnist
 from ponder.evaluate import expected_steps_per_input, unroll_stats
-from ponder import data as D
 
 CANVAS, PEN = 280, 18
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"

@@ -167,8 +167,8 @@ def test_digit_page_opens_on_the_adaptive_model_steps_through_and_ponders_per_di
     at = open_app()
     assert at.sidebar.selectbox(key="pick_model_mnist").value == "mnist-adaptive"
     en = {}
-    for name, stroke in (("7", ((90, 60), (190, 60), (140, 230))), ("1", ((140, 40), (140, 240)))):
-        at.session_state["canvas"] = _drawing_state(stroke)
+    for name, line in (("7", ((90, 60), (190, 60), (140, 230))), ("1", ((140, 40), (140, 240)))):
+        at.session_state["canvas"] = _drawing_state(line)
         run_ok(at)
         en[name] = float(next(m.value for m in at.metric if m.label == "E[n]"))
     assert abs(en["7"] - en["1"]) > 0.2, en          # halting changes from digit to digit
