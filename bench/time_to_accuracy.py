@@ -52,20 +52,22 @@ class TimeToAccuracyConfig:
 
 def train_with_snapshots(tcfg: TrainConfig, mnist, snapshot_every: float):
     """Train; return (TrainResult, [(step, train_seconds, state_dict)], snapshot overhead seconds)."""
-    snaps, overhead = [], [0.0]
+    snaps, copies = [], []                                     # copies: (report's elapsed, seconds the copy took)
     torch.manual_seed(tcfg.seed)
     model = build_model(tcfg.task, tcfg.model_config(), tcfg.max_steps, tcfg.lambda_p)
 
     def on_progress(p):
         t0 = time.perf_counter()
-        train_s = p.elapsed - overhead[0]                      # this report's time, without earlier copies
+        train_s = p.elapsed - sum(c for _, c in copies)        # this report's time, without earlier copies
         if not snaps or train_s - snaps[-1][1] >= snapshot_every:
             state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             snaps.append((p.step, train_s, state))
-        overhead[0] += time.perf_counter() - t0
+        copies.append((p.elapsed, time.perf_counter() - t0))
 
     res = train(tcfg, mnist=mnist, callback=on_progress, model=model)
-    return res, snaps, overhead[0]
+    # the copies inside the training loop's clock (res.seconds); the final report comes after the loop
+    # stopped its clock (its elapsed is res.seconds), so its copy is not in res.seconds
+    return res, snaps, sum(c for e, c in copies if e < res.seconds)
 
 
 def run(cfg: TimeToAccuracyConfig, mnist=None, data_dir: Optional[str] = None, out=None, quick: bool = False) -> dict:
