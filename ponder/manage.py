@@ -28,8 +28,8 @@ from typing import Optional
 from .atomic import SaveError, folder_lock, remove_if_empty, remove_stale_tmp
 from .card import CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, update_card
 from .checkpoint import MAX_CHECKPOINT_BYTES
-from .runs import (MAX_UPLOAD_BYTES, SWEEP, RunNameError, _as_bytes, _size, import_checkpoint, inside, runs_root,
-                   safe_name)
+from .runs import (MAX_UPLOAD_BYTES, SWEEP, RunNameError, import_checkpoint, inside, runs_root,
+                   safe_name, upload_bytes, upload_size)
 from .sweep import TABLE
 
 RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)
@@ -239,9 +239,9 @@ def import_zip(data, name: str, root: Optional[Path] = None, max_bytes: int = MA
     it or a zipped run folder (files found by their names; anything else in it is ignored, nothing is
     extracted). Sizes are checked before and while reading. Returns the new run folder; CheckpointError."""
     label = safe_name(name)
-    if _size(data) > max_bytes:
-        raise CheckpointError(f"upload '{label}': {_size(data)} bytes is over the {max_bytes} byte limit")
-    raw = _as_bytes(data, "zip", label)
+    if upload_size(data) > max_bytes:
+        raise CheckpointError(f"upload '{label}': {upload_size(data)} bytes is over the {max_bytes} byte limit")
+    raw = upload_bytes(data, "zip", label)
     try:
         zf = zipfile.ZipFile(io.BytesIO(raw))
         entries = zf.infolist()

@@ -197,10 +197,10 @@ def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Pat
     """
     root = Path(root or runs_root())
     label = safe_name(name)                           # RunNameError before anything is read or written
-    sizes = [_size(x) for x in (weights, card, history)]
+    sizes = [upload_size(x) for x in (weights, card, history)]
     if sum(sizes) > max_bytes:
         raise CheckpointError(f"upload '{label}': {sum(sizes)} bytes is over the {max_bytes} byte limit")
-    weights, card, history = (_as_bytes(x, what, label) for x, what in ((weights, WEIGHTS), (card, CARD), (history, HISTORY)))
+    weights, card, history = (upload_bytes(x, what, label) for x, what in ((weights, WEIGHTS), (card, CARD), (history, HISTORY)))
     total = len(weights) + len(card) + len(history or b"")
     if total > max_bytes:
         raise CheckpointError(f"upload '{label}': {total} bytes is over the {max_bytes} byte limit")
@@ -257,7 +257,7 @@ def _remove_stale_imports(root: Path, older_than: float = 3600.0) -> None:
         pass
 
 
-def _size(x) -> int:
+def upload_size(x) -> int:
     """Bytes in an upload without reading it (bytes, or a file object such as Streamlit's UploadedFile)."""
     if x is None:
         return 0
@@ -267,7 +267,9 @@ def _size(x) -> int:
     return size if isinstance(size, int) else 0
 
 
-def _as_bytes(x, what: str, label: str) -> Optional[bytes]:
+def upload_bytes(x, what: str, label: str) -> Optional[bytes]:
+    """An upload's contents (bytes, or a file object's getvalue()/read()); None for a missing history
+    file, CheckpointError (one line) for anything else missing or not bytes."""
     if x is None:
         if what == HISTORY:
             return None
