@@ -768,9 +768,11 @@ def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeyp
     assert len(at.error) == 1 and "did not work (URLError: no internet)" in err and "\n" not in err
     assert "--data-dir" not in err and "PONDER_DATA" in err                 # the explorer's words, not the CLI's
     monkeypatch.setattr(explorer.digits, "load_mnist", lambda folder, download=True: mnist)
+    at.session_state["rot_limit"] = 100                              # a small study (2,000 images took ~10 s)
     at.button(key="rotation_download").click()
     run_ok(at)
     assert not at.error and at.text_input(key="rot_angles")          # the study's form is there now
+    assert at.number_input(key="rot_limit").value == 100 and not at.warning
     at.switch_page("pages/train.py").run()
     run_ok(at)
     assert not [b for b in at.button if b.key == "train_download"]  # MNIST is loaded: no download offer
