@@ -35,7 +35,7 @@ def docs(tmp_path_factory, mnist):
     as the rest of the suite (the benchmarks' default, one per core, is for measuring)."""
     out = tmp_path_factory.mktemp("bench")
     throughput.run(throughput.ThroughputConfig.quick(threads=1), mnist=mnist, out=out / "throughput.json", quick=True)
-    time_to_accuracy.run(time_to_accuracy.TimeToAccuracyConfig.quick(max_seconds=1.5, eval_limit=300, threads=1),
+    time_to_accuracy.run(time_to_accuracy.TimeToAccuracyConfig.quick(max_seconds=0.6, snapshot_every=0.2, eval_limit=300, threads=1),
                          mnist=mnist, out=out / "time_to_accuracy.json", quick=True)
     early_exit.run(early_exit.EarlyExitConfig.quick(n_images=128, batch_sizes=(128, 1), single_images=3, threads=1),
                    mnist=mnist, out=out / "early_exit.json", quick=True)
@@ -61,7 +61,7 @@ def test_time_to_accuracy_quick(docs):
     assert r["curve"] and all(0 <= p["test_accuracy"] <= 1 and p["train_seconds"] >= 0 for p in r["curve"])
     assert [p["train_seconds"] for p in r["curve"]] == sorted(p["train_seconds"] for p in r["curve"])
     assert r["reached"] == (r["seconds_to_target"] is not None)
-    assert r["train_config"]["max_seconds"] == 1.5 and r["train_config"]["batch_size"] == 128
+    assert r["train_config"]["max_seconds"] == 0.6 and r["train_config"]["batch_size"] == 128
 
 
 def test_early_exit_quick(docs):
