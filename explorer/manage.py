@@ -34,7 +34,7 @@ def flash_ui() -> None:
 
 def runs_table_ui(entries: list) -> None:
     num = st.column_config.NumberColumn
-    st.dataframe(tables.run_rows(entries), hide_index=True, width="stretch",
+    st.dataframe(tables.run_rows(entries), hide_index=True, width="stretch", placeholder="—",   # a missing value
                  column_config={"accuracy": num(format="%.4f"), "mean steps": num(format="%.2f"),
                                 "E[n]": num(format="%.2f", help="Mean expected halting step Σ n·p_n, test set")})
 

@@ -113,6 +113,19 @@ def run_rows(entries) -> list:
     return rows
 
 
+def compare_rows(entries, metrics: dict) -> list:
+    """The Compare page's table: one row per run with its settings, test numbers (metrics: name -> test
+    metrics) and device; missing values are None, and the sweep column is left out when no run is in one."""
+    rows = []
+    for e in entries:
+        m = metrics.get(e.name) or {}
+        rows.append({"model": e.name, **({"sweep": e.sweep or None} if any(x.sweep for x in entries) else {}),
+                     "task": e.card.get("task"), "status": e.card.get("status"), "λp": e.card.get("lambda_p"),
+                     "N": e.card.get("max_steps"), "accuracy": m.get("accuracy"), "mean steps": m.get("mean_steps"),
+                     "test n": m.get("n"), "train s": e.card.get("train_seconds"), "device": e.card.get("device")})
+    return rows
+
+
 def renamed(asked: str, final: str) -> str:
     """'' when a run (or sweep folder) got the name asked for, else one sentence on what it became and why:
     the name made safe (ponder.runs.safe_name) and/or taken by another run (new_run_dir added -2, -3, ...)."""

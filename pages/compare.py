@@ -23,11 +23,10 @@ if len(series) < len(entries):
         "halting_distribution")) + " (no card metrics, and MNIST is not available to measure them).")
 
 st.space("small")                  # room for the table's toolbar (shown on hover) below the picker's icons
-st.dataframe([{"model": e.name, "sweep": e.sweep or None, "task": e.card["task"], "status": e.card.get("status"), "λp": e.card["lambda_p"],
-               "N": e.card["max_steps"], "accuracy": metrics[e.name].get("accuracy"),
-               "mean steps": metrics[e.name].get("mean_steps"), "test n": metrics[e.name].get("n"),
-               "train s": e.card.get("train_seconds"), "device": e.card.get("device")} for e in entries],
-             hide_index=True)
+num = st.column_config.NumberColumn                 # missing values show as "—"; the model column stays on scroll
+st.dataframe(tables.compare_rows(entries, metrics), hide_index=True, placeholder="—", column_config={
+    "model": st.column_config.TextColumn(pinned=True), "accuracy": num(format="%.4f"),
+    "mean steps": num(format="%.2f"), "train s": num(format="%.0f")})
 c1, c2 = st.columns(2)
 with c1:
     ui.chart(figures.overlay_halting_fig(series), "Mean learned halting distribution p_n on each model's test "

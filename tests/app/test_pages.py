@@ -792,7 +792,10 @@ def test_compare_page_overlays_two_runs(runs):
     assert "runs/tiny-mnist" in names and "runs/tiny-mnist-b" in names and any(n.startswith("prior") for n in names)
     loss = next(f for f in figs if f["layout"]["title"]["text"] == "Training loss")
     assert len(loss["data"]) == 2
-    assert list(at.dataframe[0].value["model"]) == ["runs/tiny-mnist", "runs/tiny-mnist-b"]
+    table = at.dataframe[0]
+    assert list(table.value["model"]) == ["runs/tiny-mnist", "runs/tiny-mnist-b"] and "sweep" not in table.value
+    columns = json.loads(table.proto.columns)              # a missing value shows as "—", numbers stay numbers
+    assert table.proto.placeholder == "—" and columns["accuracy"]["type_config"]["format"] == "%.4f"
     assert at.query_params["models"] == ["runs/tiny-mnist", "runs/tiny-mnist-b"]
 
 
@@ -976,6 +979,9 @@ def test_runs_page_lists_renames_and_deletes_with_a_confirmation(own_runs):
     assert rows["runs/alpha"]["accuracy"] == 0.625 and rows["runs/alpha"]["mean steps"] == 2.5
     assert rows["runs/alpha"]["task"] == "parity" and rows["runs/alpha"]["status"] == "completed"
     assert rows["mnist-default"]["where"] == "shipped (read-only)" and rows["runs/sw/lambda_p0.3-seed0"]["where"] == "sweep sw"
+    trial = rows["runs/sw/lambda_p0.3-seed0"]                 # no test numbers: empty, shown as "—" (not "None")
+    assert trial["accuracy"] != trial["accuracy"] and table["accuracy"].dtype.kind == "f"
+    assert at.dataframe[0].proto.placeholder == "—"
     _pick(at, "runs/alpha")
     # a taken name is refused in one line, and nothing moves
     at.text_input(key="runs_new_name").set_value("beta")

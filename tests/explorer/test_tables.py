@@ -86,3 +86,15 @@ def test_renamed_says_what_a_name_became_and_why():
     assert tables.renamed("same-name", "same-name-2") == "The name same-name became same-name-2 (same-name was taken)."
     both = tables.renamed("my run!", "my-run-3")                 # made safe, then taken twice
     assert both.startswith("The name my run! became my-run-3 (a name keeps only") and both.endswith("; my-run was taken).")
+
+
+def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_column():
+    from pathlib import Path
+    from ponder.runs import ModelEntry
+    card = {"task": "mnist", "lambda_p": 0.2, "max_steps": 20, "status": "completed", "device": "cpu"}
+    a, b = ModelEntry("a", Path("a"), "run", card), ModelEntry("b", Path("b"), "run", {**card, "train_seconds": 7.5})
+    rows = tables.compare_rows([a, b], {"a": {"accuracy": 0.5, "mean_steps": 2.0, "n": 8}, "b": {}})
+    assert "sweep" not in rows[0] and rows[0]["accuracy"] == 0.5 and rows[0]["train s"] is None
+    assert rows[1]["accuracy"] is None and rows[1]["train s"] == 7.5 and rows[1]["device"] == "cpu"
+    rows = tables.compare_rows([a, ModelEntry("s/t", Path("t"), "run", card, sweep="s")], {})
+    assert [r["sweep"] for r in rows] == [None, "s"]      # shown as "—" (the page's placeholder), not "None"
