@@ -157,6 +157,11 @@ def _initial(names: Sequence[str], mem_key: str, default: Optional[str]) -> str:
     return names[0]
 
 
+def pick_model(task: Optional[str], name: str) -> None:
+    """Set the sidebar picker of `task` to `name` (a button's on_click: runs before the picker is drawn)."""
+    st.session_state[f"pick_model_{task or 'any'}"] = st.session_state[f"_model_{task or 'any'}"] = name
+
+
 def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optional[ModelEntry]:
     """Sidebar picker over shipped models and the user's runs of a task; its config in the tooltip."""
     entries = loaders.models(task)

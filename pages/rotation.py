@@ -15,6 +15,13 @@ if mnist is None:
 if entry is None:
     st.warning("No MNIST model to study.")
     st.stop()
+rotated = {e.name: float(e.card["train"]["rotate_train"]) for e in loaders.models("mnist")
+           if isinstance(e.card.get("train"), dict) and (e.card["train"].get("rotate_train") or 0) > 0}
+if rotated and entry.name not in rotated:      # the picked model is shared by every page: suggested, not switched
+    name, deg = next(iter(rotated.items()))
+    st.info(f"{entry.name} saw no rotated digits in training; {name} was trained on digits rotated by up to "
+            f"±{deg:g}°: study it to compare.")
+    st.button(f"Study {name}", key="rot_pick_rotated", on_click=ui.pick_model, args=("mnist", name))
 
 with st.form("rotation_settings"):
     c1, c2, c3, c4 = st.columns([2, 1.3, 1, 1])

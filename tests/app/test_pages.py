@@ -722,6 +722,20 @@ def test_sweep_page_shows_a_sweep_folder_and_compare_adds_it_as_one_group(runs):
 # ----------------------------------------------------------------------------- 4. Rotation study
 
 
+def test_rotation_page_suggests_the_rotation_trained_model_and_switches_to_it(runs):
+    at = open_app(model="mnist-default")                            # trained without rotations (its card: 0.0)
+    for key, value in (("rot_limit", 100), ("rot_angles", "0, 90"), ("rot_ranges", "45")):   # a small study
+        at.session_state[key] = value
+    at.switch_page("pages/rotation.py").run()
+    assert any("mnist-default saw no rotated digits" in i.value and "±22.5°" in i.value for i in at.info)
+    at.button(key="rot_pick_rotated").click()
+    run_ok(at)
+    assert at.sidebar.selectbox(key="pick_model_mnist").value == "mnist-rot22"
+    assert not [b for b in at.button if b.key == "rot_pick_rotated"]  # no suggestion for a rotation-trained model
+    at.switch_page("pages/digit.py").run()
+    assert at.sidebar.selectbox(key="pick_model_mnist").value == "mnist-rot22"   # one choice for every page
+
+
 def test_rotation_page_states_the_answer_from_the_numbers(runs):
     at = open_app("pages/rotation.py", model="runs/tiny-mnist")
     at.session_state["_model_mnist"] = "runs/tiny-mnist"
