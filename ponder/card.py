@@ -45,12 +45,14 @@ def one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or e.__class__.__name__
 
 
-def read_regular(f: Path, limit: int) -> bytes:
+def read_regular(f: Path, limit: int, follow_links: bool = True) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, read in bounded time. Checked on the
     opened file (O_NONBLOCK: a FIFO does not wait for a writer), so a file swapped for a FIFO or a
     device after an earlier check is refused, never waited on; a file that grows past its size is
-    cut at limit + 1 bytes and refused. CheckpointError (one line) otherwise; OSError when unreadable."""
-    fd = os.open(f, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    cut at limit + 1 bytes and refused. CheckpointError (one line) otherwise; OSError when unreadable
+    (or, with follow_links=False, when `f` itself is a symbolic link: O_NOFOLLOW)."""
+    nofollow = 0 if follow_links else getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(f, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | nofollow)
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise CheckpointError(f"{f}: not a regular file")

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Optional
 
 from .atomic import SaveError, folder_lock, remove_if_empty, remove_stale_tmp
-from .card import CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, update_card
+from .card import (CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_regular,
+                   update_card)
 from .checkpoint import MAX_CHECKPOINT_BYTES
 from .runs import (MAX_UPLOAD_BYTES, SWEEP, RunNameError, import_checkpoint, inside, runs_root,
                    safe_name, upload_bytes, upload_size)
@@ -198,18 +199,11 @@ def delete_sweep(name: str, root: Optional[Path] = None) -> int:
 def _read(path: Path, limit: int) -> Optional[bytes]:
     """A regular file's bytes (None when it is missing); a link is not followed, a FIFO not waited on."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        return read_regular(path, limit, follow_links=False)
     except FileNotFoundError:
         return None
     except OSError as e:
         raise CheckpointError(f"{path}: cannot read it (a symbolic link?: {e.strerror})") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CheckpointError(f"{path}: not a regular file")
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise CheckpointError(f"{path}: over the {limit} byte limit")
-    return data
 
 
 def export_run(run_dir) -> bytes:

@@ -7,6 +7,7 @@ import os
 import re
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -287,3 +288,24 @@ def torch_save_bytes(obj, **kw):
     buf = io.BytesIO()
     torch.save(obj, buf, **kw)
     return buf.getvalue()
+
+
+@contextmanager
+def lock_held_elsewhere(folder):
+    """Another writer (a thread here; a training in life) holds ponder.atomic.folder_lock(folder) until
+    the block ends."""
+    from ponder.atomic import folder_lock
+    held, release = threading.Event(), threading.Event()
+
+    def writer():
+        with folder_lock(folder):
+            held.set()
+            release.wait(30)
+    t = threading.Thread(target=writer)
+    t.start()
+    assert held.wait(10)
+    try:
+        yield
+    finally:
+        release.set()
+        t.join()

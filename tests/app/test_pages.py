@@ -19,8 +19,8 @@ import pytest
 import torch
 from PIL import Image, ImageDraw
 
-from helpers import (APP, charts, encode_image, fake_history, one_line_errors, open_app, picture_in_mode, poll, run_ok,
-                    save_tiny_run, seven_picture, shown, stroke, texts, tiny_config, tiny_model)
+from helpers import (APP, charts, encode_image, fake_history, lock_held_elsewhere, one_line_errors, open_app,
+                     picture_in_mode, poll, run_ok, save_tiny_run, seven_picture, shown, stroke, texts, tiny_config, tiny_model)
 from ponder.card import CARD, WEIGHTS, read_card
 from ponder.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
@@ -1058,27 +1058,14 @@ def test_runs_page_exports_a_zip_that_its_import_takes_back(own_runs, monkeypatc
 
 
 def test_runs_page_refuses_to_delete_a_run_being_written(own_runs):
-    from ponder.atomic import folder_lock
     at = _runs_page()
     _pick(at, "runs/beta")
-    held, release = threading.Event(), threading.Event()
-
-    def training():                                   # what a training into runs/beta holds
-        with folder_lock(own_runs / "beta"):
-            held.set()
-            release.wait(30)
-    t = threading.Thread(target=training)
-    t.start()
-    held.wait(10)
-    try:
+    with lock_held_elsewhere(own_runs / "beta"):          # what a training into runs/beta holds
         at.button(key="runs_delete").click()
         run_ok(at)
         at.button(key="runs_delete_yes").click()
         run_ok(at)
         errs = one_line_errors(at)
-    finally:
-        release.set()
-        t.join()
     # the export (beside it) and the delete both say so; the run stays
     assert len(errs) == 2 and all(e.startswith("runs/beta: in use (a training is writing it") or
                                   e.startswith("beta: in use (a training is writing it") for e in errs), errs

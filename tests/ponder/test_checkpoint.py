@@ -9,14 +9,13 @@ import random
 import resource
 import signal
 import struct
-import threading
 import time
 
 import pytest
 import torch
 from safetensors.torch import save
 
-from helpers import (BIG_CFG, edit_card, OpenPayload, ShellPayload, assert_one_line, big_model, no_tmp_files, save_tiny_run,
+from helpers import (BIG_CFG, edit_card, OpenPayload, ShellPayload, assert_one_line, big_model, lock_held_elsewhere, no_tmp_files, save_tiny_run,
                     tiny_model, torch_save_bytes, version_of)
 from ponder import atomic as A
 from ponder import checkpoint as C
@@ -77,21 +76,8 @@ def test_a_save_into_a_folder_another_writer_holds_is_refused(tmp_path):
     d, model = make_run(tmp_path)
     live = d / f".{WEIGHTS}.live.tmp"
     live.write_bytes(b"being written")
-    held, release = threading.Event(), threading.Event()
-
-    def writer():
-        with A.folder_lock(d):
-            held.set()
-            release.wait(10)
-    t = threading.Thread(target=writer)
-    t.start()
-    held.wait(10)
-    try:
-        with pytest.raises(A.SaveError) as e:
-            save_run(d, tiny_model("mnist", max_steps=5, seed=1), TrainConfig(max_steps=5, lambda_p=0.3, hidden=16))
-    finally:
-        release.set()
-        t.join()
+    with lock_held_elsewhere(d), pytest.raises(A.SaveError) as e:
+        save_run(d, tiny_model("mnist", max_steps=5, seed=1), TrainConfig(max_steps=5, lambda_p=0.3, hidden=16))
     assert_one_line(e, "in use")
     assert live.exists() and read_card(d)["metrics"] == {"test": {"accuracy": 0.5}}     # the first run, untouched
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in load_checkpoint(d).model.state_dict().items())

@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from helpers import ASSETS, ShellPayload, assert_one_line, save_tiny_run
+from helpers import ASSETS, ShellPayload, assert_one_line, lock_held_elsewhere, save_tiny_run
 from ponder import lifecycle
 from ponder.atomic import SaveError, folder_lock
 from ponder.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
@@ -164,21 +164,8 @@ def test_delete_removes_the_run_and_nothing_else(tmp_path):
 @pytest.mark.parametrize("op", ["rename", "delete"])
 def test_a_run_being_written_is_not_renamed_or_deleted(tmp_path, op):
     root = runs_folder(tmp_path, "a")
-    held, release = threading.Event(), threading.Event()
-
-    def writer():                                        # what a CLI training into runs/a holds
-        with folder_lock(root / "a"):
-            held.set()
-            release.wait(10)
-    t = threading.Thread(target=writer)
-    t.start()
-    held.wait(10)
-    try:
-        with pytest.raises(SaveError) as e:
-            rename_run("a", "b", root) if op == "rename" else delete_run("a", root)
-    finally:
-        release.set()
-        t.join()
+    with lock_held_elsewhere(root / "a"), pytest.raises(SaveError) as e:   # what a CLI training into runs/a holds
+        rename_run("a", "b", root) if op == "rename" else delete_run("a", root)
     assert_one_line(e, "a training is writing it")
     assert listed(root) == ["a"] and not (root / "b").exists()
 
