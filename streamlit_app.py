@@ -19,10 +19,14 @@ PAGES = [
     st.Page("pages/runs.py", title="Runs", icon=":material/folder_open:"),
 ]
 page = st.navigation(PAGES)
-# A metric in a narrow column (three side by side at 1280 px) ended in "…": its value font shrinks with its width.
-st.html("<style>[data-testid=stMetric]{container-type:inline-size}"
-        "@container (max-width: 150px){[data-testid=stMetricValue],[data-testid=stMetricValue] *{font-size:1.5rem}}"
-        "</style>")
+# A metric in a narrow column (three side by side at 1280 px) ended in "…": metric values shrink to 1.5rem when
+# their row's columns average under 150 px (n columns, 1rem gaps), all of a row's metrics together (one size a row).
+METRIC_ROW = ("[data-testid=stHorizontalBlock]:has(>[data-testid=stColumn]>[data-testid=stVerticalBlock]"
+              ">[data-testid=stElementContainer]>[data-testid=stMetric])")
+st.html(f"<style>{METRIC_ROW}{{container-type:inline-size}}" + "".join(
+    f"@container (max-width: {150 * n + 16 * (n - 1)}px){{{METRIC_ROW}:has(>:nth-child({n})) [data-testid=stMetricValue],"
+    f"{METRIC_ROW}:has(>:nth-child({n})) [data-testid=stMetricValue] *{{font-size:1.5rem}}}}" for n in range(2, 7))
+    + "</style>")
 
 # A shared link may name its page as ?page=rotation (as well as by its path): go there once.
 wanted = st.query_params.get("page")

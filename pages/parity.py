@@ -11,7 +11,7 @@ entry, ck = ui.checkpoint_picker_ui("parity")
 n = int(ck.card["model"]["n_elems"])
 CLASSES = ["even", "odd"]
 
-c1, c2 = st.columns([1, 2], gap="large")
+c1, c2 = st.columns([1.35, 2], gap="large")      # 1.35: the whole halting mode control at 1280 px
 with c1:
     how = st.segmented_control("Input", ["Generate", "Type"], key="par_how", required=True, default="Generate")
     x = None

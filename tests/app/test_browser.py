@@ -217,3 +217,26 @@ def test_reload_during_training_comes_back_and_a_new_tab_cancels_the_run(server)
             assert page.locator("[data-testid=stException]").count() == other.locator("[data-testid=stException]").count() == 0
         finally:
             browser.close()
+
+
+def test_parity_at_1280px_shows_the_whole_mode_control_and_one_metric_size_a_row(server):
+    # At 1280 px the halting mode control sat in a ~240 px column with "expected" cut off, and the CSS that
+    # shrinks a narrow metric's value gave "E[n] 9.87" (a 120 px box) a smaller font than "odd" beside it.
+    # A real browser is the only place layout can be seen (about 5 s: the page loads parity-medium).
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(server + "/?page=parity")
+            values = page.locator("[data-testid=stMetricValue]")
+            values.nth(2).wait_for(timeout=60000)
+            group = page.get_by_role("radiogroup", name="Halting mode")
+            box, last = group.bounding_box(), group.get_by_text("expected").bounding_box()
+            scroll, width = group.evaluate("e => [e.scrollWidth, e.clientWidth]")
+            assert scroll <= width and last["x"] + last["width"] <= box["x"] + box["width"], (scroll, width, last, box)
+            sizes = values.evaluate_all("es => es.map(e => getComputedStyle(e).fontSize)")
+            assert len(sizes) == 3 and len(set(sizes)) == 1, sizes                      # odd, 13 / 20, 9.87
+        finally:
+            browser.close()
