@@ -146,7 +146,11 @@ def test_shared_links_a_test_digit_rotated_and_an_upload(server, tmp_path):
             page.locator("[data-testid=stSelectbox]").filter(has_text="Class").click()
             page.get_by_role("option", name="3", exact=True).click()
             _wait(page, lambda: any("label 3" in c for c in captions.all_inner_texts()), what="a 3")
-            page.locator("[data-testid=stSlider]").filter(has_text="Rotation").get_by_role("slider").focus()
+            rotation = page.locator("[data-testid=stSlider]").filter(has_text="Rotation").get_by_role("slider")
+            # while a page run is under way Streamlit still shows the last run's slider, faded, where the layout
+            # changed (the input source): wait for that run to end
+            _wait(page, lambda: rotation.count() == 1, what="one rotation slider (the page run ended)")
+            rotation.focus()
             for _ in range(18):                                        # 18 × 5° to the right
                 page.keyboard.press("ArrowRight")
             _wait(page, lambda: page.get_by_text("What the model sees (28×28, rotated 90°)").count() == 1, what="90°")
@@ -168,7 +172,8 @@ def test_shared_links_a_test_digit_rotated_and_an_upload(server, tmp_path):
             page.get_by_role("radio", name="sample").click()
             _wait(page, lambda: page.get_by_text(f"Sampled with seed {seed}").count() == 1, what="the same seed")
             assert seed_box.input_value() == seed
-            page.locator("[data-testid=stSlider]").filter(has_text="Rotation").get_by_role("slider").focus()
+            _wait(page, lambda: rotation.count() == 1, what="one rotation slider (the page run ended)")
+            rotation.focus()
             for _ in range(18):
                 page.keyboard.press("ArrowLeft")
             _wait(page, lambda: page.get_by_text("What the model sees (28×28)").count() == 1, what="0°")
