@@ -39,6 +39,13 @@ MAX_ZIP_ENTRIES = 16                          # an export holds 3; a zipped fold
 TRASH = ".deleted-"                           # a deleted run's folder while its files are removed (hidden)
 
 
+def _folder_name(name) -> bool:
+    """A plain folder name: not a path, not hidden, no backslash and no NUL (which the OS calls refuse with
+    a ValueError, not an OSError)."""
+    return (isinstance(name, str) and bool(name) and name == Path(name).name and not name.startswith(".")
+            and "\\" not in name and "\0" not in name)
+
+
 def own_run(name: str, root: Optional[Path] = None) -> Path:
     """The folder of the run `name` directly in the runs folder, which rename and delete may change.
 
@@ -46,7 +53,7 @@ def own_run(name: str, root: Optional[Path] = None) -> Path:
     run, a symbolic link, a folder without a run card, a sweep or any folder holding folders.
     """
     root = Path(root or runs_root())
-    if not isinstance(name, str) or not name or name != Path(name).name or name.startswith(".") or "\\" in name:
+    if not _folder_name(name):
         raise RunNameError(f"{name!r} is not the name of a run in the runs folder (a folder name, not a path)")
     path = root / name
     try:
@@ -160,7 +167,7 @@ def own_sweep(name: str, root: Optional[Path] = None) -> Path:
     """The folder of the sweep `name` in the runs folder (sweep.json, sweep.md and trial run folders, nothing
     else), which delete_sweep may remove. RunNameError (one line) otherwise."""
     root = Path(root or runs_root())
-    if not isinstance(name, str) or not name or name != Path(name).name or name.startswith(".") or "\\" in name:
+    if not _folder_name(name):
         raise RunNameError(f"{name!r} is not the name of a sweep in the runs folder (a folder name, not a path)")
     path = root / name
     if path.is_symlink() or not path.is_dir() or not inside(root, path):

@@ -87,7 +87,7 @@ def test_two_renames_to_one_name_at_once_one_wins(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["../runs/a", "/etc", "a/../b", ".hidden", "", ".", "..", "a/", "missing", None,
-                                  "sub/a"])
+                                  "sub/a", "a\x00b"])                   # a NUL: ValueError from the OS calls, before
 def test_rename_and_delete_refuse_names_that_are_no_run_here(tmp_path, name):
     root = runs_folder(tmp_path, "a", ".hidden")
     save_tiny_run(root / "sub" / "a")
