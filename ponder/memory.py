@@ -76,16 +76,13 @@ class MemoryEstimate:
 
 
 def parameter_count(cfg: TrainConfig) -> int:
-    """The model's parameters, counted from the sizes (ponder.models' layers; the test checks the count
-    against a built model): nothing is allocated, so checking a huge config costs nothing."""
-    m = cfg.model_config()
-    h = m.hidden
-    if cfg.task != "mnist":
-        return 3 * h * (m.n_elems + h + 2) + 2 * (h + 1)                 # GRUCell(n, H), out and lambda heads
-    fc_in = m.channels2 * (14 * 7 if m.reader == "rows" else 7 * 7)
-    convs = m.channels1 * 25 + m.channels1 + m.channels1 * m.channels2 * 25 + m.channels2
-    return (convs + fc_in * m.embed + m.embed + 3 * h * (m.embed + h + 2)  # CNN, fc, GRUCell(E, H)
-            + (10 * h + 10) + (h + 1))                                    # answer and lambda heads
+    """The model's parameters: ponder.models.build_model on the meta device (shapes only, no memory), so
+    checking a huge config costs nothing and the count follows the model's layers."""
+    import torch
+    from .models import build_model
+    with torch.device("meta"):
+        model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p)
+    return sum(p.numel() for p in model.parameters())
 
 
 def feature_floats(cfg: TrainConfig) -> int:
