@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-INK = 0.2          # pixels brighter than this fraction of the brightest make the bounding box (as in canvas.py)
+INK = 0.2          # pixels brighter than this fraction of the brightest make the bounding box (explorer/canvas.py's too)
 SOLID = 127        # grey level of a "solid" ink pixel (for strokes and solid)
 MIN_PIECE = 3      # a piece of ink smaller than this many solid pixels is a speck, not a stroke
 MIN_HOLE = 2       # an enclosed gap smaller than this many pixels is where strokes meet, not a loop
