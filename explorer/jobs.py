@@ -60,30 +60,29 @@ class JobLimitError(RuntimeError):
     """A job cannot start now; the message says why in plain words."""
 
 
+def _from_env(name: str, default, parse):
+    """$name read with parse (a ValueError, or parse giving None: the default); the default where unset."""
+    try:
+        v = parse(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return default if v is None else v
+
+
 def job_threads_from_env(default: int = 1) -> int:
     """torch intra-op threads a job trains with ($PONDER_JOB_THREADS, default 1). One: on a loaded 2-core
     machine two threads wait on each other (4 steps in 8 s against 69 with one, bench/job_timing.py,
     issue 15 item 4), and the pages' own inference keeps the other core."""
-    try:
-        return max(1, int(os.environ.get("PONDER_JOB_THREADS", default)))
-    except ValueError:
-        return default
+    return _from_env("PONDER_JOB_THREADS", default, lambda v: max(1, int(v)))
 
 
 def max_jobs_from_env(default: int = 1) -> int:
-    try:
-        return max(1, int(os.environ.get("PONDER_MAX_JOBS", default)))
-    except ValueError:
-        return default
+    return _from_env("PONDER_MAX_JOBS", default, lambda v: max(1, int(v)))
 
 
 def max_seconds_from_env(default: float = MAX_JOB_SECONDS) -> float:
     """$PONDER_MAX_JOB_SECONDS, a positive number of seconds (the default where unset or not a number)."""
-    try:
-        v = float(os.environ.get("PONDER_MAX_JOB_SECONDS", default))
-    except ValueError:
-        return default
-    return v if 0 < v < float("inf") else default
+    return _from_env("PONDER_MAX_JOB_SECONDS", default, lambda v: float(v) if 0 < float(v) < float("inf") else None)
 
 
 def fmt_duration(s: float) -> str:
