@@ -3,7 +3,7 @@
     PONDER_DATA=/work/shared/data python -m bench.job_timing [--budget 15] [--cancel-after 5] [--task mnist]
 
 Each run goes through ponder.lifecycle.run with the explorer's evaluation limit (explorer.jobs.EVAL_LIMIT)
-and torch threads (explorer.jobs.job_threads_from_env), what a Train-page job does, with every phase
+and torch threads (explorer.limits.job_threads_from_env), what a Train-page job does, with every phase
 change timestamped:
   budget: the time budget against the training seconds reported and the wall time of the whole job
           (load data -> train -> save -> evaluate), and the sequence of "step k of about K" texts the
@@ -29,7 +29,7 @@ from ponder import lifecycle
 from ponder.config import TrainConfig
 
 try:
-    from explorer.jobs import job_threads_from_env
+    from explorer.limits import job_threads_from_env
     from ponder.progress import intra_op_threads
 except ImportError:             # the code before issue 15 item 4 (measured with it): torch's default threads
     job_threads_from_env, intra_op_threads = (lambda: None), (lambda n: contextlib.nullcontext())

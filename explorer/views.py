@@ -20,7 +20,8 @@ from ponder.sweep import read_sweep
 
 from . import figures, loaders, study_figures, tables
 from .tables import plain
-from .jobs import JobView, RunState, fmt_duration
+from .jobs import JobView, RunState
+from .limits import fmt_duration
 from .ui import chart
 
 

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import figures, forms, loaders, ui, views
-from explorer.jobs import JobLimitError, fmt_duration
+from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.runs import runs_root
 from ponder.studies import prior_mean

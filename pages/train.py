@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import forms, loaders, ui, views
-from explorer.jobs import JobLimitError, fmt_duration
+from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 
 ui.app_guard("train")

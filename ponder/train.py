@@ -343,7 +343,7 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
         if step >= total:
             break
         if cancel is not None and cancel.is_set():
-            stop = ("cancelled", f"{getattr(cancel, 'why', '') or 'cancelled'} at step {step}")   # why: explorer.jobs.StopFlag
+            stop = ("cancelled", f"{getattr(cancel, 'why', '') or 'cancelled'} at step {step}")   # why: explorer.limits.StopFlag
             break
         if timer.out_of_time(elapsed):
             stop = ("completed", f"stopped by the time budget of {cfg.max_seconds:g} s at step {step}")

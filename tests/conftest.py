@@ -1,6 +1,7 @@
 """Fixtures. Helpers shared by the test modules are in helpers.py. MNIST comes from $PONDER_DATA
 (CI: ../shared/data)."""
 
+import functools
 import os
 
 import pytest
@@ -16,6 +17,13 @@ os.environ.setdefault("PONDER_DATA", DATA_DIR)
 # next to any other load on a 2-core machine, spins: a 3-step parity training took 1.42 s with 2 threads
 # and 0.018 s with 1 while another process used the cores).
 torch.set_num_threads(1)
+
+# Every AppTest scans the metadata of every installed distribution for Streamlit components when it is created
+# (456 distributions here: 0.4-0.7 s, most of a page test's time); the installed packages do not change during a
+# test run, so the scan runs once.
+from streamlit.components.v2 import manifest_scanner  # noqa: E402
+
+manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
 
 
 @pytest.fixture(scope="session")

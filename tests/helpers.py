@@ -111,15 +111,16 @@ def assert_one_line_error(rc, err, needle):
 # ----------------------------------------------------------------------------- AppTest
 
 def open_app(path=None, **query):
-    """Run the app (with these query parameters), then switch to the page file at `path`."""
+    """Run the app (with these query parameters) on the page file at `path` (default: the app's default page).
+    The page comes as a link's ?page=NAME, so the app goes there in its first run without running the default
+    page first (switching after a first run cost every page test a run of the digit page)."""
     from streamlit.testing.v1 import AppTest
     at = AppTest.from_file(APP, default_timeout=APP_TIMEOUT)
+    if path:
+        query = {"page": Path(path).stem, **query}
     at.query_params.update(query)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    if path:
-        at.switch_page(path).run()
-        assert not at.exception, [e.value for e in at.exception]
     return at
 
 

@@ -20,6 +20,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 
 pytestmark = [pytest.mark.browser,
+              pytest.mark.xdist_group("browser"),              # one worker, one streamlit server for the module
               pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                  reason=f"Debian's Chromium is not installed at {CHROMIUM} "
                                         "(apt-get install chromium); the real-browser test needs it")]
@@ -35,8 +36,8 @@ def free_port() -> int:
 def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     port = free_port()
-    env = dict(os.environ, PONDER_RUNS=str(tmp / "runs"),
-               PONDER_DATA=DATA_DIR)
+    env = dict(os.environ, PONDER_RUNS=str(tmp / "runs"), PONDER_DATA=DATA_DIR,
+               OMP_NUM_THREADS="1")                                  # one torch thread, as the rest of the suite
     log = open(tmp / "streamlit.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
                              "--server.address", "127.0.0.1", "--server.port", str(port),

@@ -14,6 +14,8 @@ from ponder import ood
 from ponder.config import PARITY_PRESETS, TrainConfig
 from ponder.train import train
 
+pytestmark = pytest.mark.xdist_group("bench")       # under pytest-xdist: one worker runs the module's fixtures once
+
 
 def _doc(path, name):
     d = json.loads(path.read_text())
@@ -43,7 +45,8 @@ def docs(tmp_path_factory, mnist):
     profiling.run(profiling.ProfileConfig.quick(threads=1), mnist=mnist, out=out / "profile.json", quick=True)
     # no GPU here: the gpu benchmark's code on the CPU (its own smoke mode)
     gpu.run(gpu.GpuConfig.quick(device="cpu", epochs=0.01, eval_limit=200), mnist=mnist, out=out / "gpu.json", quick=True)
-    return out
+    yield out
+    PARITY_PRESETS.pop("bench-n15", None)          # registered by the gpu run, for this process only
 
 
 def test_throughput_quick(docs):
@@ -138,11 +141,9 @@ def test_quick_results_default_outside_docs():
 # ----------------------------------------------------------------------------- bench gpu (the parts that run without CUDA)
 
 @pytest.fixture(scope="module")
-def smoke(mnist, tmp_path_factory):
-    path = tmp_path_factory.mktemp("gpu") / "gpu.json"
-    gpu.run(gpu.GpuConfig.quick(device="cpu", epochs=0.01, eval_limit=200), mnist=mnist, out=path, quick=True)
-    yield json.loads(path.read_text())
-    PARITY_PRESETS.pop("bench-n15", None)          # registered by the run, for this process only
+def smoke(docs):
+    """The gpu benchmark's JSON from its CPU smoke run (in `docs`)."""
+    return json.loads((docs / "gpu.json").read_text())
 
 
 def test_side_by_side_json_has_the_issue_fields(smoke):

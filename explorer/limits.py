@@ -1,0 +1,79 @@
+"""What a web job may use, read from the environment: its time cap ($PONDER_MAX_JOB_SECONDS, default 30 min,
+enforced by its StopFlag), its torch threads ($PONDER_JOB_THREADS, default 1) and how many jobs run at once
+($PONDER_MAX_JOBS, default 1). explorer.jobs applies them; the pages word them with fmt_duration."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Optional
+
+MAX_JOB_SECONDS = 1800.0   # a web job's time cap: 30 min, 40x the default MNIST run ($PONDER_MAX_JOB_SECONDS)
+
+
+class JobLimitError(RuntimeError):
+    """A job cannot start now; the message says why in plain words."""
+
+
+def _from_env(name: str, default, parse):
+    """$name read with parse (a ValueError, or parse giving None: the default); the default where unset."""
+    try:
+        v = parse(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return default if v is None else v
+
+
+def job_threads_from_env(default: int = 1) -> int:
+    """torch intra-op threads a job trains with ($PONDER_JOB_THREADS, default 1). One: on a loaded 2-core
+    machine two threads wait on each other (4 steps in 8 s against 69 with one, bench/job_timing.py,
+    issue 15 item 4), and the pages' own inference keeps the other core."""
+    return _from_env("PONDER_JOB_THREADS", default, lambda v: max(1, int(v)))
+
+
+def max_jobs_from_env(default: int = 1) -> int:
+    return _from_env("PONDER_MAX_JOBS", default, lambda v: max(1, int(v)))
+
+
+def max_seconds_from_env(default: float = MAX_JOB_SECONDS) -> float:
+    """$PONDER_MAX_JOB_SECONDS, a positive number of seconds (the default where unset or not a number)."""
+    return _from_env("PONDER_MAX_JOB_SECONDS", default, lambda v: float(v) if 0 < float(v) < float("inf") else None)
+
+
+def fmt_duration(s: float) -> str:
+    """1800 -> '30 min', 90 -> '1 min 30 s', 0.25 -> '0.25 s'."""
+    if s < 60:
+        return f"{s:g} s"
+    m, rest = divmod(int(round(s)), 60)
+    return f"{m} min" + (f" {rest} s" if rest else "")
+
+
+class StopFlag(threading.Event):
+    """A job's stop flag, which train() checks every step: set by Cancel (from any session), and by
+    itself once the job's time cap has passed. `why` says which, in words train() puts before
+    'at step n' in the run's reason."""
+
+    def __init__(self, cap: Optional[float] = None):
+        super().__init__()
+        self.cap, self.deadline, self.why = cap, None, ""
+        self._why_lock = threading.Lock()
+
+    def start(self) -> None:
+        """The job starts now: its cap counts from here."""
+        if self.cap:
+            self.deadline = time.monotonic() + self.cap
+
+    def stop(self, why: str = "cancelled") -> None:
+        with self._why_lock:
+            if not super().is_set():
+                self.why = why
+                super().set()
+
+    def set(self) -> None:
+        self.stop()
+
+    def is_set(self) -> bool:
+        if not super().is_set() and self.deadline is not None and time.monotonic() >= self.deadline:
+            self.stop(f"stopped by the server's time cap on web jobs ({fmt_duration(self.cap)}, "
+                      f"PONDER_MAX_JOB_SECONDS)")
+        return super().is_set()
