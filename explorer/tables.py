@@ -139,3 +139,18 @@ def renamed(asked: str, final: str) -> str:
     why = ([f"a name keeps only letters, digits, '.', '_' and '-', at most {MAX_NAME} characters"] if safe != asked else []) \
         + ([f"{safe} was taken"] if final != safe else [])
     return f"The name {asked} became {final} ({'; '.join(why)})."
+
+
+def parity_card_line(card: dict) -> str:
+    """What a parity run's card recorded when it was saved (the numbers `python -m ponder evaluate RUN --json`
+    and the README give): accuracy, E[n] on the easy and the hard k, and their gap. '' without them."""
+    t = test_metrics(card)
+    easy, hard = t.get("easy") or {}, t.get("hard") or {}
+    e, h = mean_expected_steps(easy), mean_expected_steps(hard)
+    if t.get("accuracy") is None or e is None or h is None:
+        return ""
+    k = lambda r: "–".join(str(v) for v in r.get("k_range", ()))      # noqa: E731
+    return (f"Measured when the run was saved ({t.get('n', 0):,} problems, sample mode; its card, as `python -m "
+            f"ponder evaluate --json` gives it): accuracy {100 * t['accuracy']:.2f} %; expected steps E[n] "
+            f"{e:.2f} on easy k {k(easy)}, {h:.2f} on hard k {k(hard)}: hard − easy {h - e:+.2f}.")
+

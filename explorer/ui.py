@@ -31,7 +31,7 @@ USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
 # Plotly's toolbar covered titles and legends (issue 15, item 3): off. Drag still zooms, a double
 # click resets, and Streamlit's own toolbar (hover, above the chart) shows it full screen.
 PLOTLY_CONFIG = {"displayModeBar": False, "displaylogo": False}
-DEFAULT_MODEL = {"mnist": "mnist-adaptive", "parity": "parity-medium", None: "mnist-adaptive"}
+DEFAULT_MODEL = {"mnist": "mnist-adaptive", "parity": "parity-15", None: "mnist-adaptive"}
 MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inference; a seeded draw). "
              "deterministic: halt at the median of the halting distribution (first n with P(halted by n) ≥ 0.5). "
              "expected: run all N steps and answer the p-weighted mixture Σ p_n · y_n.")

@@ -1,7 +1,7 @@
 """Parity: one input vector step by step, then easy vs hard (vs extrapolation) test sets."""
 import streamlit as st
 
-from explorer import inputs, loaders, study_figures, ui, views
+from explorer import inputs, loaders, study_figures, tables, ui, views
 from ponder.data import parity_target
 from ponder.studies import trace_input
 
@@ -38,6 +38,8 @@ if x is not None:
     views.trace_charts_ui(trace, CLASSES, truth, key="par")
 
 st.subheader("Easy vs hard inputs")
+if line := tables.parity_card_line(ck.card):
+    st.caption(line)
 size = st.select_slider("Problems per test set", [500, 1000, 2000, 5000, 10000], 2000, key="par_size")
 with ui.user_errors():
     res = loaders.parity_results(str(entry.path), loaders.stamp(entry.path), int(size), "sample", 0)

@@ -114,7 +114,7 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
     t.add_argument("--beta", type=float, default=d.beta, help=f"regulariser weight (default {d.beta})")
     t.add_argument("--regulariser", default=None, choices=REGULARISERS,
                    help="kl: KL(p || p_G), the paper's direction; kl-reverse: KL(p_G || p), the prior first "
-                        f"(default {d.regulariser})")
+                        f"(default: {TrainConfig.for_task('parity').regulariser} for parity, {d.regulariser} for MNIST)")
     t.add_argument("--reader", default=None, choices=MNIST_READERS,
                    help="MNIST step function: cnn (whole image every step), rows (rows_per_step more rows each step), "
                         f"coarse (growing resolution) (default {d.reader})")

@@ -61,7 +61,9 @@ PARITY_PRESETS = {
 # Per-task defaults layered over TrainConfig's (parity needs a wider cell and more steps).
 TASK_DEFAULTS = {
     "mnist": {},
-    "parity": dict(hidden=128, lr=3e-3, epochs=6.0, batch_size=128),
+    # parity: the reverse KL(p_G || p) by default: on the video's n = 15 it makes hard vectors take more expected
+    # steps (+0.66 +- 0.21 over 3 seeds), the paper's KL(p || p_G) does not (README Results §5)
+    "parity": dict(hidden=128, lr=3e-3, epochs=6.0, batch_size=128, regulariser="kl-reverse"),
 }
 
 

@@ -228,7 +228,7 @@ def test_reload_during_training_comes_back_and_a_new_tab_cancels_the_run(server)
 def test_parity_at_1280px_shows_the_whole_mode_control_and_one_metric_size_a_row(server):
     # At 1280 px the halting mode control sat in a ~240 px column with "expected" cut off, and the CSS that
     # shrinks a narrow metric's value gave "E[n] 9.87" (a 120 px box) a smaller font than "odd" beside it.
-    # A real browser is the only place layout can be seen (about 5 s: the page loads parity-medium).
+    # A real browser is the only place layout can be seen (about 5 s: the page loads parity-15).
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -19,7 +19,7 @@ import pytest
 import torch
 from PIL import Image, ImageDraw
 
-from helpers import (APP, charts, encode_image, fake_history, lock_held_elsewhere, one_line_errors, open_app,
+from helpers import (APP, ASSETS, charts, encode_image, fake_history, lock_held_elsewhere, one_line_errors, open_app,
                      picture_in_mode, poll, run_ok, save_tiny_run, seven_picture, shown, stroke, texts, tiny_config, tiny_model)
 from ponder.card import CARD, WEIGHTS, read_card
 from ponder.checkpoint import load_checkpoint, save_run
@@ -108,7 +108,7 @@ def test_digit_page_blank_canvas_hint_then_pick_and_rotate_a_test_digit(runs):
      ["page=nope (no such page; there are digit, train", "model=../../etc (no MNIST model or run of that name)",
       "lp=abc (this page does not use it)"], dict(page="digit", model="mnist-adaptive")),
     (dict(page="parity", model="mnist-default"), "Parity",
-     ["model=mnist-default (an MNIST model; this page shows parity models)"], dict(page="parity", model="parity-medium")),
+     ["model=mnist-default (an MNIST model; this page shows parity models)"], dict(page="parity", model="parity-15")),
     (dict(page="compare", models=["runs/tiny-mnist", "nope", "runs/tiny-mnist-b"]), "Compare runs",
      ["models=nope (no model or run of that name)"], dict(page="compare", models=["runs/tiny-mnist", "runs/tiny-mnist-b"])),
 ], ids=["digit", "parity", "compare"])
@@ -910,6 +910,15 @@ def test_parity_page_generated_and_typed_vectors(runs):
     assert len(at.dataframe[0].value) == 2 and len(charts(at)) == 2      # easy vs hard still shows
 
 
+def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
+    """The default parity model is the shipped n = 15 one; the page gives its card's E[n] gap, the README's."""
+    at = open_app(page="parity")
+    assert at.sidebar.selectbox(key="pick_model_parity").value == "parity-15"
+    t = read_card(ASSETS / "parity-15")["metrics"]["test"]
+    gap = t["hard"]["expected_steps"] - t["easy"]["expected_steps"]
+    assert any(f"hard − easy {gap:+.2f}" in c.value and "10,000 problems" in c.value for c in at.caption)
+
+
 # ----------------------------------------------------------------------------- any page: a run that cannot be loaded
 
 
@@ -990,7 +999,7 @@ def test_runs_page_lists_renames_and_deletes_with_a_confirmation(own_runs):
     at = _runs_page()
     table = at.dataframe[0].value
     rows = {r["run"]: r for r in table.to_dict("records")}
-    assert {"runs/alpha", "runs/beta", "runs/sw/lambda_p0.3-seed0", "mnist-default", "parity-medium"} <= set(rows)
+    assert {"runs/alpha", "runs/beta", "runs/sw/lambda_p0.3-seed0", "mnist-default", "parity-15"} <= set(rows)
     assert rows["runs/alpha"]["accuracy"] == 0.625 and rows["runs/alpha"]["mean steps"] == 2.5
     assert rows["runs/alpha"]["task"] == "parity" and rows["runs/alpha"]["status"] == "completed"
     assert rows["mnist-default"]["where"] == "shipped (read-only)" and rows["runs/sw/lambda_p0.3-seed0"]["where"] == "sweep sw"
@@ -1043,12 +1052,12 @@ def test_runs_page_exports_a_zip_that_its_import_takes_back(own_runs, monkeypatc
     a, b = load_checkpoint(own_runs / "beta"), load_checkpoint(own_runs / "beta-back")
     assert all(torch.equal(v, b.model.state_dict()[k]) for k, v in a.model.state_dict().items())
     # a shipped model is exported only; a sweep's trial is exported, or its whole sweep deleted
-    for name in ("parity-medium", "runs/sw/lambda_p0.3-seed0"):
+    for name in ("parity-15", "runs/sw/lambda_p0.3-seed0"):
         _pick(at, name)
         assert at.get("download_button") and not at.get("text_input")[:-1], name   # only the import's name box
-        assert [b.label for b in at.button if b.key == "runs_delete"] == ([] if name == "parity-medium" else
+        assert [b.label for b in at.button if b.key == "runs_delete"] == ([] if name == "parity-15" else
                                                                           ["Delete the sweep…"])
-    assert "parity-medium" in exported and "lambda_p0.3-seed0" in exported
+    assert "parity-15" in exported and "lambda_p0.3-seed0" in exported
     at.button(key="runs_delete").click()
     run_ok(at)
     assert "Delete the sweep runs/sw and its 1 trial for good?" in texts(at)

@@ -211,3 +211,23 @@ def test_ood_generated_non_digits_and_drawn_digits():
     assert set(fams) == {"dot", "specks", "flat line", "scribble", "tangle", "noise", "filled shape", "letter"}
     assert all(len(v) >= 32 for v in fams.values())
     assert ood.outside(ood.ink_stats(np.stack(fams["dot"]))).all()       # every dot is flagged
+
+
+# ----------------------------------------------------------------------------- bench/ship_run.py
+
+def test_ship_run_keeps_weights_and_card_and_thins_the_history(tmp_path):
+    from bench import ship_run
+    from helpers import fake_history, save_tiny_run
+    from ponder.card import WEIGHTS, read_card, read_history
+    history = fake_history(12)                                         # steps 10..120, validation at 120 only
+    history[4]["val_accuracy"] = 0.7                                   # and at step 50
+    run, _ = save_tiny_run(tmp_path / "trained-s0", history=history, steps=120)
+    r = ship_run.ship(run, tmp_path / "assets" / "shipped", every=40)
+    dest = tmp_path / "assets" / "shipped"
+    assert [h["step"] for h in read_history(dest)] == [40, 50, 80, 120]    # multiples of 40, validations, the last
+    assert r == dict(rows=12, kept=4, bytes=sum(f.stat().st_size for f in dest.iterdir()))
+    assert (dest / WEIGHTS).read_bytes() == (run / WEIGHTS).read_bytes()
+    card, before = read_card(dest), read_card(run)
+    assert card["name"] == "shipped" and {**card, "name": before["name"]} == before
+    with pytest.raises(SystemExit, match="exists"):
+        ship_run.ship(run, dest)

@@ -3,7 +3,7 @@ from hypothesis import given, strategies as st
 
 from explorer import links
 
-TASKS = {"mnist-default": "mnist", "mnist-rot22": "mnist", "parity-medium": "parity"}
+TASKS = {"mnist-default": "mnist", "mnist-rot22": "mnist", "parity-15": "parity"}
 
 
 def test_the_issue_links_by_hand():
@@ -17,16 +17,16 @@ def test_the_issue_links_by_hand():
     assert keep == {"page": ["parity"]}
     assert ignored == [("model", "mnist-default", "an MNIST model; this page shows parity models")]
     # Compare: the unknown one goes, the order of the others stays
-    keep, ignored = links.check_params({"models": ["mnist-rot22", "nope", "parity-medium"]}, "compare", TASKS)
-    assert keep == {"models": ["mnist-rot22", "parity-medium"]}
+    keep, ignored = links.check_params({"models": ["mnist-rot22", "nope", "parity-15"]}, "compare", TASKS)
+    assert keep == {"models": ["mnist-rot22", "parity-15"]}
     assert ignored == [("models", "nope", "no model or run of that name")]
 
 
 def test_good_values_are_kept_and_foreign_parameters_left_alone():
     params = {"lp": ["0.35"], "embed": ["true"]}
     assert links.check_params(params, "sweep", TASKS) == (params, [])
-    assert links.check_params({"mode": ["deterministic"], "model": ["parity-medium"]}, "parity", TASKS) == \
-        ({"mode": ["deterministic"], "model": ["parity-medium"]}, [])
+    assert links.check_params({"mode": ["deterministic"], "model": ["parity-15"]}, "parity", TASKS) == \
+        ({"mode": ["deterministic"], "model": ["parity-15"]}, [])
     keep, ignored = links.check_params({"lp": ["0", "0.5"], "mode": ["fast"]}, "train", TASKS)
     # lp = 0 is out of 0.01..1; the second lp is ignored as a repeat; mode is not read on Train
     assert keep == {} and [why for _, _, why in ignored] == ["given twice; the first one is used",

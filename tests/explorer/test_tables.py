@@ -98,3 +98,14 @@ def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_colum
     assert rows[1]["accuracy"] is None and rows[1]["train s"] == 7.5 and rows[1]["device"] == "cpu"
     rows = tables.compare_rows([a, ModelEntry("s/t", Path("t"), "run", card, sweep="s")], {})
     assert [r["sweep"] for r in rows] == [None, "s"]      # shown as "—" (the page's placeholder), not "None"
+
+
+def test_the_parity_card_line_gives_the_cards_accuracy_and_expected_steps():
+    card = {"metrics": {"test": {"n": 10000, "accuracy": 0.99871, "expected_steps": {"mean": 8.6},
+                                 "easy": {"k_range": [1, 4], "expected_steps": 8.2168},
+                                 "hard": {"k_range": [11, 15], "expected_steps": 9.0663}}}}
+    line = tables.parity_card_line(card)
+    # 9.0663 - 8.2168 = 0.8495 -> "+0.85"
+    assert "10,000 problems" in line and "accuracy 99.87 %" in line and "hard − easy +0.85" in line
+    assert "8.22 on easy k 1–4, 9.07 on hard k 11–15" in line
+    assert tables.parity_card_line({"metrics": {"test": {"accuracy": 0.5}}}) == "" == tables.parity_card_line({})

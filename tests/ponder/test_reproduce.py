@@ -35,6 +35,6 @@ def test_every_section_is_rendered_from_the_measured_results():
 
 def test_specs_name_the_shipped_models():
     names = [s.name for s in specs(gpu=False)]
-    assert names[:2] == ["mnist-default", "mnist-rot22"] and names[-1] == "parity-small"
+    assert names[:2] == ["mnist-default", "mnist-rot22"] and names[-2:] == ["parity-15", "parity-30-extrapolation"]
     assert [s.name for s in specs(gpu=False) if s.role == "sweep"] == [f"sweep-lp{v:g}" for v in (0.1, 0.2, 0.3, 0.5, 0.7, 0.9)]
     assert {s.name for s in specs(gpu=True)} >= {"parity-paper", "parity-extrapolation"}
