@@ -114,14 +114,18 @@ def run_rows(entries) -> list:
 
 
 def compare_rows(entries, metrics: dict) -> list:
-    """The Compare page's table: one row per run with its settings, test numbers (metrics: name -> test
-    metrics) and device; missing values are None, and the sweep column is left out when no run is in one."""
+    """The Compare page's table: one row per run with its settings (the regulariser among them), test numbers
+    (metrics: name -> test metrics: accuracy, mean sampled steps, mean E[n]; for parity E[n] on the hard minus
+    the easy k) and device; missing values are None, and the sweep column is left out when no run is in one."""
     rows = []
     for e in entries:
         m = metrics.get(e.name) or {}
+        easy, hard = mean_expected_steps(m.get("easy") or {}), mean_expected_steps(m.get("hard") or {})
         rows.append({"model": e.name, **({"sweep": e.sweep or None} if any(x.sweep for x in entries) else {}),
                      "task": e.card.get("task"), "status": e.card.get("status"), "λp": e.card.get("lambda_p"),
-                     "N": e.card.get("max_steps"), "accuracy": m.get("accuracy"), "mean steps": m.get("mean_steps"),
+                     "regulariser": regulariser_name(e.card.get("train")), "N": e.card.get("max_steps"),
+                     "accuracy": m.get("accuracy"), "mean steps": m.get("mean_steps"), "E[n]": mean_expected_steps(m),
+                     "E[n] hard − easy": None if easy is None or hard is None else hard - easy,
                      "test n": m.get("n"), "train s": e.card.get("train_seconds"), "device": e.card.get("device")})
     return rows
 

@@ -26,7 +26,8 @@ st.space("small")                  # room for the table's toolbar (shown on hove
 num = st.column_config.NumberColumn                 # missing values show as "—"; the model column stays on scroll
 st.dataframe(tables.compare_rows(entries, metrics), hide_index=True, placeholder="—", column_config={
     "model": st.column_config.TextColumn(pinned=True), "accuracy": num(format="%.4f"),
-    "mean steps": num(format="%.2f"), "train s": num(format="%.0f")})
+    "mean steps": num(format="%.2f"), "E[n]": num(format="%.2f"), "E[n] hard − easy": num(format="%+.2f"),
+    "train s": num(format="%.0f")})
 c1, c2 = st.columns(2)
 with c1:
     ui.chart(figures.overlay_halting_fig(series), "Mean learned halting distribution p_n on each model's test "

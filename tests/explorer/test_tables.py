@@ -98,6 +98,17 @@ def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_colum
     assert rows[1]["accuracy"] is None and rows[1]["train s"] == 7.5 and rows[1]["device"] == "cpu"
     rows = tables.compare_rows([a, ModelEntry("s/t", Path("t"), "run", card, sweep="s")], {})
     assert [r["sweep"] for r in rows] == [None, "s"]      # shown as "—" (the page's placeholder), not "None"
+    assert rows[0]["regulariser"] == "KL(p ‖ p_G)" and rows[0]["E[n]"] is None and rows[0]["E[n] hard − easy"] is None
+
+
+def test_compare_rows_name_the_regulariser_and_the_parity_gap():
+    from pathlib import Path
+    from ponder.runs import ModelEntry
+    card = {"task": "parity", "lambda_p": 0.1, "max_steps": 20, "train": {"regulariser": "kl-reverse"}}
+    m = {"accuracy": 0.99, "expected_steps": {"mean": 8.6}, "easy": {"expected_steps": 8.25},
+         "hard": {"expected_steps": 9.0}}
+    (row,) = tables.compare_rows([ModelEntry("p", Path("p"), "run", card)], {"p": m})
+    assert row["regulariser"] == "KL(p_G ‖ p)" and row["E[n]"] == 8.6 and row["E[n] hard − easy"] == 0.75   # 9.0 - 8.25
 
 
 def test_the_parity_card_line_gives_the_cards_accuracy_and_expected_steps():
