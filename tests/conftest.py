@@ -5,25 +5,29 @@ import functools
 import os
 
 import pytest
-import torch
 
-from helpers import DATA_DIR
+from paths import DATA_DIR
 
 # The explorer and the CLI under test read $PONDER_DATA: point them at the MNIST the tests use (the
 # default ../shared/data when it is unset), so `python -m pytest` needs no variable set.
 os.environ.setdefault("PONDER_DATA", DATA_DIR)
 
-# One thread: the suite runs many tiny ops, where a second OpenMP thread only adds barrier waits (and,
-# next to any other load on a 2-core machine, spins: a 3-step parity training took 1.42 s with 2 threads
-# and 0.018 s with 1 while another process used the cores).
-torch.set_num_threads(1)
 
-# Every AppTest scans the metadata of every installed distribution for Streamlit components when it is created
-# (456 distributions here: 0.4-0.7 s, most of a page test's time); the installed packages do not change during a
-# test run, so the scan runs once.
-from streamlit.components.v2 import manifest_scanner  # noqa: E402
-
-manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
+def pytest_configure(config):
+    """Set up a process that runs tests: not the pytest-xdist controller, which only hands tests to its workers
+    (importing torch and Streamlit there cost the whole run ~3 s before the workers started)."""
+    if getattr(config, "workerinput", None) is None and config.getoption("numprocesses", None):
+        return
+    import torch
+    # One thread: the suite runs many tiny ops, where a second OpenMP thread only adds barrier waits (and,
+    # next to any other load on a 2-core machine, spins: a 3-step parity training took 1.42 s with 2 threads
+    # and 0.018 s with 1 while another process used the cores).
+    torch.set_num_threads(1)
+    # Every AppTest scans the metadata of every installed distribution for Streamlit components when it is
+    # created (456 distributions here: 0.4-0.7 s, most of a page test's time); the installed packages do not
+    # change during a test run, so the scan runs once.
+    from streamlit.components.v2 import manifest_scanner
+    manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
 
 
 @pytest.fixture(scope="session")

@@ -19,9 +19,9 @@ from ponder.checkpoint import load_checkpoint
 from ponder.config import ParityConfig, TrainConfig
 from ponder.models import build_model
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import DATA_DIR, ROOT  # noqa: E402,F401  (re-exported: tests import them from helpers)
+
 ASSETS = ROOT / "assets"
-DATA_DIR = os.environ.get("PONDER_DATA") or str(ROOT.parent / "shared" / "data")
 APP = str(ROOT / "streamlit_app.py")
 APP_TIMEOUT = 60                      # seconds an AppTest script run may take
 

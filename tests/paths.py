@@ -1,0 +1,6 @@
+"""Where the tests find the repository and MNIST (no heavy imports: the pytest-xdist controller reads it too)."""
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = os.environ.get("PONDER_DATA") or str(ROOT.parent / "shared" / "data")
