@@ -54,5 +54,5 @@ with c2:
              "with its spread over the inputs (error bars: ± std), and accuracy (dotted, right axis) for each number "
              "of non-zeros k; the shaded band is the training range.",
              key="par_byk")
-st.dataframe([{"set": k, "accuracy": v["accuracy"], "mean steps": v["mean_steps"], "problems": v["count"]}
-              for k, v in sets.items()], hide_index=True)
+st.dataframe([{"set": k, "accuracy": v["accuracy"], "mean steps": v["mean_steps"], "E[n]": v["expected_steps"],
+               "problems": v["count"]} for k, v in sets.items()], hide_index=True)

@@ -903,7 +903,7 @@ def test_parity_page_generated_and_typed_vectors(runs):
     (bars,) = [f["data"][0] for f in charts(at) if f["data"][0].get("orientation") == "h"]     # both classes
     assert len(bars["y"]) == 2 and "The answer's probability for each class (green: the true label)." in texts(at)
     df = at.dataframe[0].value
-    assert len(df) == 2 and all(0 <= a <= 1 for a in df["accuracy"])
+    assert len(df) == 2 and all(0 <= a <= 1 for a in df["accuracy"]) and all(1 <= e <= 5 for e in df["E[n]"])   # N = 5
     at.text_input(key="par_text").input("1 0 1")
     run_ok(at)
     assert "takes 8 values" in at.error[0].value
