@@ -157,4 +157,3 @@ def parity_card_line(card: dict) -> str:
     return (f"Measured when the run was saved ({t.get('n', 0):,} problems, sample mode; its card, as `python -m "
             f"ponder evaluate --json` gives it): accuracy {100 * t['accuracy']:.2f} %; expected steps E[n] "
             f"{e:.2f} on easy k {k(easy)}, {h:.2f} on hard k {k(hard)}: hard − easy {h - e:+.2f}.")
-

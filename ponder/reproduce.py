@@ -51,7 +51,7 @@ def specs(gpu: bool) -> list:
         out.append(Spec(f"sweep-lp{lp:g}", dict(task="mnist", lambda_p=lp, beta=0.01, max_steps=20, epochs=3),
                         dict(epochs=0.25, max_seconds=10), "sweep"))
     # the shipped parity models: the video seed's n = 15 (easy k 1-4, hard 11-15) and n = 30 extrapolation (trained on
-    # k <= 25), the reverse KL (README Results §5), batch 128, 40,000 steps (~25-32 min each on one CPU core)
+    # k <= 25), the reverse KL (README Results §5), batch 128, 40,000 steps (22-32 min each on one CPU core)
     parity = dict(task="parity", regulariser="kl-reverse", beta=0.01, hidden=128, batch_size=128, lr=3e-3,
                   epochs=40, steps_per_epoch=1000)
     out.append(Spec("parity-15", dict(parity, parity_preset="video-15", lambda_p=0.1), dict(epochs=3.0, max_seconds=35),
