@@ -211,6 +211,8 @@ def results_markdown(r: dict) -> str:
     """Tables for README/results.md from results.json."""
     lines = [f"# Results ({'QUICK settings, not the shipped models' if r['quick'] else 'full settings'})",
              "", f"Device: {r['device']}, torch {r['torch']}, {r['date']}.", ""]
+    if r.get("notes"):                       # models re-measured later, on their own (reproduce --only)
+        lines += [f"Notes: {r['notes']}.", ""]
     models = r["models"]
     for role, section in (("default", default_section), ("adaptive", adaptive_section), ("rotation", rotation_section)):
         for name, m in models.items():
