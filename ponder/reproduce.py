@@ -55,7 +55,7 @@ def specs(gpu: bool) -> list:
     # extrapolation (trained on k <= 25), 40,000 steps (~1,600 s)
     parity = dict(task="parity", regulariser="kl-reverse", beta=0.01, hidden=128, batch_size=128, lr=3e-3,
                   epochs=40, steps_per_epoch=1000)
-    out.append(Spec("parity-15", dict(parity, parity_preset="video-15", lambda_p=0.1, epochs=15),
+    out.append(Spec("parity-15", dict(parity, parity_preset="video-15", lambda_p=0.1, epochs=15, seed=2),   # shipped seed
                     dict(epochs=3.0, max_seconds=35), "parity"))
     out.append(Spec("parity-30-extrapolation", dict(parity, parity_preset="video-30-extrapolation", lambda_p=0.2),
                     dict(epochs=3.0, max_seconds=35), "parity"))

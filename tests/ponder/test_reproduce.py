@@ -25,8 +25,13 @@ def test_stats_cells_by_hand():
 def test_every_section_is_rendered_from_the_measured_results():
     md = results_markdown(RESULTS)
     for heading in ("## MNIST default model `mnist-default`", "## Rotation study `mnist-rot22`", "## lambda_p sweep",
-                    "## Parity `parity-medium`", "## Parity `parity-medium-extrapolation`"):
+                    "## Parity `parity-15`", "## Parity `parity-30-extrapolation`"):
         assert md.count(heading) == 1, heading
+    assert f"Notes: {RESULTS['notes']}." in md                  # what was re-measured later, and how
+    # parity sets with their mean E[n]: parity-15's hard vectors take more expected steps than its easy ones
+    en = {row.split(" | ")[0].strip("| "): float(row.split(" | ")[4]) for row in
+          md.split("## Parity `parity-15`")[1].split("\n\n")[1].splitlines()[2:]}
+    assert en["hard"] > en["easy"]
     assert "| fixed 90 deg | 0.2079 | 4.70 | 3 | 4.03 |" in md                 # README's rotation table
     assert "Mean halting steps stay about flat with the angle" in md
     # the sweep's prior mean truncated at N = 20, as README's table: 7.23 for lambda_p 0.1, 4.77 for 0.2
