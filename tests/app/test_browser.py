@@ -197,11 +197,13 @@ def test_reload_during_training_comes_back_and_a_new_tab_cancels_the_run(server)
             sidebar.get_by_role("button", name="Start training").wait_for(timeout=60000)
             sidebar.locator("[data-testid=stRadio] label").filter(has_text="Parity").click()
             name = sidebar.locator("[data-testid=stTextInput] input").first
-            _wait(page, lambda: name.input_value().startswith("parity-") and                # and the MNIST form gone
-                  sidebar.get_by_label("Hidden size", exact=True).count() == 1, what="the parity form")
+            sizes = (("Hidden size", "16"), ("Batch size", "32"), ("N (most steps)", "6"),   # small steps,
+                     ("Epochs", "100"))                                             # still running when cancelled
+            # the MNIST form fades out while the page reruns: wait until each field is there once, the parity one's
+            _wait(page, lambda: name.input_value().startswith("parity-") and
+                  all(sidebar.get_by_label(label, exact=True).count() == 1 for label, _ in sizes), what="the parity form")
             name.fill("browser-reload")
-            for label, value in (("Hidden size", "16"), ("Batch size", "32"), ("N (most steps)", "6"),   # small steps,
-                                 ("Epochs", "100")):                                # still running when cancelled
+            for label, value in sizes:
                 sidebar.get_by_label(label, exact=True).fill(value)
             sidebar.get_by_role("button", name="Start training").click()
             progress = page.locator("[data-testid=stProgress]")
