@@ -29,7 +29,7 @@ def test_every_section_is_rendered_from_the_measured_results():
         assert md.count(heading) == 1, heading
     assert f"Notes: {RESULTS['notes']}." in md                  # what was re-measured later, and how
     # parity sets with their mean E[n]: parity-15's hard vectors take more expected steps than its easy ones
-    en = {row.split(" | ")[0].strip("| "): float(row.split(" | ")[4]) for row in
+    en = {row.split(" | ")[0].strip("| "): float(row.split(" | ")[4].strip(" |")) for row in
           md.split("## Parity `parity-15`")[1].split("\n\n")[1].splitlines()[2:]}
     assert en["hard"] > en["easy"]
     assert "| fixed 90 deg | 0.2079 | 4.70 | 3 | 4.03 |" in md                 # README's rotation table
