@@ -131,8 +131,8 @@ def test_shared_links_a_test_digit_rotated_and_an_upload(server, tmp_path):
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
             page.goto(server + "/?page=sweep&lp=0.35&model=..%2F..%2Fetc")    # a shared link: page, λp, a bad model
             page.get_by_text("1/λp = 2.86").first.wait_for(timeout=60000)
-            page.get_by_text("Ignored in the link: model=../../etc (this page does not use it).").wait_for(timeout=5000)
-            _wait(page, lambda: "model=" not in page.url, timeout=5, what="the ignored model out of the URL")
+            page.get_by_text("Ignored in the link: model=../../etc (this page does not use it).").wait_for(timeout=30000)
+            _wait(page, lambda: "model=" not in page.url, timeout=30, what="the ignored model out of the URL")
             assert "/sweep" in page.url and "lp=0.35" in page.url
             page.goto(server + "/?page=digit&model=mnist-rot22")          # page and model
             page.get_by_text("Draw a digit in the black box").wait_for(timeout=60000)
