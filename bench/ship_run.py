@@ -8,12 +8,11 @@ step about 40 KB). The shipped copy is then loaded and checked like any run.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 from pathlib import Path
 
 from ponder.card import CARD, HISTORY, WEIGHTS, read_history, update_card
-from ponder.checkpoint import chart_precision, load_checkpoint
+from ponder.checkpoint import history_bytes, load_checkpoint
 
 
 def thin(rows: list, every: int) -> list:
@@ -32,7 +31,7 @@ def ship(run: Path, dest: Path, every: int = 500) -> dict:
     dest.mkdir(parents=True)
     for name in (WEIGHTS, CARD):
         shutil.copyfile(run / name, dest / name)
-    (dest / HISTORY).write_text("".join(json.dumps(chart_precision(r)) + "\n" for r in kept))
+    (dest / HISTORY).write_bytes(history_bytes(kept))
     update_card(dest, name=dest.name)
     load_checkpoint(dest)
     return dict(rows=len(rows), kept=len(kept), bytes=sum(f.stat().st_size for f in dest.iterdir()))

@@ -57,6 +57,11 @@ def chart_precision(v):
     return v
 
 
+def history_bytes(history: list) -> bytes:
+    """metrics.jsonl's bytes: one progress report per line, floats at chart precision."""
+    return "".join(json.dumps(chart_precision(jsonable(h))) + "\n" for h in history).encode()
+
+
 def save_run(run_dir, model: PonderNet, config: TrainConfig, *, status: str = "completed", reason: str = "",
              device: str = "cpu", train_seconds: float = 0.0, steps: int = 0, history: Optional[list] = None,
              metrics: Optional[dict] = None, name: Optional[str] = None) -> Path:
@@ -96,7 +101,7 @@ def _write_run(run_dir: Path, model: PonderNet, config: TrainConfig, *, status, 
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     files = {run_dir / WEIGHTS: save(tensors, metadata={"format": FORMAT})}
     if history is not None:
-        files[run_dir / HISTORY] = "".join(json.dumps(chart_precision(jsonable(h))) + "\n" for h in history).encode()
+        files[run_dir / HISTORY] = history_bytes(history)
     card = new_card(name or run_dir.name, config, model_config_dict(model), model.max_steps, model.lambda_p,
                     status=status, reason=reason, device=device, train_seconds=train_seconds, steps=steps,
                     metrics=metrics)
