@@ -15,7 +15,7 @@ from ponder.card import CARD, WEIGHTS, read_history, test_metrics as card_test_m
 from ponder.checkpoint import Checkpoint, load_checkpoint
 from ponder.config import PARITY_PRESETS, TrainConfig
 from ponder.lifecycle import card_metrics, measure
-from ponder.runs import ModelEntry, list_models
+from ponder.runs import ModelEntry, list_models, models_stamp
 from ponder import data as D
 from ponder.studies import parity_sets, parity_study, pondering_gallery as pondering_gallery_of, rotation_study
 
@@ -46,10 +46,16 @@ def checkpoint(entry_or_path) -> Checkpoint:
     return _checkpoint(path, stamp(path))
 
 
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _models(models_stamp: tuple) -> list:
+    return list_models()
+
+
 def models(task: Optional[str] = None) -> list:
-    """The user's runs (newest first) then the shipped models, read fresh each time so a finished
-    job appears at once."""
-    entries = [e for e in list_models() if task is None or e.card.get("task") == task]
+    """The user's runs (newest first) then the shipped models, listed again whenever a card or a folder
+    changed (ponder.runs.models_stamp), so a finished job appears at once; a page run that asks three times
+    (the link check, the picker, a second picker) reads the cards once."""
+    entries = [e for e in _models(models_stamp()) if task is None or e.card.get("task") == task]
     return [e for e in entries if e.source != "shipped"] + [e for e in entries if e.source == "shipped"]
 
 

@@ -140,6 +140,25 @@ def list_models(root: Optional[Path] = None, assets: Path = ASSETS) -> list:
     return out
 
 
+def models_stamp(root: Optional[Path] = None, assets: Path = ASSETS) -> tuple:
+    """Changes whenever list_models(root, assets) could: the folders, and the mtime and size of every run card,
+    in both and in their sweep folders (a stat each: a page run compares it instead of reading every card)."""
+    out = []
+    for folder in (Path(assets), Path(root or runs_root())):
+        try:
+            dirs = [folder, *(d for d in folder.iterdir() if d.is_dir() and (d / SWEEP).is_file())]
+        except OSError:
+            continue
+        for d in dirs:
+            for f in sorted(d.glob(f"*/{CARD}")):
+                try:
+                    st = f.stat()
+                except OSError:
+                    continue
+                out.append((str(f), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
 def _run_dirs(folder: Path) -> list:
     """The run folders in folder, and the trials (run folders) of each sweep folder in it.
 

@@ -409,3 +409,22 @@ def test_an_imported_run_keeps_no_unverified_test_metrics(tmp_path):
     card["metrics"] = {"test": {"accuracy": 0.9999, "n": 10000, "halting_distribution": [1.0]}}
     dest = import_checkpoint(w, json.dumps(card).encode(), "claims", root=tmp_path / "runs", history=h)
     assert read_card(dest)["metrics"] == {}
+
+
+def test_the_models_stamp_changes_with_every_card_and_folder_list_models_reads(tmp_path):
+    from helpers import save_tiny_run
+    from ponder.card import update_card
+    from ponder.runs import models_stamp
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    first = models_stamp(tmp_path / "runs", assets)
+    save_tiny_run(tmp_path / "runs" / "a")
+    second = models_stamp(tmp_path / "runs", assets)
+    assert second != first and models_stamp(tmp_path / "runs", assets) == second       # unchanged: equal
+    update_card(tmp_path / "runs" / "a", name="a", status="failed")                       # a card rewritten
+    third = models_stamp(tmp_path / "runs", assets)
+    assert third != second
+    (tmp_path / "runs" / "sw").mkdir()
+    (tmp_path / "runs" / "sw" / "sweep.json").write_text("{}")
+    save_tiny_run(tmp_path / "runs" / "sw" / "t0")                                         # a sweep's trial
+    assert models_stamp(tmp_path / "runs", assets) != third
