@@ -4,12 +4,12 @@
     python -m bench.train_memory --one '{"task": "parity", "hidden": 64}'   # one config, JSON printed
 
 Each config runs in a fresh Python process with one torch thread: imports and the optimiser's first use
-(which imports torch._dynamo) come first, then the process's resident set size (RSS, /proc/self/statm) is
+(which imports torch._dynamo) come first, then the process's resident set size (RSS, VmRSS in /proc/self/status) is
 read, then train() runs 3 steps and its final validation pass on stand-in data (random MNIST-shaped
 images: 2,048 training and 1,000 validation images, so one validation chunk of 1,000 as with the real
 5,000), and the peak RSS (resource.getrusage ru_maxrss) is read. "measured" is peak minus the RSS before
 train(): what a training job adds to a process that already holds the data. The data itself is what
-ponder.memory.data_bytes counts. Prints a table of measured against estimated bytes.
+ponder.memory.MNIST_DATA counts (MemoryEstimate.data). Prints a table of measured against estimated bytes.
 """
 from __future__ import annotations
 
@@ -32,11 +32,6 @@ CONFIGS = [    # sizes around the defaults, each changing one of batch / N / hid
     dict(task="parity", hidden=256, max_steps=50, batch_size=256),      # tests/ponder/test_memory.py's
     dict(task="parity", hidden=16, max_steps=5, batch_size=8),          # what does not grow: OVERHEAD
 ]
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def status_bytes(field: str) -> int:
@@ -76,7 +71,7 @@ def measure_one(over: dict, reset_peak: bool = False) -> dict:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")                                            # VmHWM := VmRSS
-    before = rss_bytes()
+    before = status_bytes("VmRSS")
     res = train(cfg, mnist=mnist)
     peak = status_bytes("VmHWM") if reset_peak else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     est = estimate(cfg)

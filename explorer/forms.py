@@ -89,8 +89,8 @@ def train_form_ui(task: str) -> Optional[tuple]:
                                reader=reader if task == "mnist" else d.reader)
     try:
         safe, cfg = safe_name(name), cfg.validate()
-        if tables.renamed(name, safe):
-            st.sidebar.info(tables.plain(tables.renamed(name, safe)))
+        if note := tables.renamed(name, safe):
+            st.sidebar.info(tables.plain(note))
         return safe, cfg
     except (RunNameError, ConfigError) as e:
         st.sidebar.error(one_line(e))
@@ -132,8 +132,8 @@ def sweep_form_ui() -> Optional[tuple]:
                 regulariser=reg, device="auto", **(dict(parity_preset=preset) if task == "parity" else {}))
     try:
         folder = safe_name(name or f"sweep-{task}")
-        if name and tables.renamed(name, folder):
-            st.info(tables.plain(tables.renamed(name, folder)))
+        if name and (note := tables.renamed(name, folder)):
+            st.info(tables.plain(note))
         return folder, Plan(task, base, {"lambda_p": sorted(values)}, list(range(seeds)))
     except RunNameError as e:
         st.error(one_line(e))

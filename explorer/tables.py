@@ -117,11 +117,11 @@ def compare_rows(entries, metrics: dict) -> list:
     """The Compare page's table: one row per run with its settings (the regulariser among them), test numbers
     (metrics: name -> test metrics: accuracy, mean sampled steps, mean E[n]; for parity E[n] on the hard minus
     the easy k) and device; missing values are None, and the sweep column is left out when no run is in one."""
-    rows = []
+    rows, has_sweep = [], any(e.sweep for e in entries)
     for e in entries:
         m = metrics.get(e.name) or {}
         easy, hard = mean_expected_steps(m.get("easy") or {}), mean_expected_steps(m.get("hard") or {})
-        rows.append({"model": e.name, **({"sweep": e.sweep or None} if any(x.sweep for x in entries) else {}),
+        rows.append({"model": e.name, **({"sweep": e.sweep or None} if has_sweep else {}),
                      "task": e.card.get("task"), "status": e.card.get("status"), "λp": e.card.get("lambda_p"),
                      "regulariser": regulariser_name(e.card.get("train")), "N": e.card.get("max_steps"),
                      "accuracy": m.get("accuracy"), "mean steps": m.get("mean_steps"), "E[n]": mean_expected_steps(m),

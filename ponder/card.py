@@ -194,6 +194,11 @@ def test_metrics(card) -> dict:
     return t if isinstance(t, dict) else {}
 
 
+def two_decimals(v) -> str:
+    """A table cell: '-' for a value not measured, else the number with two decimals."""
+    return "-" if v is None else f"{v:.2f}"
+
+
 def mean_expected_steps(test: dict) -> Optional[float]:
     """Mean E[n] of a metrics.test mapping: {mean, std, min, max} now, a plain number in older cards."""
     en = test.get("expected_steps") if isinstance(test, dict) else None

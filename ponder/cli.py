@@ -9,6 +9,7 @@ import sys
 import threading
 from dataclasses import fields
 
+from .card import two_decimals
 from .config import DEVICES, MAX_SEED, MNIST_READERS, PARITY_PRESETS, REGULARISERS, TASKS, ConfigError, TrainConfig
 
 
@@ -332,8 +333,8 @@ def cmd_evaluate(args) -> int:
               f"median {res['median_steps']:.0f} std {res['std_steps']:.2f}")
     en, bc = res["expected_steps"], res["by_correctness"]
     print(f"expected steps E[n] per input: mean {en['mean']:.2f} std {en['std']:.2f} (min {en['min']:.2f}, "
-          f"max {en['max']:.2f}); right {bc['correct']['count']} at E[n] {_num(bc['correct']['expected_steps'])}, "
-          f"wrong {bc['wrong']['count']} at E[n] {_num(bc['wrong']['expected_steps'])}")
+          f"max {en['max']:.2f}); right {bc['correct']['count']} at E[n] {two_decimals(bc['correct']['expected_steps'])}, "
+          f"wrong {bc['wrong']['count']} at E[n] {two_decimals(bc['wrong']['expected_steps'])}")
     what = "E[n]" if args.mode == "expected" else "steps"
     print("step  p_n(learned)  p_G(prior)  acc-if-stopped")
     for n, (p, q, a) in enumerate(zip(res["halting_distribution"], res["prior"], res["per_step_accuracy"]), 1):
@@ -349,10 +350,6 @@ def cmd_evaluate(args) -> int:
             print(f"{k} (k in {r['k_range']}): accuracy {r['accuracy']:.4f}  {what} {r['mean_steps']:.2f}  "
                   f"E[n] {r['expected_steps']:.2f}")
     return 0
-
-
-def _num(v) -> str:
-    return "-" if v is None else f"{v:.2f}"
 
 
 def cmd_sweep(args) -> int:

@@ -2,14 +2,15 @@
 whether that fits in what the machine has free.
 
 The Train form's own maxima (hidden 1024, batch 4096, N 200) asked for ~32 GiB by the issue's reckoning
-(39 GB by this estimate) and got the server OOM-killed. A run's peak is
+(41.8 GB for MNIST by this estimate) and got the server OOM-killed. A run's peak is
     params     5 float32 copies of the weights: the weights, their gradients, Adam's two moments
                and the divergence guard's snapshot (ponder.train)
   + max(train, inference)
       train      batch x (CNN feature maps + N x the cell's saved tensors): what autograd keeps for
                  the backward pass of one step, and the gradients it makes from them
       inference  a no-grad forward of 1,000 samples over N steps: the validation pass's chunk
-                 (ponder.train.validation_accuracy) and the test measurement's batch (ponder.evaluate)
+                 (ponder.train.validation_accuracy) and MNIST's test batch (ponder.evaluate; parity's
+                 test batch is 2,000, which this term undercounts, by half of a small term)
   + data       MNIST (training and validation images and labels) held by the loop
   + OVERHEAD   autograd and allocator bookkeeping that does not grow with the sizes
 in floats per sample: the CNN's feature maps (C1 x 28 x 28 + C2 x 14 x 14 + the 784-pixel input; 8

@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 
 from . import data as D, lifecycle
-from .card import mean_expected_steps, update_card
+from .card import mean_expected_steps, two_decimals, update_card
 from .checkpoint import load_checkpoint
 from .config import PARITY_PRESETS, TrainConfig
 from .evaluate import evaluate_mnist, evaluate_parity, mnist_split
@@ -242,9 +242,5 @@ def parity_section(name: str, m: dict) -> list:
                   "| set | k range | accuracy | mean steps | E[n] |")
     for k, r in (("all", dict(t, k_range=t["test_k"])), ("easy", t["easy"]), ("hard", t["hard"])):
         lines.append(f"| {k} | {r['k_range']} | {r['accuracy']:.4f} | {r['mean_steps']:.2f} | "
-                     f"{_num(mean_expected_steps(r))} |")
+                     f"{two_decimals(mean_expected_steps(r))} |")
     return lines + [""]
-
-
-def _num(v) -> str:
-    return "-" if v is None else f"{v:.2f}"
