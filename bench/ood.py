@@ -169,22 +169,21 @@ def main(argv=None) -> dict:
         print(f"      of which {k:8s} outside [{lo:g}, {hi:g}]: {rate((test[k] < lo) | (test[k] > hi))}")
     print(f"   false alarms, drawn digits:      {rate(drawn_bad)}")
     out.update(test_false_alarms=float(test_bad.mean()), drawn_false_alarms=float(drawn_bad.mean()), families={})
-    hits = []
+    fam_bad = {}
     for name, imgs in fams.items():
-        bad = ood.outside(ood.ink_stats(np.stack(imgs)))
-        hits.append(bad)
+        bad = fam_bad[name] = ood.outside(ood.ink_stats(np.stack(imgs)))
         out["families"][name] = dict(n=len(imgs), hit_rate=float(bad.mean()))
         print(f"   hits, {name:13s}: {rate(bad)}")
-    allhits = np.concatenate(hits)
+    allhits = np.concatenate(list(fam_bad.values()))
     out["non_digit_hit_rate"] = float(allhits.mean())
     print(f"   hits, all non-digits: {rate(allhits)}")
 
     print("\n3. the models' view (sample mode, seed 0): answer confidence and E[n], median [p5, p95]")
-    fam_bad = {k: ood.outside(ood.ink_stats(np.stack(v))) for k, v in fams.items()}
     p5 = lambda a: f"{np.median(a):.3f} [{np.percentile(a, 5):.3f}, {np.percentile(a, 95):.3f}]"    # noqa: E731
+    test_imgs, test_labels = list(mnist.test_x.numpy()), mnist.test_y.tolist()      # once for every model
     for path in [p for p in args.models.split(",") if p]:
         model = load_checkpoint(path, device="cpu").model.eval()
-        t = model_view(model, list(mnist.test_x.numpy()), mnist.test_y.tolist())
+        t = model_view(model, test_imgs, test_labels)
         dr = model_view(model, drawn, drawn_y)
         nd = {k: model_view(model, v) for k, v in fams.items()}
         print(f"   {path}: test accuracy {t['correct'].mean():.4f}, drawn-digit accuracy {dr['correct'].mean():.3f}")
