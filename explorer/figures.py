@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 from ponder.studies import prior_mean
 
 from .style import (CORRECT_COLOR, LEARNED_COLOR, NEUTRAL_COLOR, PALETTE, PRIOR_COLOR, arr, count_axis, halt_marker,
-                    layout, log_ticks, prior_trace, rule, step_axis, step_dtick, steps)
+                    layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_dtick, steps)
 
 
 def prior_fig(lambda_p: float, n_steps: int, title: str = "") -> go.Figure:
@@ -25,8 +25,8 @@ def prior_fig(lambda_p: float, n_steps: int, title: str = "") -> go.Figure:
     tmean = prior_mean(lambda_p, n_steps)
     if abs(tmean - mean) > 0.05:
         rule(fig, x=tmean, line=dict(color=NEUTRAL_COLOR, dash="dot"), text=f"mean truncated at N: {tmean:.2f}")
-    fig.update_xaxes(**step_axis(n_steps))
-    fig.update_yaxes(title="probability of halting at n", rangemode="tozero")
+    set_layout(fig, xaxis=step_axis(n_steps),
+               yaxis=dict(title="probability of halting at n", rangemode="tozero"))
     return layout(fig, title or f"Geometric prior, λp = {lambda_p:g}, N = {n_steps}")
 
 
@@ -40,8 +40,8 @@ def halting_fig(p: Sequence[float], lambda_p: Optional[float] = None, title: str
     if lambda_p is not None:
         fig.add_trace(prior_trace(lambda_p, n))
     halt_marker(fig, halt_step)
-    fig.update_xaxes(**step_axis(n, max_ticks=max_ticks))
-    fig.update_yaxes(title="p_n (halt exactly at n)", rangemode="tozero")
+    set_layout(fig, xaxis=step_axis(n, max_ticks=max_ticks),
+               yaxis=dict(title="p_n (halt exactly at n)", rangemode="tozero"))
     return layout(fig, title or "Halting distribution p_n vs prior")
 
 
@@ -56,8 +56,8 @@ def lambda_fig(lambdas: Sequence[float], lambda_p: Optional[float] = None, title
     if lambda_p is not None:
         rule(fig, y=lambda_p, line=dict(color=PRIOR_COLOR, dash="dash"), text=f"prior's constant λp = {lambda_p:g}")
     halt_marker(fig, halt_step)
-    fig.update_xaxes(**step_axis(n))
-    fig.update_yaxes(title="λ_n", range=[0, 1.05])
+    set_layout(fig, xaxis=step_axis(n),
+               yaxis=dict(title="λ_n", range=[0, 1.05]))
     return layout(fig, title or "λ_n: chance to halt at step n (if still running)")
 
 
@@ -73,8 +73,8 @@ def cumulative_fig(p: Sequence[float], title: str = "", halt_step: Optional[int]
     rule(fig, y=0.5, line=dict(color=NEUTRAL_COLOR, dash="dash"))
     rule(fig, x=median, line=dict(color=NEUTRAL_COLOR, dash="dot"), text=f"median step {median} (P ≥ 0.5)")
     halt_marker(fig, halt_step)
-    fig.update_xaxes(**step_axis(n))
-    fig.update_yaxes(title="P(halted by step n)", range=[0, 1.05], tickvals=[0, 0.25, 0.5, 0.75, 1])
+    set_layout(fig, xaxis=step_axis(n),
+               yaxis=dict(title="P(halted by step n)", range=[0, 1.05], tickvals=[0, 0.25, 0.5, 0.75, 1]))
     return layout(fig, title or "Cumulative halting probability")
 
 
@@ -91,9 +91,9 @@ def step_probs_heatmap(probs, class_names: Optional[Sequence[str]] = None, title
     if halt_step:
         fig.add_shape(type="rect", x0=-0.5, x1=c - 0.5, y0=halt_step - 0.5, y1=halt_step + 0.5,
                       line=dict(color="black", width=2, dash="dot"))
-    fig.update_yaxes(title="step n", autorange="reversed", tickmode="linear", tick0=1,
-                     dtick=step_dtick(n, max_ticks=10), tickformat="d")      # ~20 px a label at HEIGHT
-    fig.update_xaxes(title="class" + (f" (true: {names[truth]})" if truth is not None else ""), type="category")
+    set_layout(fig, yaxis=dict(title="step n", autorange="reversed", tickmode="linear", tick0=1,
+                               dtick=step_dtick(n, max_ticks=10), tickformat="d"),      # ~20 px a label at HEIGHT
+               xaxis=dict(title="class" + (f" (true: {names[truth]})" if truth is not None else ""), type="category"))
     return layout(fig, title or "Class probabilities at each step")
 
 
@@ -119,10 +119,10 @@ def topk_fig(probs: Sequence[float], class_names: Sequence[str], k: int = 3, tru
     fig = go.Figure(go.Bar(x=p[top], y=names, orientation="h", marker_color=colors, text=[f"{p[i]:.1%}" for i in top],
                            textposition="outside", cliponaxis=False, name="probability",
                            hovertemplate="class %{y}<br>probability %{x:.4f}<extra></extra>"))
-    fig.update_xaxes(range=[0, 1.45], tickvals=[0, 0.5, 1], tickformat=".0%", title=None)   # room for "100.0%"
-    fig.update_yaxes(type="category", autorange="reversed", title=None)
+    set_layout(fig, xaxis=dict(range=[0, 1.45], tickvals=[0, 0.5, 1], tickformat=".0%", title=None),   # "100.0%" fits
+               yaxis=dict(type="category", autorange="reversed", title=None))
     layout(fig, title, height=40 + 34 * len(top), showlegend=False)
-    fig.update_layout(margin=dict(l=30, r=10, t=40 if title else 10, b=25))
+    set_layout(fig, margin=dict(l=30, r=10, t=40 if title else 10, b=25))
     return fig
 
 
@@ -173,7 +173,7 @@ def training_fig(history: Sequence[dict], lambda_p: Optional[float] = None, n_st
     fig.update_yaxes(rangemode="tozero", row=1, col=3)
     fig.update_xaxes(**count_axis(xmax))
     layout(fig, title, height=330)
-    return fig.update_layout(margin=dict(t=35 if not title else 12))       # room for the subplot titles
+    return set_layout(fig, margin=dict(t=35 if not title else 12))       # room for the subplot titles
 
 
 def overlay_training_fig(histories: dict, key: str, title: str, ytitle: str, log: bool = False) -> go.Figure:
@@ -189,9 +189,8 @@ def overlay_training_fig(histories: dict, key: str, title: str, ytitle: str, log
         fig.add_trace(go.Scatter(x=x, y=y, name=name, mode="lines+markers" if len(x) < 30 else "lines",
                                  line=dict(color=PALETTE[i % len(PALETTE)]),
                                  hovertemplate=f"{name}<br>step %{{x}}<br>{ytitle} %{{y:.4g}}<extra></extra>"))
-    fig.update_xaxes(**count_axis(xmax))
-    fig.update_yaxes(title=ytitle, type="log" if log else "linear",
-                     **(log_ticks(np.concatenate(ys)) if log and ys else {}))
+    set_layout(fig, xaxis=count_axis(xmax), yaxis=dict(title=ytitle, type="log" if log else "linear",
+                                                       **(log_ticks(np.concatenate(ys)) if log and ys else {})))
     return layout(fig, title)
 
 
@@ -213,8 +212,8 @@ def overlay_halting_fig(series: Sequence[dict], title: str = "") -> go.Figure:
         if s.get("lambda_p") and key not in shown_priors:
             shown_priors.add(key)
             fig.add_trace(prior_trace(s["lambda_p"], key[1], name=f"prior λp={s['lambda_p']:g}, N={key[1]}"))
-    fig.update_xaxes(**step_axis(n_max))
-    fig.update_yaxes(title="p_n", rangemode="tozero")
+    set_layout(fig, xaxis=step_axis(n_max),
+               yaxis=dict(title="p_n", rangemode="tozero"))
     return layout(fig, title or "Halting distributions")
 
 
@@ -229,8 +228,8 @@ def overlay_steps_fig(series: Sequence[dict], key: str, title: str, ytitle: str,
         fig.add_trace(go.Scatter(x=steps(len(y)), y=y, name=s["name"], mode="lines+markers",
                                  line=dict(color=PALETTE[i % len(PALETTE)]), marker=dict(size=6),
                                  hovertemplate=s["name"] + "<br>step %{x}<br>" + ytitle + " %{y:.4f}<extra></extra>"))
-    fig.update_xaxes(**step_axis(n_max))
-    fig.update_yaxes(title=ytitle, range=yrange)
+    set_layout(fig, xaxis=step_axis(n_max),
+               yaxis=dict(title=ytitle, range=yrange))
     return layout(fig, title)
 
 

@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 from ponder.studies import prior_mean, rotation_label
 
 from .style import (CORRECT_COLOR, HEIGHT, LEARNED_COLOR, NEUTRAL_COLOR, PALETTE, PRIOR_COLOR, WRONG_COLOR, arr,
-                    layout, prior_trace, step_axis, steps)
+                    layout, prior_trace, set_layout, step_axis, steps)
 
 
 # ----------------------------------------------------------------------------- λp sweep
@@ -57,7 +57,7 @@ def sweep_grid_fig(rows: Sequence[dict], cols: int = 3) -> go.Figure:
                                x=(xd[0] + xd[1]) / 2, y=(yd[0] + yd[1]) / 2, xanchor="center", yanchor="middle",
                                align="center", font=dict(color=WRONG_COLOR if failed else NEUTRAL_COLOR, size=12))
     layout(fig, "", height=240 * nrows + 40)
-    fig.update_layout(margin=dict(t=30, l=70, b=60))      # room for the panel titles and the shared axis titles
+    set_layout(fig, margin=dict(t=30, l=70, b=60))      # room for the panel titles and the shared axis titles
     return fig
 
 
@@ -90,8 +90,8 @@ def sweep_steps_fig(rows: Sequence[dict], n_steps: int = 20) -> go.Figure:
                              mode="lines+markers", line=dict(color=LEARNED_COLOR), marker=dict(size=9),
                              hovertemplate="%{text}<br>λp %{x:g}<br>mean steps %{y:.2f}<extra></extra>"))
     ymax = max([r["mean_steps"] for r in ok] + [prior_mean(0.05, n_steps), 2.0]) * 1.1
-    fig.update_xaxes(title="λp", range=[0, 1.02])
-    fig.update_yaxes(title="mean halting step", range=[0, ymax])
+    set_layout(fig, xaxis=dict(title="λp", range=[0, 1.02]),
+               yaxis=dict(title="mean halting step", range=[0, ymax]))
     return layout(fig, "Mean halting step vs λp")
 
 
@@ -102,8 +102,8 @@ def sweep_accuracy_fig(rows: Sequence[dict]) -> go.Figure:
                                line=dict(color=CORRECT_COLOR), marker=dict(size=9),
                                hovertemplate="%{text}<br>λp %{x:g}<br>accuracy %{y:.4f}<extra></extra>"))
     lo = min([r["accuracy"] for r in ok] + [0.9])
-    fig.update_xaxes(title="λp", range=[0, 1.02])
-    fig.update_yaxes(title="test accuracy", range=[max(0.0, lo - 0.02), 1.0])
+    set_layout(fig, xaxis=dict(title="λp", range=[0, 1.02]),
+               yaxis=dict(title="test accuracy", range=[max(0.0, lo - 0.02), 1.0]))
     return layout(fig, "Accuracy vs λp", showlegend=False)
 
 
@@ -120,8 +120,8 @@ def rotation_accuracy_fig(rows: Sequence[dict]) -> go.Figure:
                                      text=[rotation_label(r) for r in rr], name=name, mode="lines+markers",
                                      line=dict(color=color), marker=dict(size=9, symbol=sym),
                                      hovertemplate="%{text}<br>accuracy %{y:.4f}<extra></extra>"))
-    fig.update_xaxes(title="rotation angle θ, or range d (degrees)", dtick=15, tickformat="d")
-    fig.update_yaxes(title="accuracy", range=[0, 1.02])
+    set_layout(fig, xaxis=dict(title="rotation angle θ, or range d (degrees)", dtick=15, tickformat="d"),
+               yaxis=dict(title="accuracy", range=[0, 1.02]))
     return layout(fig, "Accuracy vs rotation")
 
 
@@ -140,8 +140,8 @@ def rotation_steps_fig(rows: Sequence[dict]) -> go.Figure:
                                      mode="markers+lines", name=name, marker=dict(size=6),
                                      line=dict(color=NEUTRAL_COLOR, dash="dot" if kind == "fixed" else "dash"),
                                      hovertemplate="%{x}<br>mean halting step %{y:.2f}<extra></extra>"))
-    fig.update_xaxes(title="rotation", type="category")
-    fig.update_yaxes(title="halting step", tickformat="d", rangemode="tozero")
+    set_layout(fig, xaxis=dict(title="rotation", type="category"),
+               yaxis=dict(title="halting step", tickformat="d", rangemode="tozero"))
     return layout(fig, "Halting steps vs rotation")
 
 
@@ -153,8 +153,8 @@ def rotation_halting_fig(rows: Sequence[dict]) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=z, x=steps(n), y=labels, colorscale="Blues", zmin=0,
                                colorbar=dict(title="p_n", thickness=12),
                                hovertemplate="%{y}<br>step %{x}<br>mean p_n %{z:.4f}<extra></extra>"))
-    fig.update_xaxes(**step_axis(n))
-    fig.update_yaxes(title="rotation", type="category", autorange="reversed")
+    set_layout(fig, xaxis=step_axis(n),
+               yaxis=dict(title="rotation", type="category", autorange="reversed"))
     return layout(fig, "Halting distribution per rotation", height=max(HEIGHT, 24 * len(rows) + 100))
 
 
@@ -170,8 +170,8 @@ def confidence_scatter_fig(halt_steps, confidence, correct, title: str = "", see
                                    hovertemplate="halting step %{customdata:d}<br>confidence %{y:.3f}<extra>"
                                                  + name + "</extra>"))
     n = int(np.nanmax(s)) if len(s) else 1
-    fig.update_xaxes(**step_axis(max(n, 1), "halting step (jittered)"))
-    fig.update_yaxes(title="confidence (probability of the answer)", range=[0, 1.02])
+    set_layout(fig, xaxis=step_axis(max(n, 1), "halting step (jittered)"),
+               yaxis=dict(title="confidence (probability of the answer)", range=[0, 1.02]))
     return layout(fig, title or "Halting step vs confidence")
 
 
@@ -184,8 +184,8 @@ def parity_input_fig(x: Sequence[float]) -> go.Figure:
                                colorscale=[[0, "#4C78A8"], [0.5, "#F2F2F2"], [1, "#E45756"]], showscale=False,
                                text=[[f"{int(t):+d}" if t else "0" for t in v]], texttemplate="%{text}",
                                hovertemplate="position %{x}<br>value %{z:+.0f}<extra></extra>", xgap=2))
-    fig.update_xaxes(title="position", tickmode="linear", tick0=1, dtick=1 if len(v) <= 32 else 4, tickformat="d")
-    fig.update_yaxes(visible=False)
+    set_layout(fig, xaxis=dict(title="position", tickmode="linear", tick0=1, dtick=1 if len(v) <= 32 else 4,
+                               tickformat="d"), yaxis=dict(visible=False))
     n_plus = int((v == 1).sum())
     return layout(fig, f"Input: {int((v != 0).sum())} non-zeros, {n_plus} of them +1 → parity "
                         f"{'odd' if n_plus % 2 else 'even'}", height=150)
@@ -203,9 +203,7 @@ def sets_halting_fig(sets: dict, lambda_p: Optional[float] = None, title: str = 
                              hovertemplate=name + "<br>step %{x}<br>mean p_n %{y:.4f}<extra></extra>"))
     if lambda_p is not None:
         fig.add_trace(prior_trace(lambda_p, n))
-    fig.update_layout(barmode="group")
-    fig.update_xaxes(**step_axis(n))
-    fig.update_yaxes(title="mean p_n", rangemode="tozero")
+    set_layout(fig, barmode="group", xaxis=step_axis(n), yaxis=dict(title="mean p_n", rangemode="tozero"))
     return layout(fig, title or "Halting distributions by difficulty")
 
 

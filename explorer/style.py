@@ -97,15 +97,33 @@ def layout(fig: go.Figure, title: str = "", height: int = HEIGHT, **kw) -> go.Fi
     the figure, where it reserves its own rows), and the figure grows by those rows so the plot keeps
     its height. Plotly's toolbar is off (explorer.ui.PLOTLY_CONFIG): it covered titles and legends."""
     rows = legend_rows(legend_names(fig)) if kw.get("showlegend", True) else 0
-    fig.update_layout(title=dict(text=title, x=0, xanchor="left", xref="container", y=1, yanchor="top",
-                                 yref="container", pad=dict(t=8, l=6), automargin=True,
-                                 font=dict(size=15)) if title else None,
+    return set_layout(fig, title=dict(text=title, x=0, xanchor="left", xref="container", y=1, yanchor="top",
+                                      yref="container", pad=dict(t=8, l=6), automargin=True,
+                                      font=dict(size=15)) if title else None,
                       height=height + (25 if title else 0) + (LEGEND_ROW * rows + 12 if rows else 0),
                       margin=dict(l=55, r=20, t=12 if title else 20, b=45),
                       legend=dict(orientation="h", xref="container", x=0, xanchor="left", yref="container",
                                   y=0, yanchor="bottom"),
                       hoverlabel=dict(namelength=-1), **kw)
+
+
+def set_layout(fig: go.Figure, **props) -> go.Figure:
+    """fig.update_layout(**props) for top-level layout properties, at a tenth of its cost: update_layout
+    parses every nested key as a property path (~9 ms a call, half of a digit page's figure time); this
+    assigns each property once, a dict merged into what the property already holds (~0.5 ms); None clears a
+    property, as update_layout does."""
+    lo = fig.layout
+    for key, value in props.items():
+        if isinstance(value, dict):
+            value = _merged(lo[key].to_plotly_json(), value)
+        lo[key] = value
     return fig
+
+
+def _merged(into: dict, new: dict) -> dict:
+    for k, v in new.items():
+        into[k] = _merged(into[k], v) if isinstance(v, dict) and isinstance(into.get(k), dict) else v
+    return into
 
 
 def arr(x) -> np.ndarray:

@@ -28,6 +28,8 @@ def init_lambda_head(head: nn.Linear, lambda_p: float) -> None:
 
     Small weights and bias = logit(lambda_p); an untrained net does not halt at step 1.
     """
+    if head.weight.is_meta:       # shapes only (ponder.memory counts parameters there): no values to set, and
+        return                    # normal_ on the meta device imports torch._dynamo (1.7 s of a process's start)
     lp = min(max(lambda_p, 1e-4), 1 - 1e-4)
     nn.init.normal_(head.weight, std=1e-3)
     nn.init.constant_(head.bias, math.log(lp / (1 - lp)))

@@ -30,6 +30,21 @@ def pytest_configure(config):
     manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
 
 
+def pytest_collection_modifyitems(items):
+    """Longest first. Under pytest-xdist a worker takes the next test (or xdist_group) when it is free, so the
+    run ends when its last long test does: the browser group (~40 s), the benchmarks' group (~12 s) and the
+    tests marked slow start first and the short ones fill in around them (the Ray sweep, collected last, ran
+    alone for the run's final 10 s). The order within each rank is the collection order."""
+    first = {"browser": 0, "bench": 1}
+
+    def rank(item):
+        group = item.get_closest_marker("xdist_group")
+        if group is not None:
+            return first.get(group.args[0], 3)
+        return 2 if item.get_closest_marker("slow") is not None else 3
+    items.sort(key=rank)
+
+
 @pytest.fixture(scope="session")
 def mnist():
     """MNIST from $PONDER_DATA (default ../shared/data); tests that need it skip, with the reason, when

@@ -63,6 +63,33 @@ def server(tmp_path_factory):
         log.close()
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for the module: a launch took ~4 s of CPU."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def new_page(browser):
+    """new_page(width, height) -> a tab of that size in the test's own browser context (one window: its
+    cookies, storage and Streamlit sessions are the test's), closed after the test."""
+    context = browser.new_context()
+
+    def new(width, height):
+        page = context.new_page()
+        page.set_viewport_size({"width": width, "height": height})
+        return page
+    yield new
+    context.close()
+
+
 def draw(page, box, points, steps=10):
     """A mouse stroke through points given as fractions of the canvas box."""
     def at(fx, fy):
@@ -77,31 +104,24 @@ def draw(page, box, points, steps=10):
     page.mouse.up()
 
 
-def test_draw_a_digit_and_see_the_prediction_and_the_per_step_chart(server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1600})
-            page.goto(server)
-            page.get_by_text("Draw a digit in the black box").wait_for(timeout=60000)    # blank canvas: a hint
-            icons = page.locator("link[rel*='icon']").evaluate_all("ls => ls.map(l => l.href)")
-            assert icons and all(h.startswith(server) for h in icons), icons    # served by the app, works offline
-            canvas = page.locator("canvas.upper-canvas").first
-            canvas.wait_for(timeout=60000)
-            box = canvas.bounding_box()
-            draw(page, box, [(0.3, 0.22), (0.72, 0.22), (0.62, 0.45), (0.5, 0.8)])      # a 7
-            page.get_by_text("Per-step answer: class probabilities at step n").wait_for(timeout=60000)
-            assert page.locator("[data-testid=stPlotlyChart]").count() == 5
-            metrics = dict(zip(page.locator("[data-testid=stMetricLabel]").all_inner_texts(),
-                               page.locator("[data-testid=stMetricValue]").all_inner_texts()))
-            metrics = {k.strip(): v.strip() for k, v in metrics.items()}
-            assert metrics["Prediction"] == "7", metrics
-            assert re.fullmatch(r"\d+ / 20", metrics["Halted at step"]), metrics
-            assert page.get_by_text("What the model sees").count() == 1
-        finally:
-            browser.close()
+def test_draw_a_digit_and_see_the_prediction_and_the_per_step_chart(server, new_page):
+    page = new_page(1400, 1600)
+    page.goto(server)
+    page.get_by_text("Draw a digit in the black box").wait_for(timeout=60000)    # blank canvas: a hint
+    icons = page.locator("link[rel*='icon']").evaluate_all("ls => ls.map(l => l.href)")
+    assert icons and all(h.startswith(server) for h in icons), icons    # served by the app, works offline
+    canvas = page.locator("canvas.upper-canvas").first
+    canvas.wait_for(timeout=60000)
+    box = canvas.bounding_box()
+    draw(page, box, [(0.3, 0.22), (0.72, 0.22), (0.62, 0.45), (0.5, 0.8)])      # a 7
+    page.get_by_text("Per-step answer: class probabilities at step n").wait_for(timeout=60000)
+    assert page.locator("[data-testid=stPlotlyChart]").count() == 5
+    metrics = dict(zip(page.locator("[data-testid=stMetricLabel]").all_inner_texts(),
+                       page.locator("[data-testid=stMetricValue]").all_inner_texts()))
+    metrics = {k.strip(): v.strip() for k, v in metrics.items()}
+    assert metrics["Prediction"] == "7", metrics
+    assert re.fullmatch(r"\d+ / 20", metrics["Halted at step"]), metrics
+    assert page.get_by_text("What the model sees").count() == 1
 
 
 def _wait(page, fn, timeout=60.0, what=""):
@@ -117,130 +137,109 @@ def _wait(page, fn, timeout=60.0, what=""):
 
 
 @needs_mnist
-def test_shared_links_a_test_digit_rotated_and_an_upload(server, tmp_path):
+def test_shared_links_a_test_digit_rotated_and_an_upload(server, new_page, tmp_path):
     from PIL import Image, ImageDraw
-    from playwright.sync_api import sync_playwright
 
     seven = tmp_path / "seven.png"
     img = Image.new("L", (300, 400), 255)
     ImageDraw.Draw(img).line([(80, 80), (220, 80), (140, 340)], fill=0, width=25)     # dark ink on paper
     img.save(seven)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1400})
-            page.goto(server + "/?page=sweep&lp=0.35&model=..%2F..%2Fetc")    # a shared link: page, λp, a bad model
-            page.get_by_text("1/λp = 2.86").first.wait_for(timeout=60000)
-            page.get_by_text("Ignored in the link: model=../../etc (this page does not use it).").wait_for(timeout=30000)
-            _wait(page, lambda: "model=" not in page.url, timeout=30, what="the ignored model out of the URL")
-            assert "/sweep" in page.url and "lp=0.35" in page.url
-            page.goto(server + "/?page=digit&model=mnist-rot22")          # page and model
-            page.get_by_text("Draw a digit in the black box").wait_for(timeout=60000)
-            picker = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox] input").first
-            assert picker.input_value().startswith("mnist-rot22"), picker.input_value()
-            page.get_by_role("radio", name="MNIST test digit").click()
-            captions = page.locator("[data-testid=stCaptionContainer]")
-            page.locator("[data-testid=stSelectbox]").filter(has_text="Class").click()
-            page.get_by_role("option", name="3", exact=True).click()
-            _wait(page, lambda: any("label 3" in c for c in captions.all_inner_texts()), what="a 3")
-            rotation = page.locator("[data-testid=stSlider]").filter(has_text="Rotation").get_by_role("slider")
-            # while a page run is under way Streamlit still shows the last run's slider, faded, where the layout
-            # changed (the input source): wait for that run to end
-            _wait(page, lambda: rotation.count() == 1, what="one rotation slider (the page run ended)")
-            rotation.focus()
-            for _ in range(18):                                        # 18 × 5° to the right
-                page.keyboard.press("ArrowRight")
-            _wait(page, lambda: page.get_by_text("What the model sees (28×28, rotated 90°)").count() == 1, what="90°")
-            _wait(page, lambda: page.locator("[data-testid=stPlotlyChart]").count() == 5, what="charts")
-            # the halting mode and seed chosen here survive the results column disappearing (Upload, no file yet)
-            seed_box = page.locator("[data-testid=stNumberInput]").filter(has_text="Seed").locator("input")
-            page.get_by_role("button", name="Sample again").click()
-            _wait(page, lambda: seed_box.input_value() not in ("", "0"), what="a new seed")
-            seed = seed_box.input_value()
-            _wait(page, lambda: page.get_by_text(f"Sampled with seed {seed}").count() == 1, what="the seed's sentence")
-            page.get_by_role("radio", name="deterministic").click()
-            _wait(page, lambda: page.get_by_text("Deterministic:").count() == 1, what="deterministic")
-            page.get_by_role("radio", name="Upload").click()
-            page.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(str(seven))
-            _wait(page, lambda: page.get_by_text("seven.png: cropped to the ink").count() == 1, what="the upload")
-            _wait(page, lambda: page.get_by_text("Deterministic:").count() == 1, what="deterministic still in use")
-            checked = [r.inner_text() for r in page.get_by_role("radio").all() if r.get_attribute("aria-checked") == "true"]
-            assert "deterministic" in checked, checked                # shown as selected, as it is used
-            page.get_by_role("radio", name="sample").click()
-            _wait(page, lambda: page.get_by_text(f"Sampled with seed {seed}").count() == 1, what="the same seed")
-            assert seed_box.input_value() == seed
-            _wait(page, lambda: rotation.count() == 1, what="one rotation slider (the page run ended)")
-            rotation.focus()
-            for _ in range(18):
-                page.keyboard.press("ArrowLeft")
-            _wait(page, lambda: page.get_by_text("What the model sees (28×28)").count() == 1, what="0°")
-            values = lambda: dict(zip(page.locator("[data-testid=stMetricLabel]").all_inner_texts(),   # noqa: E731
-                                      page.locator("[data-testid=stMetricValue]").all_inner_texts()))
-            _wait(page, lambda: values().get("Prediction", "").strip() == "7", what=f"a 7, not {values()}")
-            assert page.locator("[data-testid=stException]").count() == 0
-        finally:
-            browser.close()
+    page = new_page(1280, 1400)
+    page.goto(server + "/?page=sweep&lp=0.35&model=..%2F..%2Fetc")    # a shared link: page, λp, a bad model
+    page.get_by_text("1/λp = 2.86").first.wait_for(timeout=60000)
+    page.get_by_text("Ignored in the link: model=../../etc (this page does not use it).").wait_for(timeout=30000)
+    _wait(page, lambda: "model=" not in page.url, timeout=30, what="the ignored model out of the URL")
+    assert "/sweep" in page.url and "lp=0.35" in page.url
+    page.goto(server + "/?page=digit&model=mnist-rot22")          # page and model
+    page.get_by_text("Draw a digit in the black box").wait_for(timeout=60000)
+    picker = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox] input").first
+    assert picker.input_value().startswith("mnist-rot22"), picker.input_value()
+    page.get_by_role("radio", name="MNIST test digit").click()
+    captions = page.locator("[data-testid=stCaptionContainer]")
+    page.locator("[data-testid=stSelectbox]").filter(has_text="Class").click()
+    page.get_by_role("option", name="3", exact=True).click()
+    _wait(page, lambda: any("label 3" in c for c in captions.all_inner_texts()), what="a 3")
+    rotation = page.locator("[data-testid=stSlider]").filter(has_text="Rotation").get_by_role("slider")
+    # while a page run is under way Streamlit still shows the last run's slider, faded, where the layout
+    # changed (the input source): wait for that run to end
+    _wait(page, lambda: rotation.count() == 1, what="one rotation slider (the page run ended)")
+    rotation.focus()
+    for _ in range(18):                                        # 18 × 5° to the right
+        page.keyboard.press("ArrowRight")
+    _wait(page, lambda: page.get_by_text("What the model sees (28×28, rotated 90°)").count() == 1, what="90°")
+    _wait(page, lambda: page.locator("[data-testid=stPlotlyChart]").count() == 5, what="charts")
+    # the halting mode and seed chosen here survive the results column disappearing (Upload, no file yet)
+    seed_box = page.locator("[data-testid=stNumberInput]").filter(has_text="Seed").locator("input")
+    page.get_by_role("button", name="Sample again").click()
+    _wait(page, lambda: seed_box.input_value() not in ("", "0"), what="a new seed")
+    seed = seed_box.input_value()
+    _wait(page, lambda: page.get_by_text(f"Sampled with seed {seed}").count() == 1, what="the seed's sentence")
+    page.get_by_role("radio", name="deterministic").click()
+    _wait(page, lambda: page.get_by_text("Deterministic:").count() == 1, what="deterministic")
+    page.get_by_role("radio", name="Upload").click()
+    page.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(str(seven))
+    _wait(page, lambda: page.get_by_text("seven.png: cropped to the ink").count() == 1, what="the upload")
+    _wait(page, lambda: page.get_by_text("Deterministic:").count() == 1, what="deterministic still in use")
+    checked = [r.inner_text() for r in page.get_by_role("radio").all() if r.get_attribute("aria-checked") == "true"]
+    assert "deterministic" in checked, checked                # shown as selected, as it is used
+    page.get_by_role("radio", name="sample").click()
+    _wait(page, lambda: page.get_by_text(f"Sampled with seed {seed}").count() == 1, what="the same seed")
+    assert seed_box.input_value() == seed
+    _wait(page, lambda: rotation.count() == 1, what="one rotation slider (the page run ended)")
+    rotation.focus()
+    for _ in range(18):
+        page.keyboard.press("ArrowLeft")
+    _wait(page, lambda: page.get_by_text("What the model sees (28×28)").count() == 1, what="0°")
+    values = lambda: dict(zip(page.locator("[data-testid=stMetricLabel]").all_inner_texts(),   # noqa: E731
+                              page.locator("[data-testid=stMetricValue]").all_inner_texts()))
+    _wait(page, lambda: values().get("Prediction", "").strip() == "7", what=f"a 7, not {values()}")
+    assert page.locator("[data-testid=stException]").count() == 0
 
 
-def test_reload_during_training_comes_back_and_a_new_tab_cancels_the_run(server):
+def test_reload_during_training_comes_back_and_a_new_tab_cancels_the_run(server, new_page):
     """Start a parity run, reload the tab (the job is in the address), see its progress again; open the
     Train page in a new tab (another session), see the machine's job there and cancel it: a partial run."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            tabs = browser.new_context(viewport={"width": 1280, "height": 1200})    # one browser window, two tabs
-            page = tabs.new_page()
-            page.goto(server + "/?page=train")
-            sidebar = page.locator("[data-testid=stSidebar]")
-            sidebar.get_by_role("button", name="Start training").wait_for(timeout=60000)
-            sidebar.locator("[data-testid=stRadio] label").filter(has_text="Parity").click()
-            name = sidebar.locator("[data-testid=stTextInput] input").first
-            sizes = (("Hidden size", "16"), ("Batch size", "32"), ("N (most steps)", "6"),   # small steps,
-                     ("Epochs", "100"))                                             # still running when cancelled
-            # the MNIST form fades out while the page reruns: wait until each field is there once, the parity one's
-            _wait(page, lambda: name.input_value().startswith("parity-") and
-                  all(sidebar.get_by_label(label, exact=True).count() == 1 for label, _ in sizes), what="the parity form")
-            name.fill("browser-reload")
-            for label, value in sizes:
-                sidebar.get_by_label(label, exact=True).fill(value)
-            sidebar.get_by_role("button", name="Start training").click()
-            progress = page.locator("[data-testid=stProgress]")
-            progress.wait_for(timeout=60000)
-            _wait(page, lambda: "job=" in page.url, what="the job in the address")
-            page.reload()                                                   # a new session, same address
-            progress.wait_for(timeout=60000)
-            assert page.get_by_text("Back to job").count() == 1
-            other = tabs.new_page()                                          # another tab, a plain address
-            other.goto(server + "/?page=train")
-            other.get_by_text("started elsewhere").wait_for(timeout=60000)
-            other.get_by_role("button", name="Cancel").dispatch_event("click")    # the live view redraws every second
-            other.get_by_text("cancelled from another session at step").wait_for(timeout=60000)
-            assert other.get_by_text("Partial run").count() == 1 and other.get_by_text("runs/browser-reload").count() == 1
-            assert page.locator("[data-testid=stException]").count() == other.locator("[data-testid=stException]").count() == 0
-        finally:
-            browser.close()
+    page = new_page(1280, 1200)
+    page.goto(server + "/?page=train")
+    sidebar = page.locator("[data-testid=stSidebar]")
+    sidebar.get_by_role("button", name="Start training").wait_for(timeout=60000)
+    sidebar.locator("[data-testid=stRadio] label").filter(has_text="Parity").click()
+    name = sidebar.locator("[data-testid=stTextInput] input").first
+    sizes = (("Hidden size", "16"), ("Batch size", "32"), ("N (most steps)", "6"),   # small steps,
+             ("Epochs", "100"))                                             # still running when cancelled
+    # the MNIST form fades out while the page reruns: wait until each field is there once, the parity one's
+    _wait(page, lambda: name.input_value().startswith("parity-") and
+          all(sidebar.get_by_label(label, exact=True).count() == 1 for label, _ in sizes), what="the parity form")
+    name.fill("browser-reload")
+    for label, value in sizes:
+        sidebar.get_by_label(label, exact=True).fill(value)
+    sidebar.get_by_role("button", name="Start training").click()
+    progress = page.locator("[data-testid=stProgress]")
+    progress.wait_for(timeout=60000)
+    _wait(page, lambda: "job=" in page.url, what="the job in the address")
+    page.reload()                                                   # a new session, same address
+    progress.wait_for(timeout=60000)
+    assert page.get_by_text("Back to job").count() == 1
+    other = new_page(1280, 1200)                                     # another tab, a plain address
+    other.goto(server + "/?page=train")
+    other.get_by_text("started elsewhere").wait_for(timeout=60000)
+    other.get_by_role("button", name="Cancel").dispatch_event("click")    # the live view redraws every second
+    other.get_by_text("cancelled from another session at step").wait_for(timeout=60000)
+    assert other.get_by_text("Partial run").count() == 1 and other.get_by_text("runs/browser-reload").count() == 1
+    assert page.locator("[data-testid=stException]").count() == other.locator("[data-testid=stException]").count() == 0
 
 
-def test_parity_at_1280px_shows_the_whole_mode_control_and_one_metric_size_a_row(server):
+def test_parity_at_1280px_shows_the_whole_mode_control_and_one_metric_size_a_row(server, new_page):
     # At 1280 px the halting mode control sat in a ~240 px column with "expected" cut off, and the CSS that
     # shrinks a narrow metric's value gave "E[n] 9.87" (a 120 px box) a smaller font than "odd" beside it.
     # A real browser is the only place layout can be seen (about 5 s: the page loads parity-15).
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            page.goto(server + "/?page=parity")
-            values = page.locator("[data-testid=stMetricValue]")
-            values.nth(2).wait_for(timeout=60000)
-            group = page.get_by_role("radiogroup", name="Halting mode")
-            box, last = group.bounding_box(), group.get_by_text("expected").bounding_box()
-            scroll, width = group.evaluate("e => [e.scrollWidth, e.clientWidth]")
-            assert scroll <= width and last["x"] + last["width"] <= box["x"] + box["width"], (scroll, width, last, box)
-            sizes = values.evaluate_all("es => es.map(e => getComputedStyle(e).fontSize)")
-            assert len(sizes) == 3 and len(set(sizes)) == 1, sizes                      # odd, 13 / 20, 9.87
-        finally:
-            browser.close()
+    page = new_page(1280, 800)
+    page.goto(server + "/?page=parity")
+    values = page.locator("[data-testid=stMetricValue]")
+    values.nth(2).wait_for(timeout=60000)
+    group = page.get_by_role("radiogroup", name="Halting mode")
+    box, last = group.bounding_box(), group.get_by_text("expected").bounding_box()
+    scroll, width = group.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert scroll <= width and last["x"] + last["width"] <= box["x"] + box["width"], (scroll, width, last, box)
+    sizes = values.evaluate_all("es => es.map(e => getComputedStyle(e).fontSize)")
+    assert len(sizes) == 3 and len(set(sizes)) == 1, sizes                      # odd, 13 / 20, 9.87

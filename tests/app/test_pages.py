@@ -502,6 +502,9 @@ def test_two_sessions_start_training_at_the_same_moment(runs):
     assert "started elsewhere" in texts(busy[0])                                # ... and whose job it shows
     winner = next(at for at in sessions if at is not busy[0])
     assert "started elsewhere" not in texts(winner)
+    # a cancel before the first step saves nothing ("Not saved."): on a loaded machine the job had not begun
+    # training when the click came; its live curves show once steps are logged
+    poll(winner, lambda a: len(charts(a)) == 2)
     winner.button(key="train_cancel").click()                   # one job trained; no need to wait for its end
     poll(winner, lambda a: any("Partial run**: cancelled" in w.value for w in a.warning), timeout=60)
     names = [p.name for p in runs.iterdir() if p.name.startswith("race-")]

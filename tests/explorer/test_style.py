@@ -22,6 +22,29 @@ def test_log_ticks_by_hand():
     assert style.log_ticks([0, -1, float("nan")]) == {}
 
 
+def test_set_layout_does_what_update_layout_does():
+    # every figure helper sets its layout through set_layout (a tenth of update_layout's cost); these cases
+    # are the kinds of value they pass: a dict merged into what is there, a title as a plain string (its
+    # text), a list (replaced), None (clears the property), a plain value
+    def made():
+        fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))
+        fig.layout.margin = dict(l=5, t=7)
+        fig.layout.xaxis = dict(title=dict(text="old", font=dict(size=9)), range=[0, 1])
+        fig.layout.title = dict(text="kept")
+        return fig
+
+    props = dict(margin=dict(l=55, b=45), xaxis=dict(title="step n", range=[0.4, 20.6], tickvals=[1, 5]),
+                 yaxis=dict(title=None, rangemode="tozero"), title=None, height=345, showlegend=False)
+    fast, slow = style.set_layout(made(), **props), made().update_layout(**props)
+
+    def shown(d):                                        # an empty property ({}) is the same as none
+        d = {k: shown(v) if isinstance(v, dict) else v for k, v in d.items()}
+        return {k: v for k, v in d.items() if v != {}}
+    assert shown(fast.layout.to_plotly_json()) == shown(slow.layout.to_plotly_json())
+    assert fast.layout.margin.l == 55 and fast.layout.margin.t == 7 and fast.layout.title.text is None
+    assert fast.layout.xaxis.title.text == "step n" and fast.layout.xaxis.range == (0.4, 20.6)
+
+
 def test_a_rule_is_a_shape_and_a_legend_entry():
     fig = go.Figure()
     style.rule(fig, x=3, line=dict(color="red"), text="halted at step 3")

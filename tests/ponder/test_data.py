@@ -33,6 +33,37 @@ def test_decompresses_gz_into_raw(tmp_path):
     assert m.test_x.shape == (10000, 28, 28)
 
 
+@needs_mnist
+def test_the_idx_reader_gives_torchvisions_mnist(mnist):
+    from torchvision.datasets import MNIST
+    train, test = MNIST(DATA_DIR, train=True), MNIST(DATA_DIR, train=False)
+    assert torch.equal(mnist.test_x, test.data) and torch.equal(mnist.test_y, test.targets)
+    perm = torch.randperm(60000, generator=torch.Generator().manual_seed(D.SPLIT_SEED))     # the seeded split
+    assert torch.equal(mnist.val_x, train.data[perm[:D.N_VAL]]) and torch.equal(mnist.train_y, train.targets[perm[D.N_VAL:]])
+    assert mnist.train_y.dtype == train.targets.dtype == torch.int64
+
+
+def test_idx_files_are_read_by_their_header(tmp_path):
+    # magic 0x00000803 (unsigned bytes, 3 dims), sizes 2 × 1 × 3, then the 6 bytes
+    good = tmp_path / "good"
+    good.write_bytes(bytes([0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3, 1, 2, 3, 4, 5, 255]))
+    assert D.read_idx(good, 3).tolist() == [[[1, 2, 3]], [[4, 5, 255]]]
+    for bad in (good.read_bytes()[:-1], good.read_bytes()[:10], bytes([0, 0, 8, 1]) + good.read_bytes()[4:]):
+        good.write_bytes(bad)                                     # truncated body, truncated header, labels' magic
+        with pytest.raises(ValueError, match="good is not an IDX file"):
+            D.read_idx(good, 3)
+
+
+def test_a_corrupt_file_is_named_in_the_error(tmp_path):
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for name in D.MNIST_FILES:
+        (raw / name).write_bytes(b"not mnist")
+    with pytest.raises(D.DataError, match="train-images-idx3-ubyte is not an IDX file") as e:
+        D.load_mnist(str(tmp_path), download=False)
+    assert "--data-dir" in str(e.value) and e.value.download_failed == ""
+
+
 def test_missing_folder_names_folder_and_remedies(tmp_path):
     with pytest.raises(D.DataError) as e:
         D.load_mnist(str(tmp_path / "nothing"), download=False)

@@ -116,14 +116,17 @@ def test_ray_backend_without_ray_installed_is_one_line(tmp_path, monkeypatch):
     assert_one_line(e, "backend must be one of local, ray")
 
 
+@pytest.mark.slow
 def test_a_ray_sweep_on_a_local_ray(tmp_path, monkeypatch):
-    """Ray started by run_sweep (a local Ray: this machine's CPUs, 2 here), one CPU a trial, its workers at nice 0
-    (Ray's default 15 starved them behind any busy process), and shut down."""
+    """Ray started by run_sweep (a local Ray: this machine's CPUs, 2 here), its workers at nice 0 (Ray's default
+    15 starved them behind any busy process), and shut down. Two CPUs a trial: on 2 cores the trials run one
+    after the other in one Ray worker, which imports torch once (each worker's start cost ~4.7 s of CPU)."""
     import ray
     inits = []
     real_init = ray.init
     monkeypatch.setattr(ray, "init", lambda *a, **kw: inits.append(kw) or real_init(*a, **kw))
-    trials = S.run_sweep(plan(["lambda_p=0.2", "beta=0.01,1e38"]), tmp_path / "sw", "ray", eval_limit=100)
+    trials = S.run_sweep(plan(["lambda_p=0.2", "beta=0.01,1e38"]), tmp_path / "sw", "ray", eval_limit=100,
+                         cpus_per_trial=2)
     assert not ray.is_initialized()
     assert [kw["_system_config"]["worker_niceness"] for kw in inits] == [0]
     assert [t.status for t in trials] == ["completed", "failed"]
