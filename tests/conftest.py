@@ -2,6 +2,7 @@
 (CI: ../shared/data)."""
 
 import functools
+import gc
 import os
 
 import pytest
@@ -28,6 +29,27 @@ def pytest_configure(config):
     # change during a test run, so the scan runs once.
     from streamlit.components.v2 import manifest_scanner
     manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
+    # AppTest waits for a script run by polling every 1 ms (local_script_runner.require_widgets_deltas): ~1,000
+    # wake-ups a second that take the GIL from the script thread (3.6 s of CPU over tests/app/test_pages.py).
+    # Waiting on the script thread ends at the same moment; a run past its timeout fails as before.
+    from streamlit.testing.v1 import local_script_runner
+    local_script_runner.require_widgets_deltas = functools.partial(_wait_for_script,
+                                                                   local_script_runner.require_widgets_deltas)
+    # The objects of the imports above (torch, Streamlit: ~385k) live as long as the process: out of the
+    # collector's sight, each full collection (about 20 a worker, and 5 more when pytest ends) took ~160 ms.
+    gc.freeze()
+
+
+def _wait_for_script(polling_wait, runner, timeout: float = 3) -> None:
+    """local_script_runner.require_widgets_deltas (polling_wait) without its 1 ms polling."""
+    thread = getattr(runner, "_script_thread", None)
+    if thread is None:                           # not the runner this was written for: its own wait
+        return polling_wait(runner, timeout)
+    thread.join(timeout)
+    if thread.is_alive():                        # what polling_wait does at its timeout
+        runner.request_stop()
+        runner.join()
+        raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
 
 
 def pytest_collection_modifyitems(items):
