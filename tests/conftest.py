@@ -57,7 +57,7 @@ def pytest_collection_modifyitems(items):
     run ends when its last long test does: the browser group (~40 s), the benchmarks' group (~12 s) and the
     tests marked slow start first and the short ones fill in around them (the Ray sweep, collected last, ran
     alone for the run's final 10 s). The order within each rank is the collection order."""
-    first = {"browser": 0, "bench": 1}
+    first = {"browser": 0, "pages": 1, "bench": 1}
 
     def rank(item):
         group = item.get_closest_marker("xdist_group")

@@ -30,6 +30,9 @@ from ponder.lifecycle import card_metrics
 TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",
             log_every=5)
 DIVERGING = dict(TINY, beta=1e38)            # the KL weight overflows the gradient at the first step
+# under pytest-xdist one worker runs the module: its runs folder, its job registry and the pages' first imports
+# are set up once
+pytestmark = pytest.mark.xdist_group("pages")
 
 
 @pytest.fixture(scope="module")
@@ -474,8 +477,17 @@ def _start(at, name, epochs):
     return at
 
 
-def test_two_sessions_start_training_at_the_same_moment(runs):
-    idle_registry()
+def test_two_sessions_start_training_at_the_same_moment(runs, monkeypatch):
+    reg = idle_registry()
+    # Both clicks reach the registry at the same moment: each page run waits there for the other. (Started
+    # together, one page run could end before the other began on a loaded machine; AppTest's runtime is one
+    # for the process, and the first run to end removed it under the other: "Runtime hasn't been created!")
+    both_there, submit = threading.Barrier(2), reg.submit
+
+    def submit_together(*args, **kw):
+        both_there.wait(60)
+        return submit(*args, **kw)
+    monkeypatch.setattr(reg, "submit", submit_together)
     # 1,000 tiny steps (a few seconds): the first job is still running when the other start arrives,
     # even on a loaded machine where one session's run can lag the other's by a second
     sessions = [_start(open_app("pages/train.py"), f"race-{i}", 2.0) for i in range(2)]
