@@ -3,8 +3,9 @@
 MNIST is read from a local folder (--data-dir or $PONDER_DATA): the four .gz files in
 <root>/MNIST/raw/ are decompressed there on first use and read as IDX files here (numpy,
 no torchvision import: that took ~2 s of CPU in every process that loads MNIST). With no
-local copy it falls back to torchvision's download. Images stay uint8 [N, 28, 28] on the device; normalisation and rotation
-happen per batch on that device (no DataLoader, no per-image PIL).
+local copy it falls back to torchvision's download. Images stay uint8 [N, 28, 28] on the
+device; normalisation and rotation happen per batch on that device (no DataLoader, no
+per-image PIL).
 """
 from __future__ import annotations
 

@@ -54,9 +54,10 @@ def _wait_for_script(polling_wait, runner, timeout: float = 3) -> None:
 
 def pytest_collection_modifyitems(items):
     """Longest first. Under pytest-xdist a worker takes the next test (or xdist_group) when it is free, so the
-    run ends when its last long test does: the browser group (~40 s), the benchmarks' group (~12 s) and the
-    tests marked slow start first and the short ones fill in around them (the Ray sweep, collected last, ran
-    alone for the run's final 10 s). The order within each rank is the collection order."""
+    run ends when its last long test does: the browser group (~45 s), the page tests' and the benchmarks' groups
+    (~35 s and ~10 s) and the tests marked slow start first and the short ones fill in around them (the Ray
+    sweep, collected last, ran alone for the run's final 10 s). The order within each rank is the collection
+    order."""
     first = {"browser": 0, "pages": 1, "bench": 1}
 
     def rank(item):
