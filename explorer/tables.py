@@ -120,7 +120,7 @@ def compare_rows(entries, metrics: dict) -> list:
     rows, has_sweep = [], any(e.sweep for e in entries)
     for e in entries:
         m = metrics.get(e.name) or {}
-        easy, hard = mean_expected_steps(m.get("easy") or {}), mean_expected_steps(m.get("hard") or {})
+        easy, hard = easy_hard_expected_steps(m)
         rows.append({"model": e.name, **({"sweep": e.sweep or None} if has_sweep else {}),
                      "task": e.card.get("task"), "status": e.card.get("status"), "λp": e.card.get("lambda_p"),
                      "regulariser": regulariser_name(e.card.get("train")), "N": e.card.get("max_steps"),
@@ -149,11 +149,15 @@ def parity_card_line(card: dict) -> str:
     """What a parity run's card recorded when it was saved (the numbers `python -m ponder evaluate RUN --json`
     and the README give): accuracy, E[n] on the easy and the hard k, and their gap. '' without them."""
     t = test_metrics(card)
-    easy, hard = t.get("easy") or {}, t.get("hard") or {}
-    e, h = mean_expected_steps(easy), mean_expected_steps(hard)
+    e, h = easy_hard_expected_steps(t)
     if t.get("accuracy") is None or e is None or h is None:
         return ""
-    k = lambda r: "–".join(str(v) for v in r.get("k_range", ()))      # noqa: E731
+    k = lambda name: "–".join(str(v) for v in t[name].get("k_range", ()))      # noqa: E731
     return (f"Measured when the run was saved ({t.get('n', 0):,} problems, sample mode; its card, as `python -m "
             f"ponder evaluate --json` gives it): accuracy {100 * t['accuracy']:.2f} %; expected steps E[n] "
-            f"{e:.2f} on easy k {k(easy)}, {h:.2f} on hard k {k(hard)}: hard − easy {h - e:+.2f}.")
+            f"{e:.2f} on easy k {k('easy')}, {h:.2f} on hard k {k('hard')}: hard − easy {h - e:+.2f}.")
+
+
+def easy_hard_expected_steps(metrics: dict) -> tuple:
+    """(mean E[n] on the easy k, on the hard k) of a parity run's test metrics; None where not measured."""
+    return mean_expected_steps(metrics.get("easy") or {}), mean_expected_steps(metrics.get("hard") or {})

@@ -99,9 +99,12 @@ def load_mnist(data_dir: Optional[str] = None, download: bool = True) -> Mnist:
     root = Path(data_dir or default_data_dir()).expanduser()
     try:
         train_x, train_y, test_x, test_y = _read_raw(_prepare_raw(root) / "MNIST" / "raw")
-    except (OSError, ValueError) as missing:
+    except ValueError as bad:              # there but unreadable: a download would keep the same files
+        raise DataError(f"{bad}: delete it (a decompressed file is made again from its .gz) or put good MNIST "
+                        f"files there, or pass --data-dir with another folder (or set PONDER_DATA)") from None
+    except OSError:
         if not download:
-            raise DataError(_missing_message(root, missing)) from None
+            raise DataError(_missing_message(root)) from None
         try:
             from torchvision.datasets import MNIST
             root.mkdir(parents=True, exist_ok=True)
@@ -136,10 +139,8 @@ def _read_raw(raw: Path):
             read_idx(files[2], 3), read_idx(files[3], 1).long())
 
 
-def _missing_message(root: Path, why: Optional[Exception] = None) -> str:
-    unreadable = isinstance(why, ValueError)             # there, but not MNIST's format: say which file
-    return ((f"{why}. " if unreadable else "") +
-            f"MNIST not found in {root.resolve()}/MNIST/raw/. Either put the four MNIST .gz files "
+def _missing_message(root: Path) -> str:
+    return (f"MNIST not found in {root.resolve()}/MNIST/raw/. Either put the four MNIST .gz files "
             f"there (train-images-idx3-ubyte.gz, ...) and pass --data-dir {root} (or set PONDER_DATA), "
             f"or run once with internet access so torchvision can download it.")
 

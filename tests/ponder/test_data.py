@@ -59,9 +59,10 @@ def test_a_corrupt_file_is_named_in_the_error(tmp_path):
     raw.mkdir(parents=True)
     for name in D.MNIST_FILES:
         (raw / name).write_bytes(b"not mnist")
-    with pytest.raises(D.DataError, match="train-images-idx3-ubyte is not an IDX file") as e:
-        D.load_mnist(str(tmp_path), download=False)
-    assert "--data-dir" in str(e.value) and e.value.download_failed == ""
+    for download in (False, True):             # present but unreadable: no download is tried, the file is named
+        with pytest.raises(D.DataError, match="train-images-idx3-ubyte is not an IDX file") as e:
+            D.load_mnist(str(tmp_path), download=download)
+        assert "--data-dir" in str(e.value) and e.value.download_failed == ""
 
 
 def test_missing_folder_names_folder_and_remedies(tmp_path):
