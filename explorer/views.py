@@ -193,6 +193,10 @@ def run_result_ui(run: RunState) -> None:
                    f"({CHANCE[task]:.0%} by guessing); try a smaller learning rate or β.{acc}{where}")
     elif run.status == "completed":
         st.success(f"{head} Completed{' (' + reason + ')' if reason else ''}.{acc}{where}")
+    elif run.status == "cancelled" and not run.steps:
+        who = " from another session" if "another session" in run.reason else ""
+        st.info(f"**{plain(run.name)}** was cancelled{who} before its first training step, so there is nothing "
+                f"to save.")
     elif run.status == "cancelled":
         st.warning(f"{head} **Partial run**: {reason}.{acc}{where}")
     elif run.status == "failed":

@@ -223,6 +223,11 @@ def test_reload_during_training_comes_back_and_a_new_tab_cancels_the_run(server,
     other = new_page(1280, 1200)                                     # another tab, a plain address
     other.goto(server + "/?page=train")
     other.get_by_text("started elsewhere").wait_for(timeout=60000)
+    # cancel once a training step is logged: on a loaded machine the job can still be importing torch when the
+    # tab opens, and a cancel then saves nothing (test_a_cancel_before_the_first_step_says_so_in_one_sentence)
+    bar = other.locator("[data-testid=stProgress]")
+    _wait(other, lambda: re.search(r"step [1-9][\d,]* of", bar.inner_text(timeout=1000)), timeout=120,
+          what="a logged training step")
     other.get_by_role("button", name="Cancel").dispatch_event("click")    # the live view redraws every second
     other.get_by_text("cancelled from another session at step").wait_for(timeout=60000)
     assert other.get_by_text("Partial run").count() == 1 and other.get_by_text("runs/browser-reload").count() == 1

@@ -1,4 +1,4 @@
-"""explorer/views.py: what the Train page's progress line says during and after the training loop (issue 15, item 4)."""
+"""explorer/views.py: what the Train page says during and after the training loop."""
 from streamlit.testing.v1 import AppTest
 
 
@@ -35,3 +35,32 @@ def test_the_progress_line_shows_the_forecast_while_training_and_the_phase_after
                         ("evaluating", "measuring it on test data")):
         text = progress_text((phase, 84, 84))
         assert f"trained 84 steps in 15 s · now {what}" in text and "of about" not in text, text
+
+
+def result_app():
+    import streamlit as st
+
+    from explorer import views
+    from explorer.jobs import RunState
+    from ponder.config import TrainConfig
+    steps, reason, run_dir = st.session_state["case"]
+    views.run_result_ui(RunState(name="r", config=TrainConfig(max_steps=2), status="cancelled", reason=reason,
+                                 steps=steps, seconds=0.0, run_dir=run_dir))
+
+
+def result_boxes(case):
+    at = AppTest.from_function(result_app)
+    at.session_state["case"] = case
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return [(kind, e.value) for kind in ("info", "warning", "success", "error") for e in getattr(at, kind)]
+
+
+def test_a_cancel_before_the_first_step_says_so_in_one_sentence():
+    boxes = result_boxes((0, "cancelled from another session at step 0; cancelled before the first step; "
+                             "nothing to save", None))
+    assert boxes == [("info", "**r** was cancelled from another session before its first training step, so "
+                              "there is nothing to save.")], boxes
+    # a cancel after some steps is a partial run, saved where it says
+    (kind, text), = result_boxes((12, "cancelled at step 12", "/tmp/runs/r"))
+    assert kind == "warning" and "**Partial run**: cancelled at step 12." in text and "Not saved" not in text
