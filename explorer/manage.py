@@ -7,7 +7,8 @@ from typing import Optional
 
 import streamlit as st
 
-from ponder.runs import ModelEntry
+from ponder.manage import run_identity
+from ponder.runs import ModelEntry, runs_root
 
 from . import tables
 
@@ -20,7 +21,8 @@ def changed(message: str, pick: Optional[str] = None) -> None:
     st.session_state[FLASH] = message
     if pick:
         st.session_state[NEXT_PICK] = pick
-    st.session_state.pop(CONFIRM, None)
+    for k in [k for k in list(st.session_state.keys()) if str(k).startswith(CONFIRM)]:
+        st.session_state.pop(k, None)
     st.session_state[CLEAR] = True                  # the rename box starts empty again
     st.rerun()
 
@@ -57,8 +59,17 @@ def export_ui(entry: ModelEntry, data: bytes) -> None:
                        help="model.safetensors, run.json and metrics.jsonl in one .zip; Import below takes it back.")
 
 
-def rename_ui(entry: ModelEntry) -> Optional[str]:
-    """The new name typed, when Rename is pressed."""
+def shown_identity(entry: ModelEntry, key: str) -> str:
+    """run_identity() of the run as this page showed it the run before (kept under `key`): a change submitted
+    now applies to that run, not to another one given its name meanwhile ('gone' when it had vanished)."""
+    before = st.session_state.get(key)
+    st.session_state[key] = (entry.name, run_identity(entry.path) or "gone")
+    return (before if before and before[0] == entry.name else st.session_state[key])[1]
+
+
+def rename_ui(entry: ModelEntry) -> Optional[tuple[str, str]]:
+    """(the new name typed, shown_identity of the run) when Rename is pressed."""
+    shown = shown_identity(entry, "_runs_rename_shown")
     if st.session_state.pop(CLEAR, False):
         st.session_state["runs_new_name"] = ""
     with st.form("runs_rename", border=False):
@@ -67,20 +78,42 @@ def rename_ui(entry: ModelEntry) -> Optional[str]:
         go = st.form_submit_button("Rename", key="runs_rename_go", icon=":material/edit:")
     if go and not new.strip():
         st.warning("Type the new name first.")
-    return new if go and new.strip() else None
+    return (new, shown) if go and new.strip() else None
 
 
-def delete_ui(entry: ModelEntry, label: str = "Delete…", what: str = "") -> bool:
-    """True once the deletion is confirmed (the button, then 'Yes, delete it'); `what` names what goes
-    (default: this run, its weights, card and training history)."""
-    if st.button(label, key="runs_delete", icon=":material/delete:"):
-        st.session_state[CONFIRM] = entry.name
-    if st.session_state.get(CONFIRM) != entry.name:
-        return False
+def delete_ui(entry: ModelEntry, label: str = "Delete…", what: str = "", key: str = "runs_delete") -> Optional[str]:
+    """Once the deletion is confirmed (the button, then 'Yes, delete it'): the run_identity() of the run the
+    button was pressed on ('gone' if it had vanished), else None. `what` names what goes (default: this run,
+    its weights, card and training history); `key` the buttons' key (and the confirmation's)."""
+    confirm = CONFIRM + key
+    if st.button(label, key=key, icon=":material/delete:"):
+        st.session_state[confirm] = (entry.name, run_identity(entry.path) or "gone")
+    asked = st.session_state.get(confirm)
+    if not asked or asked[0] != entry.name:
+        return None
     what = what or f"{entry.name} for good? Its weights, card and training history are removed."
     st.warning(f"Delete {tables.plain(what)} This cannot be undone.")
     yes, no = st.columns(2)
-    if no.button("Cancel", key="runs_delete_cancel"):
-        st.session_state.pop(CONFIRM, None)
+    if no.button("Cancel", key=f"{key}_cancel"):
+        st.session_state.pop(confirm, None)
         st.rerun()
-    return yes.button("Yes, delete it", type="primary", key="runs_delete_yes")
+    return asked[1] if yes.button("Yes, delete it", type="primary", key=f"{key}_yes") else None
+
+
+def unreadable_ui(problems: list) -> Optional[tuple[str, str]]:
+    """The runs whose card cannot be read, each with why; (name, identity) of one to delete once confirmed
+    (only runs directly in the runs folder: a sweep's trial goes with its sweep)."""
+    if not problems:
+        return None
+    with st.expander(f"{len(problems)} run{'s' * (len(problems) != 1)} that cannot be read", expanded=True,
+                     icon=":material/warning:"):
+        for name, why in problems:
+            st.text(f"{name}: {why}")
+        names = [n for n, _ in problems if n.count("/") == 1]
+        if not names:
+            return None
+        name = st.selectbox("Unreadable run", names, key="runs_bad_pick")
+        entry = ModelEntry(name=name, path=runs_root() / name.split("/", 1)[1], source="run", card={})
+        shown = delete_ui(entry, "Delete the unreadable run…",
+                          f"{name} for good? Its files are removed, whatever they hold.", key="runs_bad_delete")
+        return (name.split("/", 1)[1], shown) if shown else None

@@ -4,7 +4,7 @@ import streamlit as st
 
 from explorer import forms, loaders, manage, ui
 from ponder import manage as runs
-from ponder.runs import runs_root
+from ponder.runs import runs_root, unreadable_runs
 
 ui.app_guard("runs")
 st.title("Runs")
@@ -13,6 +13,11 @@ st.caption(f"Your runs (the runs folder {runs_root()}, set by PONDER_RUNS) and t
            "until a page measures it: the test numbers in an uploaded card are not trusted.")
 manage.flash_ui()
 entries = loaders.models()
+bad = manage.unreadable_ui(unreadable_runs())
+if bad:
+    with ui.user_errors(stop=False):
+        runs.delete_run(bad[0], identity=bad[1])
+        manage.changed(f"Deleted runs/{bad[0]}.")
 manage.runs_table_ui(entries)
 entry = manage.pick_run_ui(entries)
 
@@ -32,16 +37,18 @@ elif entry.sweep:
                 manage.changed(f"Deleted the sweep runs/{entry.sweep} and its {k} trial{'s' * (k != 1)}.")
 else:
     with c2:
-        new = manage.rename_ui(entry)
-        if new is not None:
+        renamed = manage.rename_ui(entry)
+        if renamed is not None:
+            new, shown = renamed
             with ui.user_errors(stop=False):
-                dest = runs.rename_run(entry.path.name, new)
+                dest = runs.rename_run(entry.path.name, new, identity=shown)
                 note = "" if dest.name == new else f" (you typed {new!r}; a name keeps letters, digits, '.', '_', '-')"
                 manage.changed(f"Renamed {entry.name} to runs/{dest.name}{note}.", pick=f"runs/{dest.name}")
     with c3:
-        if manage.delete_ui(entry):
+        shown = manage.delete_ui(entry)
+        if shown:
             with ui.user_errors(stop=False):
-                runs.delete_run(entry.path.name)
+                runs.delete_run(entry.path.name, identity=shown)
                 manage.changed(f"Deleted {entry.name}.")
 
 imported = forms.import_run_ui(st.container())

@@ -32,6 +32,10 @@ CARD_STRINGS = ("name", "status", "reason", "device", "created", "ponder_version
 METRIC_NUMBERS = ("n", "accuracy", "mean_steps", "median_steps", "std_steps")
 SPREAD_KEYS = ("mean", "std", "min", "max")   # metrics.test.expected_steps: E[n] over the test inputs
 METRIC_LISTS = ("halting_distribution", "per_step_accuracy", "prior")   # one number per step, charted by pages
+MAX_RUN_STEPS = 10 ** 9                # optimiser steps a card may claim (the shipped runs took <= 40,000)
+MAX_RUN_SECONDS = 10 ** 8              # training seconds a card may claim (about three years)
+MAX_TEST_N = 10 ** 8                   # items one evaluation may have measured (the test sets hold 10,000)
+MAX_K = 10 ** 4                        # a parity range's largest k (the presets go to 96)
 HISTORY_NUMBERS = ("step", "total_steps", "epoch", "loss", "rec", "reg", "accuracy", "mean_steps", "elapsed", "lr",
                    "val_accuracy", "max_seconds")      # the metrics.jsonl fields charts read
 _CARD_LOCK = threading.Lock()         # update_card is read-modify-write: one at a time in this process
@@ -144,12 +148,8 @@ def check_card(card: dict) -> None:
         v = card.get(k)
         if v is not None and not (isinstance(v, str) and len(v) <= MAX_CARD_TEXT):
             raise ConfigError(f"{k} must be a string, got {short_repr(v)}")
-    v = card.get("steps")
-    if v is not None and not (is_int(v) and v >= 0):
-        raise ConfigError(f"steps must be an integer >= 0, got {short_repr(v)}")
-    v = card.get("train_seconds")
-    if v is not None and not (finite(v) and v >= 0):
-        raise ConfigError(f"train_seconds must be a number >= 0, got {short_repr(v)}")
+    _check_number("steps", card.get("steps"), 0, MAX_RUN_STEPS, integer=True, optional=True)
+    _check_number("train_seconds", card.get("train_seconds"), 0, MAX_RUN_SECONDS, optional=True)
     metrics = card.get("metrics")
     if metrics is None:
         return
@@ -160,20 +160,71 @@ def check_card(card: dict) -> None:
         return
     if not isinstance(test, dict):
         raise ConfigError(f"metrics.test must be a mapping, got {short_repr(test)}")
-    for k in METRIC_NUMBERS:
-        v = test.get(k)
-        if v is not None and not finite(v):
-            raise ConfigError(f"metrics.test.{k} must be a number, got {short_repr(v)}")
+    check_test_metrics(test, card["max_steps"])
+
+
+def _check_number(where: str, v, lo, hi, integer: bool = False, optional: bool = False) -> None:
+    """ConfigError unless v is a number (an integer) in [lo, hi]; None passes when optional."""
+    if v is None and optional:
+        return
+    if not ((is_int(v) if integer else finite(v)) and lo <= v <= hi):
+        raise ConfigError(f"{where} must be {'an integer' if integer else 'a number'} in [{lo:,}, {hi:,}], "
+                          f"got {short_repr(v)}")
+
+
+def _check_mapping(where: str, v) -> dict:
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where} must be a mapping, got {short_repr(v)}")
+    return v
+
+
+def check_test_metrics(test: dict, max_steps: int, where: str = "metrics.test") -> None:
+    """The numbers of a metrics.test block that tables and pages read, each in its range: counts, accuracies
+    in [0, 1], halting steps in [1, N], per-step lists of 1 to N numbers in [0, 1], and the easy / hard,
+    by_correctness and modes blocks with these shapes. Keys no reader uses are left as they are."""
+    N = max_steps
+    _check_number(f"{where}.n", test.get("n"), 1, MAX_TEST_N, integer=True, optional=True)
+    _check_number(f"{where}.accuracy", test.get("accuracy"), 0, 1, optional=True)
+    for k in ("mean_steps", "median_steps"):
+        _check_number(f"{where}.{k}", test.get(k), 1, N, optional=True)
+    _check_number(f"{where}.std_steps", test.get("std_steps"), 0, N, optional=True)
     for k in METRIC_LISTS:
         v = test.get(k)
-        if v is not None and not (isinstance(v, list) and 1 <= len(v) <= card["max_steps"]
-                                  and all(finite(x) for x in v)):
-            raise ConfigError(f"metrics.test.{k} must be a list of 1 to max_steps = {card['max_steps']} numbers, "
+        if v is not None and not (isinstance(v, list) and 1 <= len(v) <= N and all(finite(x) and 0 <= x <= 1 for x in v)):
+            raise ConfigError(f"{where}.{k} must be a list of 1 to max_steps = {N} numbers in [0, 1], "
                               f"got {short_repr(v)}")
     en = test.get("expected_steps")              # a number in cards written before it was a spread
-    if en is not None and not finite(en) and not (
-            isinstance(en, dict) and all(finite(en.get(k)) for k in SPREAD_KEYS)):
-        raise ConfigError(f"metrics.test.expected_steps must be a number or {{mean, std, min, max}}, got {short_repr(en)}")
+    if isinstance(en, dict):
+        for k in SPREAD_KEYS:
+            _check_number(f"{where}.expected_steps.{k}", en.get(k), 0 if k == "std" else 1, N)
+    else:
+        _check_number(f"{where}.expected_steps", en, 1, N, optional=True)
+    for group in ("easy", "hard"):               # parity: the preset's easy and hard ranges of k
+        g = test.get(group)
+        if g is None:
+            continue
+        _check_mapping(f"{where}.{group}", g)
+        kr = g.get("k_range")
+        if not (isinstance(kr, list) and len(kr) == 2 and all(is_int(k) and 0 <= k <= MAX_K for k in kr)
+                and kr[0] <= kr[1]):
+            raise ConfigError(f"{where}.{group}.k_range must be [lo, hi], integers 0 <= lo <= hi <= {MAX_K:,}, "
+                              f"got {short_repr(kr)}")
+        _check_number(f"{where}.{group}.count", g.get("count"), 0, MAX_TEST_N, integer=True)
+        if g["count"]:                           # an empty group has no accuracy or steps (NaN as saved)
+            check_test_metrics({k: g.get(k) for k in ("accuracy", "mean_steps", "expected_steps",
+                                                      "halting_distribution")}, N, f"{where}.{group}")
+    bc = test.get("by_correctness")
+    if bc is not None:
+        for name, g in _check_mapping(f"{where}.by_correctness", bc).items():
+            g = _check_mapping(f"{where}.by_correctness.{short_repr(name, 20)}", g)
+            _check_number(f"{where}.by_correctness.{name}.count", g.get("count"), 0, MAX_TEST_N, integer=True)
+            _check_number(f"{where}.by_correctness.{name}.expected_steps", g.get("expected_steps"), 1, N,
+                          optional=True)
+    modes = test.get("modes")
+    if modes is not None:
+        for name, m in _check_mapping(f"{where}.modes", modes).items():
+            check_test_metrics(_check_mapping(f"{where}.modes.{short_repr(name, 20)}", m), N,
+                               f"{where}.modes.{name}")
 
 
 def update_card(run_dir, **fields) -> dict:

@@ -39,6 +39,24 @@ MAX_ZIP_ENTRIES = 16                          # an export holds 3; a zipped fold
 TRASH = ".deleted-"                           # a deleted run's folder while its files are removed (hidden)
 
 
+def run_identity(path) -> Optional[str]:
+    """Which folder a run is, whatever its name: its device and inode ('dev:ino'). A rename keeps it; another
+    run renamed to the same name has another. None when there is no such folder."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def _same_run(path: Path, name: str, identity: Optional[str]) -> None:
+    """RunNameError when the folder now named `name` is not the run that was shown (identity from
+    run_identity then): deleted and replaced meanwhile, e.g. by a rename in another session."""
+    if identity is not None and run_identity(path) != identity:
+        raise RunNameError(f"runs/{name} is no longer the run you opened (another session deleted or replaced "
+                           f"it meanwhile): nothing was changed; look at the list again")
+
+
 def _folder_name(name) -> bool:
     """A plain folder name: not a path, not hidden, no backslash and no NUL (which the OS calls refuse with
     a ValueError, not an OSError)."""
@@ -92,8 +110,9 @@ def _writing(path: Path, shown: str, shared: bool = False):
                         "in use") from None
 
 
-def rename_run(name: str, new_name: str, root: Optional[Path] = None) -> Path:
+def rename_run(name: str, new_name: str, root: Optional[Path] = None, identity: Optional[str] = None) -> Path:
     """Rename the run `name` to safe_name(new_name) (letters, digits, '.', '_', '-'); returns the new folder.
+    identity: run_identity() of the run when it was shown; another run under that name is refused.
 
     Refuses a name that is already taken (by a run, a file or anything else) and a run being written.
     The card's name follows the folder; its time stamp does not change (the run keeps its place
@@ -106,6 +125,7 @@ def rename_run(name: str, new_name: str, root: Optional[Path] = None) -> Path:
         raise RunNameError(f"the run is already named {new!r}")
     dest = root / new
     with _writing(src, f"runs/{src.name}"):
+        _same_run(src, name, identity)
         try:
             dest.mkdir()                           # claims the name: refuses one taken, even at the same moment
         except FileExistsError:
@@ -130,8 +150,9 @@ def rename_run(name: str, new_name: str, root: Optional[Path] = None) -> Path:
     return dest
 
 
-def delete_run(name: str, root: Optional[Path] = None) -> None:
-    """Delete the run `name` (its folder and files). Refuses a run being written.
+def delete_run(name: str, root: Optional[Path] = None, identity: Optional[str] = None) -> None:
+    """Delete the run `name` (its folder and files). Refuses a run being written, and (identity: its
+    run_identity() when it was shown) a run that is not the one shown.
 
     The folder is first renamed to a hidden name (gone from every list at once), then removed;
     nothing outside it is touched (links inside are removed, never followed).
@@ -139,6 +160,7 @@ def delete_run(name: str, root: Optional[Path] = None) -> None:
     root = Path(root or runs_root())
     path = own_run(name, root)
     with _writing(path, f"runs/{name}"):
+        _same_run(path, name, identity)
         trash = _hide(root, path)
     _discard(root, trash, f"run {name!r}")
 

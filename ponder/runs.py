@@ -140,6 +140,22 @@ def list_models(root: Optional[Path] = None, assets: Path = ASSETS) -> list:
     return out
 
 
+def unreadable_runs(root: Optional[Path] = None) -> list:
+    """(name, reason) for each run folder in the runs folder (and its sweeps) whose card list_models skips
+    as unreadable, so the Runs page can say why and offer to delete it."""
+    folder, out = Path(root or runs_root()), []
+    try:
+        dirs = _run_dirs(folder)
+    except OSError:
+        return []
+    for d in dirs:
+        try:
+            read_card(d)
+        except CheckpointError as e:
+            out.append((f"runs/{d.relative_to(folder).as_posix()}", " ".join(str(e).split())))
+    return out
+
+
 def models_stamp(root: Optional[Path] = None, assets: Path = ASSETS) -> tuple:
     """Changes whenever list_models(root, assets) could: the folders, and the mtime and size of every run card,
     in both and in their sweep folders (a stat each: a page run compares it instead of reading every card)."""

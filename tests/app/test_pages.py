@@ -19,7 +19,7 @@ import pytest
 import torch
 from PIL import Image, ImageDraw
 
-from helpers import (APP, ASSETS, charts, encode_image, fake_history, lock_held_elsewhere, one_line_errors, open_app,
+from helpers import (APP, ASSETS, charts, edit_card, encode_image, fake_history, lock_held_elsewhere, one_line_errors, open_app,
                      picture_in_mode, poll, run_ok, save_tiny_run, seven_picture, shown, stroke, texts, tiny_config, tiny_model)
 from ponder.card import CARD, WEIGHTS, read_card
 from ponder.checkpoint import load_checkpoint, save_run
@@ -1049,6 +1049,43 @@ def test_runs_page_lists_renames_and_deletes_with_a_confirmation(own_runs):
     run_ok(at)
     assert "Deleted runs/my-alpha." in texts(at) and not (own_runs / "my-alpha").exists()
     assert "runs/my-alpha" not in at.selectbox(key="runs_pick").options
+
+
+def test_runs_page_deletes_and_renames_the_run_it_showed_not_one_given_its_name_since(own_runs):
+    from ponder.manage import delete_run, rename_run
+    at = _runs_page()
+    _pick(at, "runs/alpha")
+    at.button(key="runs_delete").click()                     # this session opens "Delete…" on runs/alpha
+    run_ok(at)
+    delete_run("alpha", own_runs)                            # another session deletes alpha, renames beta to alpha
+    rename_run("beta", "alpha", own_runs)
+    at.button(key="runs_delete_yes").click()
+    run_ok(at)
+    assert "no longer the run you opened" in one_line_errors(at)[0] and (own_runs / "alpha" / CARD).is_file()
+    assert "Deleted" not in texts(at)
+    # the rename form, too, renames the run it was shown on
+    _pick(at, "runs/alpha")
+    rename_run("alpha", "gamma", own_runs)
+    save_tiny_run(own_runs / "alpha", seed=5)
+    at.text_input(key="runs_new_name").set_value("delta")
+    at.button(key="runs_rename_go").click()
+    run_ok(at)
+    assert "no longer the run you opened" in one_line_errors(at)[0] and not (own_runs / "delta").exists()
+
+
+def test_runs_page_lists_an_unreadable_run_with_why_and_deletes_it(own_runs):
+    # a card whose numbers are out of range (steps 10**20: st.dataframe could not show it) is listed apart
+    edit_card(own_runs / "beta", lambda card: card.update(steps=10 ** 20))
+    at = _runs_page()
+    assert "runs/beta" not in [r["run"] for r in at.dataframe[0].value.to_dict("records")]
+    assert any(t.startswith("runs/beta: ") and "steps must be an integer in [0, 1,000,000,000]" in t
+               for t in (x.value for x in at.text)), [x.value for x in at.text]
+    at.button(key="runs_bad_delete").click()
+    run_ok(at)
+    at.button(key="runs_bad_delete_yes").click()
+    run_ok(at)
+    assert "Deleted runs/beta." in texts(at) and not (own_runs / "beta").exists()
+    assert not at.get("expander") or "cannot be read" not in at.get("expander")[0].label
 
 
 def test_runs_page_exports_a_zip_that_its_import_takes_back(own_runs, monkeypatch):

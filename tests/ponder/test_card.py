@@ -104,6 +104,25 @@ BAD_CARDS = {
     "metrics-string": _edit(lambda c: c.update(metrics="good")),
     "metrics-test-list": _edit(lambda c: c.update(metrics={"test": [1, 2]})),
     "metrics-accuracy-string": _edit(lambda c: c.update(metrics={"test": {"accuracy": "99%"}})),
+    # numbers that passed an int / finite check and then broke st.dataframe ("Python int too large to convert
+    # to C long") on the Runs and Compare pages for every session
+    "steps-10**20": _edit(lambda c: c.update(steps=10 ** 20)),
+    "steps-10**4000": lambda c: json.dumps(c).replace('"steps": ', '"steps": 1' + "0" * 4000 + ', "x": ', 1),
+    "train_seconds-10**20": _edit(lambda c: c.update(train_seconds=10 ** 20)),
+    "metrics-n-10**30": _edit(lambda c: c.update(metrics={"test": {"n": 10 ** 30, "accuracy": 0.9}})),
+    "metrics-accuracy-2": _edit(lambda c: c.update(metrics={"test": {"accuracy": 2.0}})),
+    "metrics-mean_steps-over-N": _edit(lambda c: c.update(metrics={"test": {"mean_steps": 1e6}})),
+    "metrics-halting-negative": _edit(lambda c: c.update(metrics={"test": {"halting_distribution": [-1.0, 2.0]}})),
+    # easy / hard blocks the Parity and Compare pages read
+    "easy-k_range-number": _edit(lambda c: c.update(metrics={"test": {"easy": {"expected_steps": 1, "k_range": 5}}})),
+    "easy-expected-string": _edit(lambda c: c.update(
+        metrics={"test": {"easy": {"k_range": [1, 4], "count": 5, "expected_steps": {"mean": "x"}}}})),
+    "hard-list": _edit(lambda c: c.update(metrics={"test": {"hard": [1, 2]}})),
+    "hard-no-count": _edit(lambda c: c.update(metrics={"test": {"hard": {"k_range": [5, 8]}}})),
+    "hard-k_range-reversed": _edit(lambda c: c.update(metrics={"test": {"hard": {"k_range": [8, 5], "count": 1}}})),
+    "by_correctness-count-string": _edit(lambda c: c.update(
+        metrics={"test": {"by_correctness": {"wrong": {"count": "many"}}}})),
+    "modes-accuracy-nan": _edit(lambda c: c.update(metrics={"test": {"modes": {"sample": {"accuracy": float("nan")}}}})),
 }
 
 
@@ -234,3 +253,15 @@ def test_a_card_swapped_for_a_fifo_after_the_check_is_never_waited_on(tiny_run, 
         assert isinstance(got[0], CheckpointError) and "not a regular file" in str(got[0])
     else:
         assert got == [[]]
+
+
+def test_card_numbers_in_range_are_kept(tiny_run):
+    # the bounds themselves are allowed: 0 steps (a run cancelled at once), an empty easy group (NaN as saved)
+    d, _ = tiny_run
+    edit_card(d, lambda card: card.update(steps=0, train_seconds=0.0, metrics={"test": {
+        "n": 1, "accuracy": 1.0, "mean_steps": 1.0, "expected_steps": {"mean": 5.0, "std": 0.0, "min": 1, "max": 5},
+        "easy": {"k_range": [1, 4], "count": 0, "accuracy": float("nan")},
+        "hard": {"k_range": [5, 8], "count": 3, "accuracy": 0.5, "expected_steps": 2.5},
+        "by_correctness": {"correct": {"count": 1, "expected_steps": 2.0}, "wrong": {"count": 0, "expected_steps": None}}}}))
+    test = read_card(d)["metrics"]["test"]
+    assert test["hard"]["expected_steps"] == 2.5 and test["easy"]["count"] == 0

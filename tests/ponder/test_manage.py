@@ -15,7 +15,7 @@ from ponder.atomic import SaveError, folder_lock
 from ponder.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
 from ponder.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
-from ponder.manage import delete_run, delete_sweep, export_run, import_zip, own_run, rename_run
+from ponder.manage import delete_run, delete_sweep, export_run, import_zip, own_run, rename_run, run_identity
 from ponder.runs import RunNameError, import_checkpoint, list_models, new_run_dir, safe_name
 
 
@@ -159,6 +159,25 @@ def test_delete_removes_the_run_and_nothing_else(tmp_path):
     save_tiny_run(left)
     delete_run("b", root)
     assert list(root.iterdir()) == []
+
+
+@pytest.mark.parametrize("op", ["rename", "delete"])
+def test_delete_and_rename_change_the_run_that_was_shown_not_its_name(tmp_path, op):
+    # session A shows runs/x; session B deletes x and renames y to x; A confirms: the former y is kept
+    root = runs_folder(tmp_path, "x", "y")
+    shown = run_identity(root / "x")
+    y = weights(root / "y")
+    delete_run("x", root)
+    rename_run("y", "x", root)
+    with pytest.raises(RunNameError) as e:
+        rename_run("x", "z", root, identity=shown) if op == "rename" else delete_run("x", root, identity=shown)
+    assert_one_line(e, "is no longer the run you opened")
+    assert listed(root) == ["x"] and same_weights(weights(root / "x"), y)
+    # the run itself, renamed meanwhile, is still the one shown under its new name
+    now = run_identity(root / "x")
+    rename_run("x", "w", root, identity=now)
+    delete_run("w", root, identity=now) if op == "delete" else None
+    assert listed(root) == ([] if op == "delete" else ["w"])
 
 
 @pytest.mark.parametrize("op", ["rename", "delete"])
