@@ -46,6 +46,16 @@ def _positive_int(s: str) -> int:
     return v
 
 
+MAX_EVAL_ITEMS = 1_000_000      # --limit: parity draws that many problems (10,000 by default; ~30 MB at n = 30)
+
+
+def _eval_items(s: str) -> int:
+    v = _positive_int(s)
+    if v > MAX_EVAL_ITEMS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_EVAL_ITEMS:,} test items, got {s!r}")
+    return v
+
+
 def _seed(s: str) -> int:
     try:
         v = int(s)
@@ -91,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--rotations", type=_floats, default=[], help="fixed angles, e.g. 0,22.5,45,67.5,90")
     e.add_argument("--uniform", type=_ranges, default=[], help="uniform ranges +-d, e.g. 22.5,45")
     e.add_argument("--mode", default="sample", choices=["sample", "deterministic", "expected"])
-    e.add_argument("--limit", type=_positive_int, default=None, help="only the first N test items")
+    e.add_argument("--limit", type=_eval_items, default=None,
+                   help=f"only the first N test items (MNIST; parity draws N problems), at most {MAX_EVAL_ITEMS:,}")
     e.add_argument("--seed", type=_seed, default=0, help="seed of the halting draws in 'sample' mode")
     e.add_argument("--device", default="auto", choices=DEVICES)
     e.add_argument("--json", action="store_true", help="print one JSON object")
@@ -146,7 +157,7 @@ def main(argv=None) -> int:
             from .reproduce import run as reproduce
             return reproduce(quick=args.quick, from_assets=args.from_assets, out=args.out,
                              data_dir=args.data_dir, device=args.device,
-                             only=args.only.split(",") if args.only else None)
+                             only=[n.strip() for n in args.only.split(",") if n.strip()] if args.only is not None else None)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -17,7 +17,7 @@ import torch
 from . import data as D, lifecycle
 from .card import mean_expected_steps, two_decimals, update_card
 from .checkpoint import load_checkpoint
-from .config import PARITY_PRESETS, TrainConfig
+from .config import PARITY_PRESETS, ConfigError, TrainConfig
 from .evaluate import evaluate_mnist, evaluate_parity, mnist_split
 from .studies import prior_mean, rotation_study, steps_vs_angle
 from .train import device_name, pick_device
@@ -100,14 +100,19 @@ def run(quick: bool = False, from_assets: bool = False, out: str = "results", da
     if quick:
         log("QUICK MODE: small settings (short training, 2,000-image test subsets). "
             "These numbers are not the shipped models' numbers.")
-    mnist = D.load_mnist(data_dir)
-    results = {"quick": quick, "from_assets": from_assets, "device": str(dev),
-               "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "models": {}}
     todo = specs(gpu)
     if from_assets:
         todo = [Spec(p.name, {}, role=_role(p.name)) for p in sorted(ASSETS.iterdir()) if (p / "run.json").exists()]
-    if only:
+    if only is not None:
+        unknown = sorted(set(only) - {s.name for s in todo})
+        if unknown or not only:
+            raise ConfigError(f"--only: {', '.join(map(repr, unknown)) or 'no name given'} is not a model "
+                             f"{'in assets/' if from_assets else 'reproduce trains'}; known: "
+                             f"{', '.join(s.name for s in todo)}")
         todo = [s for s in todo if s.name in only]
+    mnist = D.load_mnist(data_dir)
+    results = {"quick": quick, "from_assets": from_assets, "device": str(dev),
+               "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "models": {}}
     for spec in todo:
         t0 = time.perf_counter()
         if from_assets:

@@ -105,6 +105,8 @@ EVAL_BAD = [
     (["--limit", "0"], "limit"), (["--limit", "abc"], "limit"), (["--rotations", "nan"], "rotations"),
     (["--rotations", "a,b"], "rotations"), (["--rotations", "1e9"], "rotations"), (["--uniform", "200"], "uniform"),
     (["--device", "tpu"], "device"), (["--seed", str(2 ** 70)], "seed"), (["--mode", "bogus"], "mode"),
+    # parity draws --limit problems: 10**13 asked for an 80 TB tensor, 3 * 10**8 held 20 GB for a minute
+    (["--limit", "10000000000000"], "at most 1,000,000 test items"), (["--limit", "300000000"], "limit"),
 ]
 
 
@@ -392,3 +394,12 @@ def test_cli_evaluate_a_parity_card_whose_preset_does_not_fit_the_model(tmp_path
     assert rc == 0, err
     res = json.loads(out)
     assert res["n"] == 200 and res["easy"]["k_range"][0] == 1 and res["hard"]["k_range"][1] == 8
+
+
+@pytest.mark.parametrize("only", ["nope", ",", "../../etc", "mnist-default,nope"])
+def test_cli_reproduce_only_names_the_unknown_models_and_fails(tmp_path, capsys, only):
+    # it exited 0 with an empty results file; now one line naming what is unknown, before any work
+    rc, _, err = run_cli(["reproduce", "--from-assets", "--only", only, "--out", str(tmp_path / "res")], capsys)
+    assert_one_line_error(rc, err, "--only")
+    assert ("no name given" if only == "," else "nope" if "nope" in only else "etc") in err
+    assert not (tmp_path / "res" / "results.json").exists()
