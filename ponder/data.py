@@ -13,6 +13,7 @@ import gzip
 import os
 import shutil
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -74,6 +75,9 @@ def _decompress(src: Path, dst: Path, names: Sequence[str]) -> None:
             with gzip.open(src_file, "rb") as fin, os.fdopen(fd, "wb") as fout:
                 shutil.copyfileobj(fin, fout)
             os.replace(tmp, dst / name)   # atomic: never a half-written file
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise ValueError(f"{src_file} is not a complete gzip file ({type(e).__name__}: truncated or "
+                             f"corrupt?): replace it with the file as downloaded") from None
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -100,8 +104,7 @@ def load_mnist(data_dir: Optional[str] = None, download: bool = True) -> Mnist:
     try:
         train_x, train_y, test_x, test_y = _read_raw(_prepare_raw(root) / "MNIST" / "raw")
     except ValueError as bad:              # there but unreadable: a download would keep the same files
-        raise DataError(f"{bad}: delete it (a decompressed file is made again from its .gz) or put good MNIST "
-                        f"files there, or pass --data-dir with another folder (or set PONDER_DATA)") from None
+        raise DataError(f"{bad}; or pass --data-dir with another folder (or set PONDER_DATA)") from None
     except OSError:
         if not download:
             raise DataError(_missing_message(root)) from None
@@ -128,15 +131,29 @@ def read_idx(path: Path, ndim: int) -> torch.Tensor:
     sizes = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
     if len(raw) < head or int.from_bytes(raw[:4], "big") != 0x0800 + ndim or \
             len(raw) - head != int(np.prod(sizes)):
-        raise ValueError(f"{path} is not an IDX file of {ndim}-d unsigned bytes (truncated or corrupt?)")
+        raise ValueError(f"{path} is not an IDX file of {ndim}-d unsigned bytes (truncated or corrupt?): "
+                         f"{FIX}")
     return torch.from_numpy(np.frombuffer(raw, np.uint8, offset=head).copy()).view(*sizes)
 
 
+FIX = "delete it (a decompressed file is made again from its .gz) or put a good MNIST file there"
+
+
 def _read_raw(raw: Path):
-    """train images [60000, 28, 28] uint8, labels [60000] int64, test images and labels, from <raw>."""
+    """train images [60000, 28, 28] uint8, labels [60000] int64, test images and labels, from <raw>.
+    ValueError naming the file unless each split holds >= 1 image of 28 x 28 and as many labels, all 0-9."""
     files = [raw / name for name in MNIST_FILES]
-    return (read_idx(files[0], 3), read_idx(files[1], 1).long(),
-            read_idx(files[2], 3), read_idx(files[3], 1).long())
+    out = []
+    for images, labels in ((files[0], files[1]), (files[2], files[3])):
+        x, y = read_idx(images, 3), read_idx(labels, 1).long()
+        if x.shape[0] < 1 or tuple(x.shape[1:]) != (28, 28):
+            raise ValueError(f"{images} holds images of {list(x.shape)}, not N >= 1 images of 28 x 28: {FIX}")
+        if len(y) != len(x):
+            raise ValueError(f"{labels} holds {len(y):,} labels for the {len(x):,} images of {images.name}: {FIX}")
+        if int(y.max()) > 9:
+            raise ValueError(f"{labels} holds a label of {int(y.max())} (MNIST's are 0-9): {FIX}")
+        out += [x, y]
+    return tuple(out)
 
 
 def _missing_message(root: Path) -> str:

@@ -1,6 +1,8 @@
 """ponder/data.py: MNIST loading (local folder, decompression, split), rotations, parity data."""
+import gzip
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
@@ -134,3 +136,34 @@ def test_a_failed_download_names_its_reason(tmp_path, monkeypatch):
     with pytest.raises(DataError) as e:
         load_mnist(str(tmp_path / "empty"), download=False)
     assert e.value.download_failed == ""                          # nothing was tried
+
+
+def _idx(array: np.ndarray) -> bytes:
+    """An IDX file of unsigned bytes: magic 0x0800 + ndim, the sizes big-endian, the bytes."""
+    head = (0x0800 + array.ndim).to_bytes(4, "big") + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
+    return head + array.astype(np.uint8).tobytes()
+
+
+FAULTY_MNIST = {   # file -> (its content, what the one-line error says); the other three files are good
+    "t10k-labels-idx1-ubyte": (_idx(np.zeros(3)), "holds 3 labels for the 4 images"),
+    "train-labels-idx1-ubyte": (_idx(np.full(4, 200)), "a label of 200"),
+    "t10k-images-idx3-ubyte": (_idx(np.zeros((4, 784, 1))), "holds images of [4, 784, 1]"),
+    "train-images-idx3-ubyte": (_idx(np.zeros((0, 28, 28))), "not N >= 1 images of 28 x 28"),
+    "train-images-idx3-ubyte.gz": (gzip.compress(_idx(np.zeros((4, 28, 28))))[:-20], "not a complete gzip file"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAULTY_MNIST))
+def test_faulty_mnist_files_are_named_with_the_fix_in_one_line(tmp_path, name):
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for f in D.MNIST_FILES:
+        (raw / f).write_bytes(_idx(np.zeros((4, 28, 28)) if "images" in f else np.arange(4)))
+    content, says = FAULTY_MNIST[name]
+    if name.endswith(".gz"):
+        (raw / name[:-3]).unlink()                          # only the .gz there: it is decompressed first
+    (raw / name).write_bytes(content)
+    with pytest.raises(D.DataError) as e:
+        D.load_mnist(str(tmp_path), download=False)
+    msg = str(e.value)
+    assert "\n" not in msg and says in msg and name in msg and "--data-dir" in msg, msg
