@@ -8,7 +8,7 @@ import torch
 
 from ponder.config import MNIST_READERS, PARITY_PRESETS, REGULARISERS, ConfigError, TrainConfig
 from ponder.manage import import_zip
-from ponder.runs import MAX_UPLOAD_BYTES, RunNameError, import_checkpoint, safe_name
+from ponder.runs import MAX_UPLOAD_BYTES, RunNameError, import_checkpoint, safe_name, unused_name
 from ponder.sweep import Plan
 
 from . import tables
@@ -119,8 +119,9 @@ def sweep_form_ui() -> Optional[tuple]:
         beta = c4.number_input("β", 0.0, 10.0, 0.01, 0.005, format="%.3f", key="sw_beta")
         seeds = c5.number_input("Seeds per λp", 1, 10, 1, 1, key="sw_seeds", help="Seeds 0, 1, … for each λp.")
         name = st.text_input("Sweep folder (in the runs folder)", "", max_chars=64, key="sw_name",
-                             placeholder="sweep-<task>", help="Trials already completed there with the same "
-                             "settings are kept, not trained again (resume).")
+                             placeholder="a new sweep-<task>", help="Empty: a new folder. An earlier sweep's folder: its "
+                             "trials completed with the same settings are kept, not trained again (resume); "
+                             "trials trained with other settings are never replaced.")
         go = st.form_submit_button("Train the sweep (queued, one run after the other)", icon=":material/play_arrow:",
                                    type="primary", key="sw_start")
     if not go:
@@ -131,7 +132,7 @@ def sweep_form_ui() -> Optional[tuple]:
     base = dict(epochs=float(epochs), max_seconds=float(seconds) or None, max_steps=int(n), beta=float(beta),
                 regulariser=reg, device="auto", **(dict(parity_preset=preset) if task == "parity" else {}))
     try:
-        folder = safe_name(name or f"sweep-{task}")
+        folder = safe_name(name) if name else unused_name(name=f"sweep-{task}")   # a new folder unless one is named
         if name and (note := tables.renamed(name, folder)):
             st.info(tables.plain(note))
         return folder, Plan(task, base, {"lambda_p": sorted(values)}, list(range(seeds)))

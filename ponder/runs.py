@@ -69,6 +69,17 @@ def run_path(root: Path, name: str) -> Path:
     return p
 
 
+def unused_name(root: Optional[Path] = None, name: str = "run") -> str:
+    """safe_name(name), else name-2, name-3, ...: the first that nothing in the runs folder is called yet."""
+    root, base = Path(root or runs_root()), safe_name(name)
+    for i in range(1, 10000):
+        suffix = "" if i == 1 else f"-{i}"
+        cand = base[:MAX_NAME - len(suffix)] + suffix
+        if not os.path.lexists(root / cand):
+            return cand
+    raise RunNameError(f"too many runs named {base!r}")
+
+
 def new_run_dir(root: Optional[Path] = None, name: str = "run") -> Path:
     """Create and return a fresh, unique run folder under root (name, name-2, name-3, ...).
 

@@ -27,13 +27,15 @@ from typing import Callable, Optional
 
 from . import lifecycle
 from .atomic import atomic_write_bytes, atomic_write_json, folder_lock, write_files
-from .card import CARD, HISTORY, WEIGHTS, mean_expected_steps, one_line
+from .card import CARD, HISTORY, WEIGHTS, CheckpointError, mean_expected_steps, one_line, read_card
 from .config import TASKS, ConfigError, TrainConfig
 from .runs import SWEEP, safe_name
 
 BACKENDS = ("local", "ray")
 TABLE = "sweep.md"
 NOT_IN_GRID = {"task": "a sweep has one task (--task)", "seed": "give the seeds with --seeds"}
+MAX_TRIALS = 1000                                     # grid points x seeds one sweep may train
+RAY_CONNECT_SECONDS = 10.0                            # --address: how long to try to reach the cluster
 PACKAGE_DIR = Path(__file__).resolve().parent          # shipped to Ray workers (runtime_env py_modules)
 
 
@@ -73,6 +75,12 @@ class Plan:
             raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
         if not self.seeds:
             raise ConfigError("--seeds needs at least one seed")
+        count = len(self.seeds)
+        for values in self.grid.values():
+            count *= len(values)
+        if count > MAX_TRIALS:
+            raise ConfigError(f"the grid makes {count:,} trials (values x seeds); a sweep trains at most "
+                              f"{MAX_TRIALS:,}: give fewer values or seeds")
         out = []
         for point in itertools.product(*self.grid.values()):
             for seed in self.seeds:
@@ -224,9 +232,12 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
         raise ConfigError(f"cpus per trial must be > 0 and gpus per trial >= 0, got {cpus_per_trial}, {gpus_per_trial}")
     folder = Path(folder)
     trials = plan.trials()
+    _check_sweep_folder(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with folder_lock(folder):              # one sweep at a time per folder, not deleted meanwhile (ponder.manage)
         old = {r.get("name"): r for r in (read_sweep(folder) or {}).get("trials", []) if isinstance(r, dict)}
+        for t in trials:
+            _check_trial_folder(folder, t)
         for t in trials:
             r = old.get(t.name, {})
             if (r.get("status") == "completed" and r.get("config") == t.config.to_dict()
@@ -276,10 +287,45 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
                                       callback=callback and (lambda p, t=t: callback(t, p)),
                                       on_phase=on_phase and (lambda ph, t=t: on_phase(t, ph)), eval_limit=eval_limit))
         else:
-            _run_on_ray(todo, folder, started, finished, address, cpus_per_trial, gpus_per_trial, data_dir, eval_limit,
-                        cancel)
+            try:
+                _run_on_ray(todo, folder, started, finished, address, cpus_per_trial, gpus_per_trial, data_dir,
+                            eval_limit, cancel)
+            except BaseException as e:            # the file says what happened to the trials that did not end
+                status, why = (("cancelled", "interrupted (Ctrl-C)") if isinstance(e, KeyboardInterrupt)
+                               else ("failed", one_line(e)))
+                for t in todo:
+                    if t.status in ("pending", "running"):
+                        t.status, t.reason = status, why
+                write()
+                raise
         write()
         return trials
+
+
+def _check_sweep_folder(folder: Path) -> None:
+    """ConfigError unless `folder` is new, empty or a sweep folder (holds sweep.json): a run's folder or
+    any other folder never gets trials written into it."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise ConfigError(f"{folder} is not a folder a sweep can use (a file or a symbolic link)")
+    if folder.is_dir() and not (folder / SWEEP).is_file() and any(folder.iterdir()):
+        what = "a run" if (folder / CARD).exists() else "other files"
+        raise ConfigError(f"{folder} holds {what}, not a sweep: give a new folder (or an earlier sweep's, to "
+                          f"resume it)")
+
+
+def _check_trial_folder(folder: Path, t: Trial) -> None:
+    """ConfigError when the trial's folder holds a run trained with another config: a sweep resumes its
+    own trials and reruns unfinished ones, but never replaces a run of another sweep."""
+    try:
+        card = read_card(folder / t.name)
+    except CheckpointError:
+        return                                 # no run there (or an unreadable one: rerun in place)
+    if card.get("train") != t.config.to_dict():
+        before = card.get("train") or {}
+        diff = ", ".join(f"{k} {before.get(k)!r} -> {v!r}" for k, v in t.config.to_dict().items()
+                         if before.get(k) != v)
+        raise ConfigError(f"{folder / t.name} holds a run trained with another config ({diff}); it is not "
+                          f"replaced: give the sweep a new folder")
 
 
 def _run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data_dir, eval_limit, cancel) -> None:
@@ -290,6 +336,8 @@ def _run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data
         raise ConfigError("--backend ray needs Ray: pip install ray==2.60.0 (as in requirements.txt)") from None
 
     own = not ray.is_initialized()
+    if own and address and address != "auto":
+        _reachable(address)
     if own:
         try:
             # A Ray we start runs its workers at nice 0, as the trials are this machine's work: Ray's default (15)
@@ -334,6 +382,18 @@ def _run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data
     finally:
         if own:
             ray.shutdown()
+
+
+def _reachable(address: str) -> None:
+    """ConfigError in at most RAY_CONNECT_SECONDS when nothing answers at a Ray address ('host:port' or
+    'ray://host:port'): ray.init waits for an unreachable cluster for many minutes."""
+    import socket
+    host, _, port = address.split("://")[-1].rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_SECONDS).close()
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"could not join Ray at {address}: nothing answers there ({one_line(e)}); start the "
+                          f"cluster first, or leave out --address to start a local Ray") from None
 
 
 # ----------------------------------------------------------------------------- the table

@@ -656,6 +656,15 @@ def test_sweep_page_prior_follows_lambda_p_and_a_two_value_sweep_runs(runs):
     at.radio(key="sweep_source_True").set_value("Shipped sweep (assets/sweep-lp*)")
     run_ok(at)
     assert len(at.dataframe[0].value) == 6                              # the shipped sweep loads as well
+    # the form again with other epochs: a new folder; the first sweep's trials are not replaced
+    first = (runs / "sweep-mnist" / "lambda_p0.3-seed0" / WEIGHTS).read_bytes()
+    at.number_input(key="sw_epochs").set_value(0.004)
+    at.button(key="sw_start").click()
+    run_ok(at)
+    poll(at, lambda a: all(t["status"] in ("completed", "failed") for t in json.loads(
+        (runs / "sweep-mnist-2" / "sweep.json").read_text())["trials"]) if (runs / "sweep-mnist-2" / "sweep.json").exists() else False)
+    assert (runs / "sweep-mnist" / "lambda_p0.3-seed0" / WEIGHTS).read_bytes() == first
+    assert read_card(runs / "sweep-mnist-2" / "lambda_p0.3-seed0")["train"]["epochs"] == 0.004
 
 
 def test_sweep_page_trains_a_parity_sweep_with_the_reverse_kl(runs):

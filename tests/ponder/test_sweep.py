@@ -86,13 +86,58 @@ def test_resume_skips_the_completed_trials_and_trains_the_rest(tmp_path, monkeyp
     assert (tmp_path / "sw" / "lambda_p0.2-seed0" / WEIGHTS).read_bytes() == weights
     assert trials[0].metrics["n"] == 100                          # its record is kept from the first run
     assert "completed (resumed)" in (tmp_path / "sw" / S.TABLE).read_text()
-    trained.clear()                                               # a changed config is a new trial
-    S.run_sweep(plan("lambda_p=0.2,0.5", steps_per_epoch=5), tmp_path / "sw", eval_limit=100)
+    trained.clear()                     # another config with the same trial names: refused, nothing replaced
+    with pytest.raises(ConfigError) as e:
+        S.run_sweep(plan("lambda_p=0.2,0.5", steps_per_epoch=5), tmp_path / "sw", eval_limit=100)
+    assert_one_line(e, "holds a run trained with another config (steps_per_epoch 10 -> 5)")
+    assert trained == [] and (tmp_path / "sw" / "lambda_p0.2-seed0" / WEIGHTS).read_bytes() == weights
+    S.run_sweep(plan("lambda_p=0.2,0.5", steps_per_epoch=5), tmp_path / "sw2", eval_limit=100)   # a new folder
     assert trained == ["lambda_p0.2-seed0", "lambda_p0.5-seed0"]
+
+
+@pytest.mark.parametrize("holds", ["run", "file"])
+def test_a_sweep_never_writes_into_a_folder_that_is_not_a_sweep(tmp_path, holds):
+    # a sweep named like a run wrote its trials inside that run, which neither delete nor delete-sweep removed
+    lifecycle.run(lifecycle.TrainConfig(task="parity", **TINY), tmp_path / "x", eval_limit=50)
+    if holds == "file":
+        (tmp_path / "x").mkdir(exist_ok=True)
+        for f in (tmp_path / "x").iterdir():
+            f.unlink()
+        (tmp_path / "x" / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError) as e:
+        S.run_sweep(plan(), tmp_path / "x", eval_limit=50)
+    assert_one_line(e, "a run, not a sweep" if holds == "run" else "other files, not a sweep")
+    assert sorted(p.name for p in (tmp_path / "x").iterdir() if p.is_dir()) == []
+
+
+def test_a_grid_over_the_cap_is_refused_before_anything_is_built():
+    # 1,000 x 1,000 values took 9.4 GB and 150 s without starting a trial
+    big = S.Plan("parity", dict(TINY), {"lambda_p": [i / 1001 for i in range(1, 1001)],
+                                        "beta": [i / 1000 for i in range(1, 1001)]}, [0])
+    with pytest.raises(ConfigError) as e:
+        big.trials()
+    assert_one_line(e, f"the grid makes 1,000,000 trials (values x seeds); a sweep trains at most {S.MAX_TRIALS:,}")
+
+
+def test_a_ray_address_where_nothing_answers_fails_in_seconds_and_the_file_says_so(tmp_path):
+    import socket
+    import time
+    with socket.socket() as s:                                   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.time()
+    with pytest.raises(ConfigError) as e:
+        S.run_sweep(plan(), tmp_path / "sw", "ray", address=f"127.0.0.1:{port}", eval_limit=50)
+    assert_one_line(e, f"could not join Ray at 127.0.0.1:{port}: nothing answers there")
+    assert time.time() - t0 < S.RAY_CONNECT_SECONDS + 30
+    info = json.loads((tmp_path / "sw" / S.SWEEP).read_text())
+    assert [r["status"] for r in info["trials"]] == ["failed", "failed"]
+    assert all("nothing answers" in r["reason"] for r in info["trials"])
 
 
 def test_failed_trials_are_recorded_and_the_sweep_goes_on_then_rerun(tmp_path):
     (tmp_path / "sw").mkdir()
+    (tmp_path / "sw" / S.SWEEP).write_text('{"trials": []}')      # a sweep folder, with a file where a run goes
     (tmp_path / "sw" / "beta0.01-lambda_p0.9-seed0").write_text("a file where the run folder goes")
     p = plan(["beta=1e38,0.01", "lambda_p=0.9"])                  # beta 1e38: the loss is inf at the first step
     trials = S.run_sweep(p, tmp_path / "sw", eval_limit=100)
