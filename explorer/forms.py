@@ -8,7 +8,8 @@ import torch
 
 from ponder.config import MNIST_READERS, PARITY_PRESETS, REGULARISERS, ConfigError, TrainConfig
 from ponder.manage import import_zip
-from ponder.runs import MAX_UPLOAD_BYTES, RunNameError, import_checkpoint, safe_name, unused_name
+from ponder.runs import (IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, RunNameError, import_checkpoint,
+                         safe_name, unused_name)
 from ponder.sweep import Plan
 
 from . import tables
@@ -30,7 +31,7 @@ def task_ui(key: str = "train_task") -> str:
 # server OOM-killed). With these the largest run, the coarse reader at all three maxima, needs ~2.3 GB at its
 # peak by ponder.memory.estimate (cnn reader 1.5 GB, parity 1.4 GB); JobRegistry.submit still refuses a run
 # that does not fit in the memory free when it starts.
-MAX_STEPS, MAX_HIDDEN, MAX_BATCH = 100, 512, 512
+MAX_STEPS, MAX_HIDDEN, MAX_BATCH = IMPORT_MAX_STEPS, IMPORT_MAX_HIDDEN, 512   # an import is held to the same sizes
 SIZE_HELP = "The form's limits keep a run under ~2.5 GB of memory; a run that does not fit in the memory free now is refused."
 
 REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G ‖ p), reverse"}

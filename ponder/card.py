@@ -270,9 +270,11 @@ def history_row(row) -> Optional[dict]:
     return out
 
 
-def read_history(path) -> list:
+def read_history(path, max_rows: Optional[int] = None) -> list:
     """The metrics.jsonl of a run folder as a list of dicts ([] when absent), each checked by
-    history_row: bad lines, rows without a step and values that are no numbers are skipped."""
+    history_row: bad lines, rows without a step and values that are no numbers are skipped.
+    max_rows: read only that many lines, evenly spaced, the first and last among them (what a chart
+    needs of a long history)."""
     f = resolve_run_dir(path) / HISTORY
     try:
         if not f.is_file():
@@ -280,8 +282,11 @@ def read_history(path) -> list:
         text = read_regular(f, MAX_HISTORY_BYTES).decode("utf-8", errors="replace")
     except (OSError, CheckpointError):
         return []
-    rows = []
-    for line in text.splitlines():
+    rows, lines = [], text.splitlines()
+    if max_rows and len(lines) > max_rows:
+        last = len(lines) - 1
+        lines = [lines[round(i * last / (max_rows - 1))] for i in range(max_rows)] if max_rows > 1 else lines[-1:]
+    for line in lines:
         try:
             row = json.loads(line)
         except (ValueError, RecursionError):

@@ -17,10 +17,13 @@ from typing import Optional
 from .atomic import SaveError
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, update_card
 from .checkpoint import load_checkpoint
+from .models import count_parameters
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 MAX_NAME = 64
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+IMPORT_MAX_STEPS, IMPORT_MAX_HIDDEN = 100, 512   # the largest N and hidden size the explorer's Train form trains
+IMPORT_MAX_PARAMS = 4_000_000                   # its largest model has ~1.2 M (MNIST, hidden 512)
 SWEEP = "sweep.json"            # a folder holding it is a sweep: its trials are run folders inside it
 
 
@@ -269,7 +272,7 @@ def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Pat
                 (tmp / HISTORY).write_bytes(history)
         except OSError as e:
             raise SaveError(root, e, "cannot write to the runs folder") from None
-        load_checkpoint(tmp)                       # raises CheckpointError on anything wrong
+        _check_import_size(load_checkpoint(tmp), label)     # CheckpointError on anything wrong, or too large
         dest = new_run_dir(root, label)            # ours alone (mkdir); move the files into it
         try:
             # the card names the run by its folder; the uploaded test metrics are claims nobody
@@ -290,6 +293,17 @@ def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Pat
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _check_import_size(ck, label: str) -> None:
+    """CheckpointError unless an imported run is no larger than what the explorer's Train form trains, so one
+    upload cannot make every page that shows it run for minutes."""
+    hidden = ck.card["model"].get("hidden", 0)
+    params = count_parameters(ck.model)
+    if ck.card["max_steps"] > IMPORT_MAX_STEPS or hidden > IMPORT_MAX_HIDDEN or params > IMPORT_MAX_PARAMS:
+        raise CheckpointError(f"upload '{label}': N {ck.card['max_steps']}, hidden size {hidden}, {params:,} "
+                              f"parameters: an import may have at most N {IMPORT_MAX_STEPS}, hidden "
+                              f"{IMPORT_MAX_HIDDEN} and {IMPORT_MAX_PARAMS:,} parameters (the Train form's limits)")
 
 
 def _remove_stale_imports(root: Path, older_than: float = 3600.0) -> None:

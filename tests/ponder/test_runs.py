@@ -223,6 +223,19 @@ def test_upload_imported_into_runs_folder(tmp_path):
     assert {e.path for e in list_models(root, assets=tmp_path / "none")} == {dest, dest2}
 
 
+@pytest.mark.parametrize("n, hidden", [(101, 16), (5, 513), (200, 2048)])
+def test_an_import_larger_than_the_train_form_trains_is_refused(tmp_path, n, hidden):
+    # an imported MNIST run of hidden 2048 and N 200 (27 MB, under the upload limit) took 72.8 s a Compare view
+    from ponder.config import ParityConfig
+    from ponder.models import build_model
+    src = save_run(tmp_path / "src", build_model("parity", ParityConfig(n_elems=8, hidden=hidden), n, 0.3),
+                   TrainConfig(task="parity", max_steps=n, hidden=hidden))
+    with pytest.raises(CheckpointError) as e:
+        import_checkpoint((src / WEIGHTS).read_bytes(), (src / CARD).read_bytes(), "big", root=tmp_path / "runs")
+    assert_one_line(e, f"N {n}, hidden size {hidden}")
+    assert "at most N 100, hidden 512" in str(e.value) and not any((tmp_path / "runs").iterdir())
+
+
 def test_imports_stop_at_the_runs_folder_quota(tmp_path, monkeypatch):
     w, c, h, _ = _upload(tmp_path)
     root = tmp_path / "runs"
