@@ -170,9 +170,12 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
         return None
     by = {e.name: e for e in entries}
     wkey, mem = f"pick_model_{task or 'any'}", f"_model_{task or 'any'}"
-    chosen = st.session_state.get(wkey)
+    chosen = gone = st.session_state.get(wkey)
     if chosen not in by:
         chosen = _initial(list(by), mem, DEFAULT_MODEL.get(task))
+        if gone is not None:                  # shown a run before, now deleted or renamed (another session?)
+            st.sidebar.info(f"{tables.plain(gone)} is gone (deleted or renamed meanwhile): showing "
+                            f"{tables.plain(chosen)} instead.", icon=":material/info:")
     # written every run: widget ids differ per page, so a picker met on a new page starts from this
     st.session_state[wkey] = chosen
     current = by[chosen]

@@ -11,6 +11,7 @@ import base64
 import io
 import json
 import re
+import shutil
 import threading
 import time
 
@@ -562,6 +563,19 @@ def test_a_diverging_run_shows_as_failed_on_the_train_page(runs):
     run_ok(at)
     assert any("FAILED" in o for o in at.sidebar.selectbox(key="pick_model_parity").options)
     assert any("became inf" in w.value for w in at.sidebar.warning) and not at.exception
+
+
+def test_a_page_says_when_the_run_it_showed_is_gone(runs):
+    # a run deleted in another session: the page fell back to another model without a word
+    save_tiny_run(runs / "soon-gone")
+    at = open_app("pages/parity.py")
+    at.sidebar.selectbox(key="pick_model_parity").set_value("runs/soon-gone")
+    run_ok(at)
+    shutil.rmtree(runs / "soon-gone")
+    run_ok(at)                                                  # the next rerun (run_ok runs the page)
+    note = [i.value.replace("\\", "") for i in at.sidebar.info if "is gone" in i.value]   # plain(): escaped
+    assert len(note) == 1 and note[0].startswith("runs/soon-gone is gone (deleted or renamed meanwhile): showing ")
+    assert at.sidebar.selectbox(key="pick_model_parity").value != "runs/soon-gone"
 
 
 LONG = dict(TINY, epochs=1000, log_every=1)  # 20,000 tiny steps: runs until cancelled
