@@ -29,14 +29,13 @@ from .atomic import SaveError, folder_lock, remove_if_empty, remove_stale_tmp
 from .card import (CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_regular,
                    update_card)
 from .checkpoint import MAX_CHECKPOINT_BYTES
-from .runs import (MAX_UPLOAD_BYTES, SWEEP, RunNameError, import_checkpoint, inside, runs_root,
+from .runs import (MAX_UPLOAD_BYTES, SWEEP, TRASH, RunNameError, import_checkpoint, inside, runs_root,
                    safe_name, upload_bytes, upload_size)
 from .sweep import TABLE
 
 RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)
 LIMITS = {WEIGHTS: MAX_CHECKPOINT_BYTES, CARD: MAX_CARD_BYTES, HISTORY: MAX_HISTORY_BYTES}
 MAX_ZIP_ENTRIES = 16                          # an export holds 3; a zipped folder a few more
-TRASH = ".deleted-"                           # a deleted run's folder while its files are removed (hidden)
 
 
 def run_identity(path) -> Optional[str]:

@@ -23,6 +23,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 MAX_NAME = 64
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 IMPORT_MAX_STEPS, IMPORT_MAX_HIDDEN = 100, 512   # the largest N and hidden size the explorer's Train form trains
+TRASH = ".deleted-"                              # a deleted run's folder while its files are removed
 IMPORT_MAX_PARAMS = 4_000_000                   # its largest model has ~1.2 M (MNIST, hidden 512)
 SWEEP = "sweep.json"            # a folder holding it is a sweep: its trials are run folders inside it
 
@@ -306,12 +307,15 @@ def _check_import_size(ck, label: str) -> None:
                               f"{IMPORT_MAX_HIDDEN} and {IMPORT_MAX_PARAMS:,} parameters (the Train form's limits)")
 
 
-def _remove_stale_imports(root: Path, older_than: float = 3600.0) -> None:
-    """Remove .import-* folders that a killed import left behind (old ones only)."""
+def _remove_stale_imports(root: Path, older_than: float = 600.0) -> None:
+    """Remove what a killed import or delete left behind, so it neither fills the disk nor counts toward the
+    import quota: .import-* folders older than `older_than` seconds (an import takes seconds) and every
+    .deleted-* folder (a deleted run, already gone from the lists)."""
     import time
     try:
-        for p in root.glob(".import-*"):
-            if p.is_dir() and not p.is_symlink() and time.time() - p.stat().st_mtime > older_than:
+        for p in [*root.glob(".import-*"), *root.glob(TRASH + "*")]:
+            if p.is_dir() and not p.is_symlink() and (p.name.startswith(TRASH)
+                                                      or time.time() - p.stat().st_mtime > older_than):
                 shutil.rmtree(p, ignore_errors=True)
     except OSError:
         pass

@@ -346,6 +346,17 @@ def test_stale_import_folders_are_removed(tmp_path):
     assert sorted(p.name for p in root.iterdir()) == ["fresh"]
 
 
+def test_what_a_killed_delete_left_does_not_count_toward_the_import_quota(tmp_path):
+    root = tmp_path / "runs"
+    src = save_run(tmp_path / "src", tiny_model("parity", max_steps=4), TrainConfig(task="parity", max_steps=4, hidden=16))
+    size = sum(f.stat().st_size for f in src.iterdir())
+    left = root / ".deleted-old-0123abcd"                          # a delete killed between its rename and rmtree
+    left.mkdir(parents=True)
+    (left / WEIGHTS).write_bytes(b"x" * 10 * size)
+    import_checkpoint((src / WEIGHTS).read_bytes(), (src / CARD).read_bytes(), "fits", root=root, quota=3 * size)
+    assert sorted(p.name for p in root.iterdir()) == ["fits"]
+
+
 PARITY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu")
 
 
