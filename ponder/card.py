@@ -35,6 +35,7 @@ METRIC_LISTS = ("halting_distribution", "per_step_accuracy", "prior")   # one nu
 MAX_RUN_STEPS = 10 ** 9                # optimiser steps a card may claim (the shipped runs took <= 40,000)
 MAX_RUN_SECONDS = 10 ** 8              # training seconds a card may claim (about three years)
 MAX_TEST_N = 10 ** 8                   # items one evaluation may have measured (the test sets hold 10,000)
+MAX_HISTORY_NUMBER = 1e15              # a training history's numbers (plotly refuses integers over 64 bits)
 MAX_K = 10 ** 4                        # a parity range's largest k (the presets go to 96)
 HISTORY_NUMBERS = ("step", "total_steps", "epoch", "loss", "rec", "reg", "accuracy", "mean_steps", "elapsed", "lr",
                    "val_accuracy", "max_seconds")      # the metrics.jsonl fields charts read
@@ -257,15 +258,18 @@ def mean_expected_steps(test: dict) -> Optional[float]:
 
 
 def history_row(row) -> Optional[dict]:
-    """A metrics.jsonl row as charts read it: a finite step, only finite numbers or null (not measured,
-    NaN as saved) in the number fields (others dropped), a list of numbers as 'halting'. None for a row
-    without a step."""
-    if not isinstance(row, dict) or not finite(row.get("step")):
+    """A metrics.jsonl row as charts read it: a step in [0, MAX_RUN_STEPS], only numbers of at most
+    MAX_HISTORY_NUMBER in size (charts take no larger integers) or null (not measured, NaN as saved) in the
+    number fields (others dropped), a list of at most 200 (the most steps N) numbers as 'halting'. None for
+    a row without such a step."""
+    def number(v) -> bool:
+        return finite(v) and abs(v) <= MAX_HISTORY_NUMBER
+    if not isinstance(row, dict) or not (number(row.get("step")) and 0 <= row["step"] <= MAX_RUN_STEPS):
         return None
     out = {k: v for k, v in row.items() if k not in HISTORY_NUMBERS and k != "halting"}
-    out.update({k: row[k] for k in HISTORY_NUMBERS if k in row and (row[k] is None or finite(row[k]))})
+    out.update({k: row[k] for k in HISTORY_NUMBERS if k in row and (row[k] is None or number(row[k]))})
     h = row.get("halting")
-    if isinstance(h, list) and h and all(finite(x) for x in h):
+    if isinstance(h, list) and 0 < len(h) <= 200 and all(number(x) for x in h):
         out["halting"] = h
     return out
 

@@ -274,3 +274,13 @@ def test_a_long_history_is_read_evenly_thinned_with_its_first_and_last_rows(tiny
     rows = read_history(d, max_rows=5)
     assert [r["step"] for r in rows] == [1, 25001, 50001, 75000, 100000]     # round(i * 99999 / 4) + 1
     assert len(read_history(d)) == 100000 and read_history(d, max_rows=1) == [{"step": 100000, "loss": 1.0}]
+
+
+def test_history_numbers_charts_cannot_take_are_dropped(tiny_run):
+    # a row with step 10**30 made the Compare page fail for everyone ("Integer exceeds 64-bit range")
+    d, _ = tiny_run
+    rows = [{"step": 10 ** 30, "loss": 0.5}, {"step": -5, "loss": 0.5},
+            {"step": 3, "loss": 10 ** 30, "total_steps": 1e300, "accuracy": 0.5, "halting": [0.01] * 100000},
+            {"step": 4, "loss": 0.25, "halting": [0.5, 0.5]}]
+    (d / HISTORY).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert read_history(d) == [{"step": 3, "accuracy": 0.5}, {"step": 4, "loss": 0.25, "halting": [0.5, 0.5]}]
