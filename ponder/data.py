@@ -22,6 +22,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .card import CheckpointError, read_regular
+
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
@@ -36,6 +38,10 @@ class DataError(RuntimeError):
     def __init__(self, message: str, download_failed: str = ""):
         super().__init__(message)
         self.download_failed = download_failed
+
+
+FIX = "delete it (a decompressed file is made again from its .gz) or put a good MNIST file there"
+MAX_IDX_BYTES = 64 * 1024 * 1024      # an IDX file read whole (the training images: 47 MB)
 
 
 def default_data_dir() -> str:
@@ -67,6 +73,8 @@ def _prepare_raw(root: Path) -> Path:
 def _decompress(src: Path, dst: Path, names: Sequence[str]) -> None:
     for name in names:
         src_file = src / (name + ".gz")
+        if src_file.exists() and not src_file.is_file():
+            raise ValueError(f"{src_file} is not a regular file (a FIFO or a device?): {FIX}")
         if not src_file.exists():         # already decompressed at the source
             shutil.copyfile(src / name, dst / name)
             continue
@@ -126,7 +134,10 @@ def load_mnist(data_dir: Optional[str] = None, download: bool = True) -> Mnist:
 def read_idx(path: Path, ndim: int) -> torch.Tensor:
     """One IDX file of unsigned bytes (MNIST's format: magic 0x0800 + ndim, ndim big-endian sizes, the
     bytes) as a uint8 tensor of those sizes. ValueError, naming the file, if it is not one."""
-    raw = Path(path).read_bytes()
+    try:
+        raw = read_regular(Path(path), MAX_IDX_BYTES)   # never waits on a FIFO; MNIST's largest file is 47 MB
+    except CheckpointError as e:
+        raise ValueError(f"{e}: {FIX}") from None
     head = 4 + 4 * ndim
     sizes = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
     if len(raw) < head or int.from_bytes(raw[:4], "big") != 0x0800 + ndim or \
@@ -134,9 +145,6 @@ def read_idx(path: Path, ndim: int) -> torch.Tensor:
         raise ValueError(f"{path} is not an IDX file of {ndim}-d unsigned bytes (truncated or corrupt?): "
                          f"{FIX}")
     return torch.from_numpy(np.frombuffer(raw, np.uint8, offset=head).copy()).view(*sizes)
-
-
-FIX = "delete it (a decompressed file is made again from its .gz) or put a good MNIST file there"
 
 
 def _read_raw(raw: Path):

@@ -167,3 +167,21 @@ def test_faulty_mnist_files_are_named_with_the_fix_in_one_line(tmp_path, name):
         D.load_mnist(str(tmp_path), download=False)
     msg = str(e.value)
     assert "\n" not in msg and says in msg and name in msg and "--data-dir" in msg, msg
+
+
+@pytest.mark.parametrize("fifo", ["t10k-labels-idx1-ubyte", "train-images-idx3-ubyte.gz"])
+def test_an_mnist_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path, fifo):
+    # a FIFO in place of an MNIST file made `evaluate` wait forever for a writer
+    import os
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for f in D.MNIST_FILES:
+        (raw / f).write_bytes(_idx(np.zeros((4, 28, 28)) if "images" in f else np.arange(4)))
+    if fifo.endswith(".gz"):
+        (raw / fifo[:-3]).unlink()
+    else:
+        (raw / fifo).unlink()
+    os.mkfifo(raw / fifo)
+    with pytest.raises(D.DataError) as e:
+        D.load_mnist(str(tmp_path), download=False)
+    assert fifo in str(e.value) and "regular file" in str(e.value) and "\n" not in str(e.value)
