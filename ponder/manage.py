@@ -31,7 +31,7 @@ from .card import (CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, Ch
 from .checkpoint import MAX_CHECKPOINT_BYTES
 from .runs import (MAX_UPLOAD_BYTES, SWEEP, TRASH, RunNameError, import_checkpoint, inside, runs_root,
                    safe_name, upload_bytes, upload_size)
-from .sweep import TABLE
+from .sweep import LOG, TABLE
 
 RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)
 LIMITS = {WEIGHTS: MAX_CHECKPOINT_BYTES, CARD: MAX_CARD_BYTES, HISTORY: MAX_HISTORY_BYTES}
@@ -200,7 +200,7 @@ def own_sweep(name: str, root: Optional[Path] = None) -> Path:
         return e.name.startswith(".") and e.name.endswith(".tmp") and not e.is_dir(follow_symlinks=False)
     with os.scandir(path) as it:
         for e in it:
-            if e.name in (SWEEP, TABLE) or tmp(e):
+            if e.name in (SWEEP, TABLE, LOG) or tmp(e):
                 continue
             if e.is_dir(follow_symlinks=False):
                 with os.scandir(e.path) as trial:

@@ -2,7 +2,9 @@
 
 A sweep folder DIR holds one run folder per trial (the same card and files as `python -m ponder train`
 writes), DIR/sweep.json (the grid, and each trial's config, status, reason and test metrics) and
-DIR/sweep.md (the same as a Markdown table). sweep.json is rewritten after every trial, so a killed
+DIR/sweep.md (the same as a Markdown table), both written when the sweep starts and when it ends. In
+between, each trial's record is appended to DIR/sweep.log as it starts and ends (one JSON line; nothing
+is rewritten whole per trial), and read_sweep reads sweep.json with the log's newer records, so a killed
 sweep still says what it finished.
 
 Backends: "local" trains the trials one after the other in this process. "ray" hands each trial to a
@@ -17,6 +19,7 @@ config, and whose run folder still has its card; failed, cancelled and missing t
 from __future__ import annotations
 
 import itertools
+import json
 import tempfile
 import threading
 import time
@@ -33,6 +36,7 @@ from .runs import SWEEP, safe_name
 
 BACKENDS = ("local", "ray")
 TABLE = "sweep.md"
+LOG = "sweep.log"                                     # trial records appended while the sweep runs
 NOT_IN_GRID = {"task": "a sweep has one task (--task)", "seed": "give the seeds with --seeds"}
 MAX_TRIALS = 1000                                     # grid points x seeds one sweep may train
 RAY_CONNECT_SECONDS = 10.0                            # --address: how long to try to reach the cluster
@@ -203,13 +207,25 @@ def ray_trial(config: dict, name: str, data_dir: Optional[str], eval_limit: Opti
 # ----------------------------------------------------------------------------- the sweep
 
 def read_sweep(folder) -> Optional[dict]:
-    """DIR/sweep.json, or None when there is none or it cannot be read."""
-    import json
+    """DIR/sweep.json with the newer trial records of DIR/sweep.log in place of its own, or None when
+    there is no sweep.json or it cannot be read."""
     try:
         d = json.loads((Path(folder) / SWEEP).read_text())
+        lines = (Path(folder) / LOG).read_text().splitlines() if (Path(folder) / LOG).is_file() else []
     except (OSError, ValueError):
         return None
-    return d if isinstance(d, dict) and isinstance(d.get("trials"), list) else None
+    if not (isinstance(d, dict) and isinstance(d.get("trials"), list)):
+        return None
+    newer = {}
+    for line in lines:
+        try:
+            r = json.loads(line)
+        except ValueError:                     # a line cut by a kill
+            continue
+        if isinstance(r, dict) and isinstance(r.get("name"), str):
+            newer[r["name"]] = r
+    d["trials"] = [newer.get(r.get("name"), r) if isinstance(r, dict) else r for r in d["trials"]]
+    return d
 
 
 def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[str] = None,
@@ -249,22 +265,27 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
         info = dict(plan=plan.to_dict(), backend=backend, started=time.time())
         lock = threading.Lock()
 
-        def write() -> None:
+        def write() -> None:                   # the whole state: at the start and the end
             with lock:
                 atomic_write_json(folder / SWEEP, dict(info, updated=time.time(),
                                                        trials=[t.record() for t in trials] + kept))
                 atomic_write_bytes(folder / TABLE, markdown_table(plan, trials).encode())
+                (folder / LOG).write_bytes(b"")     # its records are in sweep.json now
+
+        def append(t: Trial) -> None:           # one trial's record, as it starts and as it ends
+            with lock, open(folder / LOG, "a", encoding="utf-8") as f:
+                f.write(json.dumps(t.record()) + "\n")
 
         def started(t: Trial) -> None:
             t.status = "running"
-            write()
+            append(t)
             if on_trial:
                 on_trial(t)
 
         def finished(t: Trial, outcome: dict) -> None:
             for k, v in outcome.items():
                 setattr(t, k, v)
-            write()
+            append(t)
             if on_trial:
                 on_trial(t)
 

@@ -182,3 +182,27 @@ def test_a_ray_sweep_on_a_local_ray(tmp_path, monkeypatch):
     assert info["backend"] == "ray" and [r["status"] for r in info["trials"]] == ["completed", "failed"]
     assert info["trials"][0]["metrics"]["n"] == 100 and "became inf" in info["trials"][1]["reason"]
     assert (tmp_path / "sw" / S.TABLE).read_text().count("| lambda_p0.2-beta") == 2
+
+
+def test_sweep_json_is_written_at_the_start_and_end_and_trials_are_appended_between(tmp_path, monkeypatch):
+    # sweep.json was rewritten whole after every trial (a large grid rewrote megabytes per trial)
+    writes, real = [], S.atomic_write_json
+    monkeypatch.setattr(S, "atomic_write_json", lambda path, obj: writes.append(path.name) or real(path, obj))
+    seen = []
+
+    def on_trial(t):                           # what a reader (the Sweep page) sees while the sweep runs
+        seen.append([(r["name"], r["status"]) for r in S.read_sweep(tmp_path / "sw")["trials"]])
+        if t.name == "lambda_p0.5-seed0" and t.status == "completed":
+            raise KeyboardInterrupt           # killed after its second trial
+    with pytest.raises(KeyboardInterrupt):
+        S.run_sweep(plan("lambda_p=0.2,0.5,0.9"), tmp_path / "sw", eval_limit=50, on_trial=on_trial)
+    assert writes == [S.SWEEP]                 # the start; the kill came before the end
+    assert seen[1] == [("lambda_p0.2-seed0", "completed"), ("lambda_p0.5-seed0", "pending"),
+                       ("lambda_p0.9-seed0", "pending")]
+    after = [(r["name"], r["status"]) for r in S.read_sweep(tmp_path / "sw")["trials"]]
+    assert after == [("lambda_p0.2-seed0", "completed"), ("lambda_p0.5-seed0", "completed"),
+                     ("lambda_p0.9-seed0", "pending")]
+    writes.clear()                             # resumed: the two completed trials are kept, the third trains
+    trials = S.run_sweep(plan("lambda_p=0.2,0.5,0.9"), tmp_path / "sw", eval_limit=50)
+    assert [(t.status, t.resumed) for t in trials] == [("completed", True)] * 2 + [("completed", False)]
+    assert writes == [S.SWEEP, S.SWEEP] and (tmp_path / "sw" / S.LOG).read_text() == ""
