@@ -20,7 +20,7 @@ import torch
 from ponder.config import TrainConfig
 from ponder.halting import halting_log_probs
 from ponder.losses import ponder_loss
-from ponder.models import build_model
+from ponder.tasks import build_model
 from ponder.train import MnistBatches, train
 
 from . import common

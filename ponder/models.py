@@ -1,4 +1,4 @@
-"""Step functions for the two tasks, and build_model() from a config.
+"""The MNIST step functions (readers); ponder.tasks.mnist picks one from a config.
 
 All follow the StepFunction protocol of ponder.halting:
     encode(x) -> ctx, init_hidden(ctx) -> h_1, step(ctx, h_n, n) -> (y_n, h_{n+1}, lambda_logit_n)
@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import MnistConfig, ParityConfig, model_config_from_dict
 from .halting import PonderNet
+
+if TYPE_CHECKING:
+    from .tasks.mnist import MnistConfig
 
 
 def init_lambda_head(head: nn.Linear, lambda_p: float) -> None:
@@ -247,49 +250,7 @@ class CoarseReader(GrowingEvidence):
         return self.at_resolution(x, self.RESOLUTIONS[min(n, len(self.RESOLUTIONS) - 1)])
 
 
-class ParityStep(nn.Module):
-    """GRU cell fed the input vector x at every step; 1 output logit and a lambda head.
-
-    x [B, n_elems] -> ctx = x;  h [B, H];  y_n [B] logit of "odd number of +1s";  lambda_logit_n [B]
-    """
-
-    def __init__(self, cfg: ParityConfig, lambda_p: float):
-        super().__init__()
-        self.cfg = cfg
-        self.cell = nn.GRUCell(cfg.n_elems, cfg.hidden)
-        self.out_head = nn.Linear(cfg.hidden, 1)
-        self.lambda_head = nn.Linear(cfg.hidden, 1)
-        init_lambda_head(self.lambda_head, lambda_p)
-
-    def encode(self, x):
-        return x
-
-    def init_hidden(self, ctx):
-        return ctx.new_zeros(ctx.shape[0], self.cfg.hidden)
-
-    def step(self, ctx, h, n=0):
-        h = self.cell(ctx, h)
-        return self.out_head(h).squeeze(-1), h, self.lambda_head(h).squeeze(-1)
-
-    def loss(self, y, target):
-        return F.binary_cross_entropy_with_logits(y.float(), target.float(), reduction="none")
-
-    def probs(self, y):
-        p1 = torch.sigmoid(y.float())
-        return torch.stack([1 - p1, p1], -1)                             # [B, 2]: even, odd
-
-
 MNIST_STEPS = {"cnn": MnistStep, "rows": RowReader, "coarse": CoarseReader}
-
-
-def build_model(task: str, model_cfg, max_steps: int, lambda_p: float) -> PonderNet:
-    if isinstance(model_cfg, dict):
-        model_cfg = model_config_from_dict(task, model_cfg)
-    if task == "mnist":
-        step = MNIST_STEPS[model_cfg.reader](model_cfg, lambda_p)
-    else:
-        step = ParityStep(model_cfg, lambda_p)
-    return PonderNet(step, max_steps=max_steps, lambda_p=lambda_p)
 
 
 def model_config_dict(model: PonderNet) -> dict:

@@ -28,7 +28,8 @@ from typing import Callable, Optional
 from . import lifecycle
 from .atomic import atomic_write_bytes, atomic_write_json, folder_lock, write_files
 from .card import CARD, HISTORY, WEIGHTS, mean_expected_steps, one_line
-from .config import TASKS, ConfigError, TrainConfig
+from .config import ConfigError, TrainConfig
+from .tasks import get_task
 from .runs import SWEEP, safe_name
 
 BACKENDS = ("local", "ray")
@@ -61,7 +62,7 @@ class Trial:
 @dataclass
 class Plan:
     """What a sweep trains: the task, the fields set for every trial, the grid and the seeds."""
-    task: str                                       # "mnist" or "parity"
+    task: str                                       # a task of the registry ponder.tasks.TASKS
     base: dict = field(default_factory=dict)        # TrainConfig fields every trial gets (the train flags given)
     grid: dict = field(default_factory=dict)        # field -> the values it takes, in order
     seeds: list = field(default_factory=lambda: [0])  # every grid point is trained once per seed
@@ -69,8 +70,7 @@ class Plan:
     def trials(self) -> list:
         """The cartesian product of the grid's values, times the seeds (seeds vary fastest). Each
         trial's config is validated here: a bad value fails before anything trains."""
-        if self.task not in TASKS:
-            raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        get_task(self.task)                   # ConfigError naming the known tasks
         if not self.seeds:
             raise ConfigError("--seeds needs at least one seed")
         out = []

@@ -8,17 +8,19 @@ from hypothesis import given, settings, strategies as st
 
 from helpers import tiny_model
 from ponder import data as D
-from ponder.config import MnistConfig, TrainConfig
+from ponder.tasks.mnist import MnistConfig
+from ponder.config import TrainConfig
 from ponder.halting import expected_steps, first_true, halt_mask, ponder
-from ponder.models import RowReader, build_model
+from ponder.models import RowReader
+from ponder.tasks import build_model
 from ponder.train import train
 
 
 def test_mnist_step_equals_grucell_and_unroll_equals_steps():
     """encode() precomputes the GRU input projection, step() fuses the gates, unroll() applies the
     heads once: the same values as nn.GRUCell run step by step on the same parameters."""
-    from ponder.config import MnistConfig
-    from ponder.models import build_model
+    from ponder.tasks.mnist import MnistConfig
+    from ponder.tasks import build_model
     torch.manual_seed(0)
     model = build_model("mnist", MnistConfig(channels1=4, channels2=8, embed=16, hidden=12), 6, 0.3).eval()
     torch.nn.init.normal_(model.step_fn.lambda_head.weight, std=1.0)
@@ -41,8 +43,8 @@ def test_mnist_step_equals_grucell_and_unroll_equals_steps():
 
 
 def test_mnist_gradients_match_grucell():
-    from ponder.config import MnistConfig
-    from ponder.models import build_model
+    from ponder.tasks.mnist import MnistConfig
+    from ponder.tasks import build_model
     torch.manual_seed(1)
     model = build_model("mnist", MnistConfig(channels1=4, channels2=8, embed=16, hidden=12), 5, 0.3).train()
     x, fn = torch.randn(7, 1, 28, 28), model.step_fn
