@@ -14,7 +14,7 @@ import streamlit as st
 from ponder.card import CARD, WEIGHTS, read_history, test_metrics as card_test_metrics
 from ponder.checkpoint import Checkpoint, load_checkpoint
 from ponder.config import TrainConfig
-from ponder.lifecycle import card_metrics, measure
+from ponder.lifecycle import QUICK_TEST_ITEMS, card_metrics, measure
 from ponder.tasks import get_task
 from ponder.tasks.parity import fitted_preset
 from ponder.runs import ModelEntry, list_models, models_stamp
@@ -131,7 +131,7 @@ def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int
 
 
 @st.cache_data(max_entries=64, show_spinner="Measuring the model on test data (cached afterwards)…")
-def measured_metrics(path: str, file_stamp: tuple, limit: int = 1000) -> dict:
+def measured_metrics(path: str, file_stamp: tuple, limit: int = QUICK_TEST_ITEMS) -> dict:
     """Test metrics for a run whose card has none (e.g. an imported one), as ponder.lifecycle measures
     a run (the first `limit` test items), less the breakdowns. {} if it cannot be measured here."""
     ck = _checkpoint(path, file_stamp)

@@ -11,7 +11,7 @@ from dataclasses import fields
 
 from .card import two_decimals
 from .config import DEVICES, MAX_SEED, REGULARISERS, ConfigError, TrainConfig
-from .tasks import TASKS
+from .tasks import TASKS, get_task
 from .tasks.mnist import MNIST_READERS
 
 
@@ -219,7 +219,6 @@ def _train_into(args, cfg, out, created: bool) -> int:
     """cmd_train once --out is checked and locked: train, save, evaluate, report."""
     from tqdm import tqdm
 
-    from . import data as D
     from . import lifecycle
     from .atomic import SaveError
 
@@ -242,7 +241,8 @@ def _train_into(args, cfg, out, created: bool) -> int:
     cancel = threading.Event()
     try:
         with _ctrl_c_cancels(cancel):
-            done = lifecycle.run(cfg, out, load_data=lambda: D.load_mnist(args.data_dir), callback=on_progress,
+            done = lifecycle.run(cfg, out, load_data=lambda: get_task(cfg.task).load_data(args.data_dir),
+                                 callback=on_progress,
                                  cancel=cancel, evaluate=not args.no_eval, rescue=True)
     except SaveError as e:                    # the save and the fallback save both failed
         _remove_if_empty(out, created)

@@ -183,11 +183,10 @@ def clear_run(out: Path) -> None:
 
 def ray_trial(config: dict, name: str, data_dir: Optional[str], eval_limit: Optional[int]) -> tuple:
     """A Ray task: one trial in a temporary folder on its node; returns (outcome, {file name: bytes})."""
-    from . import data as D
     cfg = TrainConfig.from_dict(config).validate()
     with tempfile.TemporaryDirectory(prefix="ponder-trial-") as tmp:
         out = Path(tmp) / name
-        outcome = run_trial(cfg, out, load_data=lambda: D.load_mnist(data_dir), eval_limit=eval_limit)
+        outcome = run_trial(cfg, out, load_data=lambda: get_task(cfg.task).load_data(data_dir), eval_limit=eval_limit)
         files = {f: (out / f).read_bytes() for f in (WEIGHTS, HISTORY, CARD) if (out / f).is_file()}
     return outcome, files                       # the card last: written last, as save_run does
 
@@ -260,13 +259,12 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
         todo = [t for t in trials if not t.resumed]
         write()
         if backend == "local":
-            mnist = []
+            data = []                         # the task's data set, loaded by the first trial that needs it
 
             def load_once():
-                if not mnist:
-                    from . import data as D
-                    mnist.append(load_data() if load_data is not None else D.load_mnist(data_dir))
-                return mnist[0]
+                if not data:
+                    data.append(load_data() if load_data is not None else get_task(plan.task).load_data(data_dir))
+                return data[0]
 
             for t in todo:
                 if cancel is not None and cancel.is_set():
