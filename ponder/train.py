@@ -138,7 +138,7 @@ class StepOut:
 
 
 def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], model: Optional[PonderNet]):
-    """What every training loop starts from: (device, model on it in train mode, batches, total steps).
+    """What every training loop starts from: (device, model on it in train mode, the task's batches, total steps).
     Validates cfg and seeds torch; builds the model from cfg when none is given."""
     cfg.validate()
     torch.manual_seed(cfg.seed)
@@ -159,6 +159,8 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
           on_phase: Optional[Callable[[str], None]] = None) -> TrainResult:
     """Train a PonderNet. Returns the model (last good weights) and how training ended.
 
+    mnist:    the data set of a task that uses one (ponder.tasks: MNIST), loaded from data_dir when not given;
+              training batches come from the task (ponder.tasks.Task.batches).
     cancel:   set it from another thread to stop after the current step ("cancelled"), or between the
               1,000-sample chunks of an epoch-end validation pass; a cancelled run gets no final
               validation pass, so train() returns within one step of the cancel.

@@ -84,9 +84,12 @@ class Task:
         """Raise ConfigError for a TrainConfig field this task reads that is out of range."""
 
     def build_step(self, model_cfg, lambda_p: float) -> torch.nn.Module:
+        """The step function (ponder.halting.StepFunction) for model_cfg, keeping it as .cfg (a run's card
+        stores it); its lambda head started at the prior (ponder.models.init_lambda_head)."""
         raise NotImplementedError
 
     def batches(self, cfg: TrainConfig, device, data) -> Batches:
+        """Training batches of cfg on `device` (data: load_data()'s set, None when the task generates its data)."""
         raise NotImplementedError
 
     def test_set(self, model, cfg: TrainConfig, data, limit: Optional[int] = None) -> EvalSet:
