@@ -34,7 +34,8 @@ import torch.nn.functional as F
 from ponder.tasks.mnist import MnistConfig
 from ponder.config import TrainConfig
 from ponder.halting import PonderNet
-from ponder.models import MnistStep, count_parameters
+from ponder.tasks import count_parameters
+from ponder.tasks.mnist_readers import MnistStep
 from ponder.tasks import build_model
 from ponder.train import train
 

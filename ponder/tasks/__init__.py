@@ -10,7 +10,8 @@ and never compare a task's name. A new task: a Task subclass, then register(MyTa
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+import math
+from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
 import torch
@@ -85,7 +86,7 @@ class Task:
 
     def build_step(self, model_cfg, lambda_p: float) -> torch.nn.Module:
         """The step function (ponder.halting.StepFunction) for model_cfg, keeping it as .cfg (a run's card
-        stores it); its lambda head started at the prior (ponder.models.init_lambda_head)."""
+        stores it); its lambda head started at the prior (init_lambda_head)."""
         raise NotImplementedError
 
     def batches(self, cfg: TrainConfig, device, data) -> Batches:
@@ -107,6 +108,27 @@ class Task:
     def describe(self, card: dict) -> str:
         """A few words on a run's task-specific settings ('reader rows (2 a step)', 'parity preset small'); '' for none."""
         return ""
+
+
+def init_lambda_head(head: torch.nn.Linear, lambda_p: float) -> None:
+    """Start near the prior: lambda_n ~= lambda_p at every step, so p starts ~geometric.
+
+    Small weights and bias = logit(lambda_p); an untrained net does not halt at step 1.
+    """
+    if head.weight.is_meta:       # shapes only (ponder.memory counts parameters there): no values to set, and
+        return                    # normal_ on the meta device imports torch._dynamo (1.7 s of a process's start)
+    lp = min(max(lambda_p, 1e-4), 1 - 1e-4)
+    torch.nn.init.normal_(head.weight, std=1e-3)
+    torch.nn.init.constant_(head.bias, math.log(lp / (1 - lp)))
+
+
+def model_config_dict(model) -> dict:
+    """A PonderNet's step-function config as a card's `model` mapping."""
+    return asdict(model.step_fn.cfg)
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
 
 
 TASKS: dict = {}

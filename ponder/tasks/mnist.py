@@ -1,4 +1,4 @@
-"""MNIST: classify a digit; the step functions (readers) are in ponder.models.
+"""MNIST: classify a digit; its step functions (readers) are in ponder.tasks.mnist_readers.
 
 Its difficulty groups: the digit class (by_class rows) and the rotation (ponder.analysis.studies.rotation_study
 on rotation_inputs()).
@@ -13,7 +13,7 @@ import torch
 
 from .. import data as D
 from ..config import TrainConfig, _check, _choice, finite, is_int
-from . import Batches, Task, EvalSet, register
+from . import Batches, EvalSet, Task, register
 
 MNIST_READERS = ("cnn", "rows", "coarse")
 # Per-reader model sizes over MnistConfig's: the row reader's fc sees a 14 x 7 map per channel, so
@@ -110,7 +110,7 @@ class MnistTask(Task):
         self.check_model_field("rows_per_step", cfg.rows_per_step)
 
     def build_step(self, model_cfg: MnistConfig, lambda_p: float):
-        from ..models import MNIST_STEPS
+        from .mnist_readers import MNIST_STEPS
         return MNIST_STEPS[model_cfg.reader](model_cfg, lambda_p)
 
     def batches(self, cfg: TrainConfig, device, data: D.Mnist) -> MnistBatches:

@@ -1,4 +1,4 @@
-"""The MNIST step functions (readers); ponder.tasks.mnist picks one from a config.
+"""The MNIST step functions (readers); ponder.tasks.mnist picks one from its config.
 
 All follow the StepFunction protocol of ponder.halting:
     encode(x) -> ctx, init_hidden(ctx) -> h_1, step(ctx, h_n, n) -> (y_n, h_{n+1}, lambda_logit_n)
@@ -12,30 +12,16 @@ Each has view(x, n): the image as step n sees it (the explorer draws it).
 """
 from __future__ import annotations
 
-import math
-from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .halting import PonderNet
+from . import init_lambda_head
 
 if TYPE_CHECKING:
-    from .tasks.mnist import MnistConfig
-
-
-def init_lambda_head(head: nn.Linear, lambda_p: float) -> None:
-    """Start near the prior: lambda_n ~= lambda_p at every step, so p starts ~geometric.
-
-    Small weights and bias = logit(lambda_p); an untrained net does not halt at step 1.
-    """
-    if head.weight.is_meta:       # shapes only (ponder.memory counts parameters there): no values to set, and
-        return                    # normal_ on the meta device imports torch._dynamo (1.7 s of a process's start)
-    lp = min(max(lambda_p, 1e-4), 1 - 1e-4)
-    nn.init.normal_(head.weight, std=1e-3)
-    nn.init.constant_(head.bias, math.log(lp / (1 - lp)))
+    from .mnist import MnistConfig
 
 
 def add_cell_and_heads(m: nn.Module, cfg: MnistConfig, lambda_p: float, fc_in: int) -> None:
@@ -251,11 +237,3 @@ class CoarseReader(GrowingEvidence):
 
 
 MNIST_STEPS = {"cnn": MnistStep, "rows": RowReader, "coarse": CoarseReader}
-
-
-def model_config_dict(model: PonderNet) -> dict:
-    return asdict(model.step_fn.cfg)
-
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

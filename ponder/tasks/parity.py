@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from .. import data as D
 from ..config import TrainConfig, _check, _choice
-from . import Batches, Task, EvalSet, register
+from . import Batches, EvalSet, Task, init_lambda_head, register
 
 PARITY_PRESETS = {
     # name: n_elems, the k (number of non-zeros) trained on and tested on, and the test's easy and
@@ -47,7 +47,6 @@ class ParityStep(nn.Module):
     """
 
     def __init__(self, cfg: ParityConfig, lambda_p: float):
-        from ..models import init_lambda_head
         super().__init__()
         self.cfg = cfg
         self.cell = nn.GRUCell(cfg.n_elems, cfg.hidden)

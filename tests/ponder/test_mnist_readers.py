@@ -1,4 +1,4 @@
-"""ponder/models.py: MnistStep's speed-ups (precomputed GRU input projection, fused gates, one unroll)
+"""ponder/tasks/mnist_readers.py: MnistStep's speed-ups (precomputed GRU input projection, fused gates, one unroll)
 give the values and gradients of nn.GRUCell run step by step on the same parameters; the readers whose
 evidence grows with the steps ("rows", "coarse"): shapes, causality, early exit equal to a full
 unroll, and a short training after which E[n] depends on the input."""
@@ -11,7 +11,7 @@ from ponder import data as D
 from ponder.tasks.mnist import MnistConfig
 from ponder.config import TrainConfig
 from ponder.halting import expected_steps, first_true, halt_mask, ponder
-from ponder.models import RowReader
+from ponder.tasks.mnist_readers import RowReader
 from ponder.tasks import build_model
 from ponder.train import train
 
@@ -145,7 +145,7 @@ def test_config_round_trip_and_validation():
     cfg = TrainConfig(reader="rows", rows_per_step=4).validate()
     model = build_model("mnist", cfg.model_config(), 20, 0.2)
     assert isinstance(model.step_fn, RowReader) and model.step_fn.levels() == 7
-    from ponder.models import model_config_dict
+    from ponder.tasks import model_config_dict
     again = build_model("mnist", model_config_dict(model), 20, 0.2)
     assert again.load_state_dict(model.state_dict()) is not None
     from ponder.config import ConfigError, model_config_from_dict

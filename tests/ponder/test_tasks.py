@@ -14,7 +14,7 @@ from ponder import lifecycle
 from ponder.analysis.studies import parity_sets
 from ponder.analysis.unroll import measure_test
 from ponder.config import ConfigError, TrainConfig
-from ponder.models import init_lambda_head
+from ponder.tasks import init_lambda_head
 from ponder.tasks import TASKS, Batches, EvalSet, Task, build_model, get_task
 from ponder.tasks.mnist import mnist_split
 from ponder.tasks.parity import PARITY_PRESETS, easy_hard, fitted_preset, halves
