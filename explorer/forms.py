@@ -100,7 +100,8 @@ def train_form_ui(task: str) -> Optional[tuple]:
     st.query_params["lp"] = f"{lp:g}"
     cfg = TrainConfig.for_task(task, lambda_p=float(lp), beta=float(beta), max_steps=int(n), hidden=int(hidden),
                                batch_size=int(batch), lr=float(lr), epochs=float(epochs),
-                               max_seconds=float(seconds) or None, rotate_train=float(rot) if "rotate_train" in t.reads else 0.0,
+                               max_seconds=float(seconds) or None,
+                               rotate_train=float(rot) if "rotate_train" in t.reads else 0.0,
                                seed=int(seed), device=device, parity_preset=preset, regulariser=reg,
                                reader=reader if "reader" in t.reads else d.reader)
     try:
@@ -123,7 +124,8 @@ def sweep_form_ui() -> Optional[tuple]:
         values = st.multiselect("λp values to train", SWEEP_CHOICES, default=[0.1, 0.3, 0.5, 0.9], key="sw_values")
         t1, t2, t3 = st.columns(3)
         task = t1.radio("Task", list(TASKS), horizontal=True, key="sw_task", format_func=task_label)
-        preset = t2.selectbox("Parity preset", list(all_presets()), index=list(all_presets()).index(TrainConfig().parity_preset),
+        presets = list(all_presets())
+        preset = t2.selectbox("Parity preset", presets, index=presets.index(TrainConfig().parity_preset),
                               key="sw_preset", format_func=preset_label,
                               help="Parity only. The video seed swept λp 0.1–0.9 on its n = 15 (video-15).")
         reg = t3.selectbox("Regulariser", REGULARISERS, key="sw_reg", format_func=REGULARISER_LABELS.get)
@@ -144,8 +146,9 @@ def sweep_form_ui() -> Optional[tuple]:
     if not values:
         st.warning("Pick at least one λp value.")
         return None
+    reads = get_task(task).reads
     base = dict(epochs=float(epochs), max_seconds=float(seconds) or None, max_steps=int(n), beta=float(beta),
-                regulariser=reg, device="auto", **(dict(parity_preset=preset) if "parity_preset" in get_task(task).reads else {}))
+                regulariser=reg, device="auto", **(dict(parity_preset=preset) if "parity_preset" in reads else {}))
     try:
         folder = safe_name(name or f"sweep-{task}")
         if name and (note := tables.renamed(name, folder)):

@@ -106,7 +106,8 @@ class Task:
         return 0
 
     def describe(self, card: dict) -> str:
-        """A few words on a run's task-specific settings ('reader rows (2 a step)', 'parity preset small'); '' for none."""
+        """A run's task-specific settings in a few words ('reader rows (2 a step)', 'parity preset small');
+        '' for none."""
         return ""
 
 

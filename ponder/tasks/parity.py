@@ -146,7 +146,7 @@ class ParityTask(Task):
         return ParityBatches(cfg, device)
 
     def test_set(self, model, cfg: TrainConfig, data=None, limit: Optional[int] = None) -> EvalSet:
-        """The preset's fixed test set (TEST_SIZE problems, or `limit`), with its easy and hard blocks and a row per k."""
+        """The preset's fixed test set (TEST_SIZE problems, or `limit`): its easy and hard blocks, a row per k."""
         preset = fitted_preset(cfg.parity_preset, model.step_fn.cfg.n_elems)
         lo, hi = preset["test_k"]
         x, y, k = D.parity_eval_set(preset["n_elems"], lo, hi, limit or TEST_SIZE)
