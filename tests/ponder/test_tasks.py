@@ -15,7 +15,8 @@ from ponder.analysis.studies import parity_sets
 from ponder.analysis.unroll import measure_test
 from ponder.config import ConfigError, TrainConfig
 from ponder.tasks import init_lambda_head
-from ponder.tasks import TASKS, Batches, EvalSet, Task, build_model, get_task
+from ponder.analysis.unroll import near_chance
+from ponder.tasks import TASKS, Batches, EvalSet, Task, build_model, get_task, register
 from ponder.tasks.mnist import mnist_split
 from ponder.tasks.parity import PARITY_PRESETS, easy_hard, fitted_preset, halves
 
@@ -95,9 +96,10 @@ class ToyTask(Task):
 @pytest.fixture
 def toy(monkeypatch, tmp_path):
     """The toy task registered for this test only, and an empty runs folder."""
-    monkeypatch.setitem(TASKS, "toy", ToyTask())
     monkeypatch.setenv("PONDER_RUNS", str(tmp_path / "runs"))
-    return tmp_path / "runs"
+    register(ToyTask())
+    yield tmp_path / "runs"
+    TASKS.pop("toy")
 
 
 def test_a_third_task_through_the_lifecycle_the_cli_and_the_loaders(toy, capsys):
@@ -124,7 +126,9 @@ def test_a_third_task_through_the_lifecycle_the_cli_and_the_loaders(toy, capsys)
     assert loaders.checkpoint(entries["runs/cli"]).task == "toy"
     assert loaders.test_metrics(entries["runs/lc"])["accuracy"] == done.metrics["accuracy"]
     measured = loaders.test_metrics(entries["runs/cli"])
-    assert measured["accuracy"] > 0.8 and measured["n"] == lifecycle.QUICK_TEST_ITEMS == 2000 and "by_class" not in measured
+    assert measured["accuracy"] > 0.8 and measured["n"] == lifecycle.QUICK_TEST_ITEMS == 2000
+    assert "by_class" not in measured                     # the breakdowns stay out of card-shaped metrics
+    assert near_chance("toy", 0.55) and not near_chance("toy", measured["accuracy"])     # its chance level: 0.5
 
 
 def test_the_registry_names_the_tasks_it_knows():
@@ -136,6 +140,15 @@ def test_the_registry_names_the_tasks_it_knows():
     # each task's defaults over TrainConfig's; the model config follows the run's config
     assert TrainConfig.for_task("parity").regulariser == "kl-reverse" and TrainConfig.for_task("mnist").hidden == 64
     assert TrainConfig(task="parity", parity_preset="medium").model_config().n_elems == 16
+
+
+def test_each_task_checks_the_fields_it_reads_whatever_the_runs_task():
+    with pytest.raises(ConfigError, match="^reader must be one of cnn, rows, coarse"):
+        TrainConfig(task="parity", reader="lines").validate()
+    with pytest.raises(ConfigError, match="^parity_preset must be one of small"):
+        TrainConfig(task="mnist", parity_preset="giant").validate()
+    assert get_task("mnist").describe({"model": {"reader": "rows", "rows_per_step": 4}}) == "reader rows (4 a step)"
+    assert get_task("parity").describe({"train": {"parity_preset": "video-15"}}) == "parity preset video-15"
 
 
 def test_build_model_from_a_card_mapping():
@@ -151,6 +164,17 @@ def test_mnist_split_takes_the_first_images(mnist):
     x, y = mnist_split(mnist, "val", 7)
     assert torch.equal(x, mnist.val_x[:7]) and torch.equal(y, mnist.val_y[:7])
     assert mnist_split(mnist)[0] is mnist.test_x
+
+
+def test_mnist_groups_by_digit_and_rotates_its_test_images(mnist):
+    model = tiny_model("mnist", max_steps=3)
+    res = measure_test(model, TrainConfig(), mnist, 50)
+    assert res["n"] == 50 and res["split"] == "test" and res["mode"] == "sample"
+    assert sum(r["count"] for r in res["by_class"]) == 50 and [r["label"] for r in res["by_class"]] == \
+        sorted(set(mnist.test_y[:50].tolist()))
+    x, y = get_task("mnist").rotation_inputs(mnist, 20)
+    assert x.dtype == torch.uint8 and x.shape == (20, 28, 28) and torch.equal(y, mnist.test_y[:20])
+    assert get_task("parity").rotation_inputs(None, 20) is None             # not an image task
 
 
 # ----------------------------------------------------------------------------- parity: one easy / hard
