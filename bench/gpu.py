@@ -28,9 +28,10 @@ from typing import Optional, Sequence
 import torch
 
 from ponder import data as D
-from ponder.config import PARITY_PRESETS, TrainConfig
-from ponder.evaluate import evaluate
-from ponder.models import build_model
+from ponder.tasks.parity import PARITY_PRESETS
+from ponder.config import TrainConfig
+from ponder.analysis.unroll import evaluate
+from ponder.tasks import build_model
 from ponder.train import device_name, train
 
 from . import common

@@ -4,7 +4,7 @@ What the "Ponder a digit" page (pages/digit.py) does after each stroke, with the
 functions and no Streamlit:
     preprocess   explorer.canvas.preprocess_canvas(rgba)              -> uint8 [28, 28]
     input        explorer.canvas.model_input(digit, angle), seen_image(x)
-    ponder       ponder.studies.trace_input(model, x, mode, seed)   (full unroll + early-exit ponder())
+    ponder       ponder.analysis.studies.trace_input(model, x, mode, seed)   (full unroll + early-exit ponder())
     figures      explorer.figures.trace_figures: the four charts of explorer.views.trace_charts_ui
     total        the four above; p50 / p95 over `n_inputs` inputs
 Separately, `to_json`: serialising the four figures (what st.plotly_chart sends to the browser).
@@ -82,7 +82,7 @@ def load_digits(mnist=None, data_dir: Optional[str] = None) -> tuple[np.ndarray,
 def one_input(model, rgba, angle: float, mode: str, seed: int) -> tuple[dict, list]:
     """Stage timings (seconds) for one canvas image, and the figures."""
     from explorer import canvas, figures
-    from ponder.studies import trace_input
+    from ponder.analysis.studies import trace_input
 
     t = {}
     t0 = time.perf_counter()

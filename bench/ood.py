@@ -24,7 +24,7 @@ from explorer.canvas import model_input, preprocess_canvas
 from ponder import ood
 from ponder.checkpoint import load_checkpoint
 from ponder.data import load_mnist
-from ponder.evaluate import expected_steps_per_input, unroll_stats
+from ponder.analysis.unroll import expected_steps_per_input, unroll_stats
 
 CANVAS, PEN = 280, 18
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"

@@ -20,8 +20,9 @@ import torch
 from ponder.config import TrainConfig
 from ponder.halting import halting_log_probs
 from ponder.losses import ponder_loss
-from ponder.models import build_model
-from ponder.train import MnistBatches, train
+from ponder.tasks import build_model
+from ponder.tasks.mnist import MnistBatches
+from ponder.train import train
 
 from . import common
 from .throughput import classifier_model

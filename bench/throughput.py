@@ -31,9 +31,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ponder.config import MnistConfig, TrainConfig
+from ponder.tasks.mnist import MnistConfig
+from ponder.config import TrainConfig
 from ponder.halting import PonderNet
-from ponder.models import MnistStep, build_model, count_parameters
+from ponder.tasks import count_parameters
+from ponder.tasks.mnist_readers import MnistStep
+from ponder.tasks import build_model
 from ponder.train import train
 
 from . import common

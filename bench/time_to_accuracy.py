@@ -7,7 +7,7 @@ hidden 64, batch 128, lr 2e-3, 3 epochs, onecycle) with the form's 60-second tim
 How evaluation time is kept out of the training time: the train callback (every log_every = 10
 steps) copies the weights to a snapshot every `snapshot_every` seconds of training and does
 nothing else; the copies' own time is measured and subtracted. After training, every snapshot is
-evaluated on the 10,000 test images with ponder.evaluate (mode 'sample', seed 0: the accuracy run
+evaluated on the 10,000 test images with ponder.analysis.unroll (mode 'sample', seed 0: the accuracy run
 cards report). Time to accuracy = the training time of the first snapshot at or above the target,
 an upper bound with a resolution of one snapshot interval. The loop's own epoch-end validation
 passes are part of every real run, so they stay in. Loading MNIST (before train() starts its
@@ -23,8 +23,8 @@ import torch
 
 from ponder import data as D
 from ponder.config import TrainConfig
-from ponder.evaluate import evaluate
-from ponder.models import build_model
+from ponder.analysis.unroll import evaluate
+from ponder.tasks import build_model
 from ponder.train import train
 
 from . import common

@@ -7,9 +7,9 @@ from typing import Optional, Sequence
 import streamlit as st
 
 from ponder.runs import ModelEntry
-from ponder.studies import Trace
+from ponder.analysis.studies import Trace
 
-from . import digits, figures, loaders, ui
+from . import digits, figures, links, loaders, ui
 
 NO_SECOND = "—"
 
@@ -62,7 +62,7 @@ def unlike_digit_ui(reasons: Sequence[str]) -> None:
 
 def second_model_ui(first: str, key: str = "second_model") -> Optional[ModelEntry]:
     """An optional second MNIST model in the sidebar, answering the same input side by side."""
-    by = {e.name: e for e in loaders.models("mnist") if e.name != first}
+    by = {e.name: e for e in loaders.models(links.MODEL_TASK["digit"]) if e.name != first}
     if st.session_state.get(key) not in [NO_SECOND, *by]:
         st.session_state[key] = NO_SECOND
     name = st.sidebar.selectbox("Compare with a second model", [NO_SECOND, *by], key=key,

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ponder.studies import prior_mean
+from ponder.analysis.studies import prior_mean
 
 from .style import (CORRECT_COLOR, LEARNED_COLOR, NEUTRAL_COLOR, PALETTE, PRIOR_COLOR, arr, count_axis, halt_marker,
                     layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_dtick, steps)
@@ -98,7 +98,7 @@ def step_probs_heatmap(probs, class_names: Optional[Sequence[str]] = None, title
 
 
 def trace_figures(tr, class_names: Sequence[str], truth: Optional[int] = None) -> dict:
-    """The four per-step figures of one input (a ponder.studies.Trace), as the digit and parity
+    """The four per-step figures of one input (a ponder.analysis.studies.Trace), as the digit and parity
     pages show them: {"heat", "p", "lambda", "cdf"}. No halt marker in expected mode (it runs all N)."""
     halt = tr.halt_step if tr.mode != "expected" else None
     return {"heat": step_probs_heatmap(tr.probs, class_names, halt_step=halt, truth=truth,

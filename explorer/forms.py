@@ -6,7 +6,9 @@ from typing import Optional
 import streamlit as st
 import torch
 
-from ponder.config import MNIST_READERS, PARITY_PRESETS, REGULARISERS, ConfigError, TrainConfig
+from ponder.config import REGULARISERS, ConfigError, TrainConfig
+from ponder.tasks import TASKS, get_task
+from ponder.tasks.mnist import MNIST_READERS
 from ponder.manage import import_zip
 from ponder.runs import (IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, RunNameError, import_checkpoint,
                          safe_name, unused_name)
@@ -23,8 +25,21 @@ def devices() -> list:
 
 
 def task_ui(key: str = "train_task") -> str:
-    return st.sidebar.radio("Task", ["mnist", "parity"], key=key, horizontal=True,
-                            format_func=lambda t: {"mnist": "MNIST", "parity": "Parity"}[t])
+    return st.sidebar.radio("Task", list(TASKS), key=key, horizontal=True, format_func=task_label)
+
+
+def task_label(task: str) -> str:
+    label = get_task(task).label
+    return label[:1].upper() + label[1:]
+
+
+def all_presets() -> dict:
+    """Every task's data presets, {name: preset} (the parity presets)."""
+    return {name: p for t in TASKS.values() for name, p in t.presets.items()}
+
+
+def preset_label(name: str) -> str:
+    return f"{name} (n={all_presets()[name]['n_elems']})"
 
 
 # What one web user can ask for (issue 16, cause 5: hidden 1024, batch 4096, N 200 asked for ~40 GB and got the
@@ -44,8 +59,8 @@ def train_form_ui(task: str) -> Optional[tuple]:
     Defaults give a useful model in under a minute on 2 CPU cores (MNIST: ~99% test accuracy; README).
     Widget keys start with tf_<task>_ so each task keeps its own defaults.
     """
-    d = TrainConfig.for_task(task)
-    budget = 60 if task == "mnist" else 120
+    d, t = TrainConfig.for_task(task), get_task(task)
+    budget = t.budget_seconds
     k = f"tf_{task}_"
     with st.sidebar.form(f"train_form_{task}"):
         name = st.text_input("Run name", value=f"{task}-lp{remembered_lambda_p():g}", max_chars=64, key=k + "name")
@@ -57,7 +72,7 @@ def train_form_ui(task: str) -> Optional[tuple]:
                            help="KL(p ‖ p_G), the paper's, lets p ≈ 0 on early steps (mode-seeking); "
                                 "KL(p_G ‖ p) keeps weight on every step (mass-covering).")
         reader = st.selectbox("What each step sees (MNIST)", MNIST_READERS, index=MNIST_READERS.index(d.reader),
-                              disabled=task != "mnist", key=k + "reader", format_func=READER_LABELS.get,
+                              disabled="reader" not in t.reads, key=k + "reader", format_func=READER_LABELS.get,
                               help="rows: 2 more image rows each step, so extra steps bring evidence and halting "
                                    "varies by digit (how mnist-adaptive was trained; λp 0.5 and 6 epochs there); "
                                    "cnn: the whole image every step (step 1 is already a classifier, fastest).")
@@ -71,10 +86,11 @@ def train_form_ui(task: str) -> Optional[tuple]:
                                   help="Training stops at whichever comes first: the epochs or the budget. The budget "
                                        "covers the training steps; a validation pass, saving and a test measurement "
                                        "on 2,000 images follow (a few seconds, shown as they run).")
-        rot = st.slider("Training rotation ±d (degrees)", 0, 180, 0, 5, disabled=task != "mnist", key=k + "rot",
+        rot = st.slider("Training rotation ±d (degrees)", 0, 180, 0, 5, disabled="rotate_train" not in t.reads,
+                        key=k + "rot",
                         help="Each training image is rotated by its own angle drawn uniformly in ±d.")
-        preset = st.selectbox("Parity preset", list(PARITY_PRESETS), disabled=task != "parity", key=k + "preset",
-                              format_func=lambda p: f"{p} (n={PARITY_PRESETS[p]['n_elems']})")
+        preset = st.selectbox("Parity preset", list(t.presets or all_presets()), disabled="parity_preset" not in t.reads,
+                              key=k + "preset", format_func=preset_label)
         seed = st.number_input("Seed", 0, 2**31 - 1, 0, 1, key=k + "seed")
         device = st.selectbox("Device", devices(), key=k + "device")
         go = st.form_submit_button("Start training", icon=":material/play_arrow:", type="primary",
@@ -85,9 +101,10 @@ def train_form_ui(task: str) -> Optional[tuple]:
     st.query_params["lp"] = f"{lp:g}"
     cfg = TrainConfig.for_task(task, lambda_p=float(lp), beta=float(beta), max_steps=int(n), hidden=int(hidden),
                                batch_size=int(batch), lr=float(lr), epochs=float(epochs),
-                               max_seconds=float(seconds) or None, rotate_train=float(rot) if task == "mnist" else 0.0,
+                               max_seconds=float(seconds) or None,
+                               rotate_train=float(rot) if "rotate_train" in t.reads else 0.0,
                                seed=int(seed), device=device, parity_preset=preset, regulariser=reg,
-                               reader=reader if task == "mnist" else d.reader)
+                               reader=reader if "reader" in t.reads else d.reader)
     try:
         safe, cfg = safe_name(name), cfg.validate()
         if note := tables.renamed(name, safe):
@@ -107,9 +124,10 @@ def sweep_form_ui() -> Optional[tuple]:
     with st.form("sweep_form"):
         values = st.multiselect("λp values to train", SWEEP_CHOICES, default=[0.1, 0.3, 0.5, 0.9], key="sw_values")
         t1, t2, t3 = st.columns(3)
-        task = t1.radio("Task", ("mnist", "parity"), horizontal=True, key="sw_task")
-        preset = t2.selectbox("Parity preset", list(PARITY_PRESETS), index=list(PARITY_PRESETS).index("small"),
-                              key="sw_preset", format_func=lambda p: f"{p} (n={PARITY_PRESETS[p]['n_elems']})",
+        task = t1.radio("Task", list(TASKS), horizontal=True, key="sw_task", format_func=task_label)
+        presets = list(all_presets())
+        preset = t2.selectbox("Parity preset", presets, index=presets.index(TrainConfig().parity_preset),
+                              key="sw_preset", format_func=preset_label,
                               help="Parity only. The video seed swept λp 0.1–0.9 on its n = 15 (video-15).")
         reg = t3.selectbox("Regulariser", REGULARISERS, key="sw_reg", format_func=REGULARISER_LABELS.get)
         c1, c2, c3, c4, c5 = st.columns(5)
@@ -130,8 +148,9 @@ def sweep_form_ui() -> Optional[tuple]:
     if not values:
         st.warning("Pick at least one λp value.")
         return None
+    reads = get_task(task).reads
     base = dict(epochs=float(epochs), max_seconds=float(seconds) or None, max_steps=int(n), beta=float(beta),
-                regulariser=reg, device="auto", **(dict(parity_preset=preset) if task == "parity" else {}))
+                regulariser=reg, device="auto", **(dict(parity_preset=preset) if "parity_preset" in reads else {}))
     try:
         folder = safe_name(name) if name else unused_name(name=f"sweep-{task}")   # a new folder unless one is named
         if name and (note := tables.renamed(name, folder)):

@@ -53,7 +53,7 @@ from ponder.train import Progress
 from .limits import JobLimitError, StopFlag, job_threads_from_env, max_jobs_from_env, max_seconds_from_env
 
 ACTIVE = ("queued", "running")
-EVAL_LIMIT = 2000          # test images (or parity problems) measured when a run is saved
+EVAL_LIMIT = lifecycle.QUICK_TEST_ITEMS   # test images (or parity problems) measured when a run is saved
 
 
 @dataclass

@@ -8,14 +8,21 @@ import math
 from typing import Mapping, Sequence
 
 from ponder.halting import MODES
+from ponder.tasks import TASKS
 
 PAGES = ("digit", "train", "sweep", "rotation", "compare", "parity", "runs")   # url paths (digit is the default page)
-MODEL_TASK = {"digit": "mnist", "rotation": "mnist", "parity": "parity"}  # pages with a single-model picker
+MODEL_TASK = {page: t.name for t in TASKS.values() for page in t.pages}  # pages with a single-model picker: their task
 USES = {"digit": {"model", "mode"}, "rotation": {"model"}, "parity": {"model", "mode"}, "compare": {"models"},
         "sweep": {"lp"}, "train": {"lp"}}
 NAMES = ("page", "model", "models", "lp", "mode")      # the app's own; anything else (Streamlit's embed, ...) is left alone
 LP_RANGE = (0.01, 1.0)                                  # the λp slider's range
-TASK_NAMES = {"mnist": "MNIST", "parity": "parity"}
+TASK_NAMES = {t.name: t.label for t in TASKS.values()}
+
+
+def article(word: str) -> str:
+    """'an' before a vowel sound ('an MNIST', 'an other'), else 'a' ('a parity')."""
+    vowel = word[:1] in "AEFHILMNORSX" if word.isupper() else word[:1].lower() in "aeiou"
+    return "an" if vowel else "a"
 
 
 def parse_lambda_p(text) -> float | None:
@@ -62,7 +69,7 @@ def check_params(params: Mapping[str, Sequence[str]], page: str, tasks: Mapping[
             want = MODEL_TASK[page]
             ok = tasks.get(value) == want
             task, shows = TASK_NAMES.get(tasks.get(value), "other"), TASK_NAMES[want]
-            why = (f"{'an' if task == 'MNIST' else 'a'} {task} model; this page shows {shows} models"
+            why = (f"{article(task)} {task} model; this page shows {shows} models"
                    if value in tasks else f"no {shows} model or run of that name")
         if ok:
             keep[name] = [value]

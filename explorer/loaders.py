@@ -13,11 +13,13 @@ import streamlit as st
 
 from ponder.card import CARD, WEIGHTS, read_history, test_metrics as card_test_metrics
 from ponder.checkpoint import Checkpoint, load_checkpoint
-from ponder.config import PARITY_PRESETS, TrainConfig
-from ponder.lifecycle import card_metrics, measure
+from ponder.config import TrainConfig
+from ponder.lifecycle import QUICK_TEST_ITEMS, card_metrics, measure
+from ponder.tasks import get_task
+from ponder.tasks.parity import fitted_preset
 from ponder.runs import ModelEntry, list_models, models_stamp
 from ponder import data as D
-from ponder.studies import parity_sets, parity_study, pondering_gallery as pondering_gallery_of, rotation_study
+from ponder.analysis.studies import parity_sets, parity_study, pondering_gallery as pondering_gallery_of, rotation_study
 
 from .digits import data_dir, missing_data_message, mnist_dataset
 from .jobs import JobRegistry
@@ -72,6 +74,12 @@ def mnist():
         return None, missing_data_message()
 
 
+def task_data(task: str):
+    """The data set a task's measurements need (MNIST, from the cache); None when it generates its data or
+    the data is missing."""
+    return mnist()[0] if get_task(task).uses_data else None
+
+
 @st.cache_resource
 def job_registry() -> JobRegistry:
     """The process-wide registry of training jobs (survives reruns and page switches)."""
@@ -119,26 +127,21 @@ def pondering_gallery(path: str, file_stamp: tuple, limit: int = 2000, k: int = 
 def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int) -> dict:
     ck = _checkpoint(path, file_stamp)
     n = ck.card["model"]["n_elems"]
-    preset = PARITY_PRESETS.get(ck.card.get("train", {}).get("parity_preset"), {})
-    train_k = preset.get("train_k") if preset.get("n_elems") == n else (1, n)
-    known = preset.get("n_elems") == n
-    res = parity_study(ck.model, n, parity_sets(n, train_k, preset.get("easy") if known else None,
-                                                 preset.get("hard") if known else None), size, mode, seed)
-    res["train_k"] = list(train_k)
+    preset = fitted_preset(ck.card.get("train", {}).get("parity_preset"), n)
+    res = parity_study(ck.model, n, parity_sets(preset), size, mode, seed)
+    res["train_k"] = list(preset["train_k"])
     return res
 
 
 @st.cache_data(max_entries=64, show_spinner="Measuring the model on test data (cached afterwards)…")
-def measured_metrics(path: str, file_stamp: tuple, limit: int = 1000) -> dict:
+def measured_metrics(path: str, file_stamp: tuple, limit: int = QUICK_TEST_ITEMS) -> dict:
     """Test metrics for a run whose card has none (e.g. an imported one), as ponder.lifecycle measures
     a run (the first `limit` test items), less the breakdowns. {} if it cannot be measured here."""
     ck = _checkpoint(path, file_stamp)
     cfg = TrainConfig.from_dict(ck.card["train"])
-    data = mnist()[0] if ck.task == "mnist" else None
-    if ck.task == "mnist" and data is None:
+    data = task_data(ck.task)
+    if get_task(ck.task).uses_data and data is None:
         return {}
-    if ck.task == "parity" and PARITY_PRESETS[cfg.parity_preset]["n_elems"] != ck.card["model"]["n_elems"]:
-        return {}                                   # an imported model whose preset does not fit it
     return card_metrics(measure(ck.model, cfg, data, limit))["test"]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ponder.studies import prior_mean, rotation_label
+from ponder.analysis.studies import prior_mean, rotation_label
 
 from .style import (CORRECT_COLOR, HEIGHT, LEARNED_COLOR, NEUTRAL_COLOR, PALETTE, PRIOR_COLOR, WRONG_COLOR, arr,
                     layout, prior_trace, set_layout, step_axis, steps)

@@ -6,6 +6,7 @@ from typing import Optional
 
 from ponder.card import mean_expected_steps, test_metrics
 from ponder.runs import MAX_NAME, RunNameError, safe_name
+from ponder.tasks import TASKS
 
 
 def sweep_row(name: str, card: Optional[dict], status: Optional[str] = None, reason: str = "",
@@ -41,13 +42,11 @@ def regulariser_name(train: dict) -> str:
     return REGULARISER_NAMES.get((train or {}).get("regulariser", "kl"), "?")
 
 
-def reader_name(card: dict) -> str:
-    """What an MNIST step sees, e.g. 'rows (2 a step)'; '' for parity."""
-    m = card.get("model") or {}
-    if card.get("task") != "mnist":
-        return ""
-    r = m.get("reader", "cnn")
-    return f"rows ({m.get('rows_per_step', 2)} a step)" if r == "rows" else r
+def task_settings(card: dict) -> str:
+    """A run's task-specific settings in a few words ('reader rows (2 a step)', 'parity preset small'): its
+    task's describe(); '' for a task this explorer does not know."""
+    task = TASKS.get(card.get("task"))
+    return task.describe(card) if task is not None else ""
 
 
 def describe_card(card: dict) -> str:
@@ -58,11 +57,10 @@ def describe_card(card: dict) -> str:
     parts = [f"**{plain(card.get('name', '?'))}** · {card.get('task', '?')} · status **{plain(card.get('status', '?'))}**"
              + (f" ({plain(card['reason'])})" if card.get("reason") else ""),
              f"λp = {card.get('lambda_p')}, β = {tr.get('beta')}, regulariser {regulariser_name(tr)}, "
-             + (f"reader {reader_name(card)}, " if reader_name(card) else "") + f"N = {card.get('max_steps')}, "
+             + (f"{task_settings(card)}, " if task_settings(card) else "") + f"N = {card.get('max_steps')}, "
              f"hidden = {tr.get('hidden')}, batch = {tr.get('batch_size')}, lr = {tr.get('lr')}",
              f"epochs = {tr.get('epochs')}, time budget = {tr.get('max_seconds') or 'none'}, "
-             f"train rotation ±{tr.get('rotate_train', 0)}°, seed = {tr.get('seed')}"
-             + (f", parity preset {tr.get('parity_preset')}" if card.get("task") == "parity" else ""),
+             f"train rotation ±{tr.get('rotate_train', 0)}°, seed = {tr.get('seed')}",
              f"trained {card.get('steps', '?')} steps in {card.get('train_seconds', '?')} s on {plain(card.get('device', '?'))}"]
     if t.get("accuracy") is not None:
         en = mean_expected_steps(t)

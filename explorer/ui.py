@@ -20,6 +20,7 @@ from ponder.card import CheckpointError
 from ponder.config import ConfigError
 from ponder.halting import MODES
 from ponder.runs import ModelEntry, RunNameError, list_sweeps
+from ponder.tasks import TASKS
 
 from ponder.card import test_metrics
 
@@ -31,7 +32,6 @@ USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
 # Plotly's toolbar covered titles and legends (issue 15, item 3): off. Drag still zooms, a double
 # click resets, and Streamlit's own toolbar (hover, above the chart) shows it full screen.
 PLOTLY_CONFIG = {"displayModeBar": False, "displaylogo": False}
-DEFAULT_MODEL = {"mnist": "mnist-adaptive", "parity": "parity-15", None: "mnist-adaptive"}
 MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inference; a seeded draw). "
              "deterministic: halt at the median of the halting distribution (first n with P(halted by n) ≥ 0.5). "
              "expected: run all N steps and answer the p-weighted mixture Σ p_n · y_n.")
@@ -157,6 +157,11 @@ def _initial(names: Sequence[str], mem_key: str, default: Optional[str]) -> str:
     return names[0]
 
 
+def default_model(task: Optional[str]) -> str:
+    """The shipped model a picker of `task` starts on; for any task, the first registered task's."""
+    return (TASKS[task] if task in TASKS else next(iter(TASKS.values()))).default_model
+
+
 def pick_model(task: Optional[str], name: str) -> None:
     """Set the sidebar picker of `task` to `name` (a button's on_click: runs before the picker is drawn)."""
     st.session_state[f"pick_model_{task or 'any'}"] = st.session_state[f"_model_{task or 'any'}"] = name
@@ -172,7 +177,7 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
     wkey, mem = f"pick_model_{task or 'any'}", f"_model_{task or 'any'}"
     chosen = gone = st.session_state.get(wkey)
     if chosen not in by:
-        chosen = _initial(list(by), mem, DEFAULT_MODEL.get(task))
+        chosen = _initial(list(by), mem, default_model(task))
         if gone is not None:                  # shown a run before, now deleted or renamed (another session?)
             st.sidebar.info(f"{tables.plain(gone)} is gone (deleted or renamed meanwhile): showing "
                             f"{tables.plain(chosen)} instead.", icon=":material/info:")
@@ -185,10 +190,10 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
     st.query_params["model"] = name
     entry = by[name]
     tr = entry.card.get("train", {})
-    reader = tables.reader_name(entry.card)
+    settings = tables.task_settings(entry.card)
     # the picker cuts a long name at the sidebar's width: the caption under it says it whole (and wraps)
     st.sidebar.caption(f"**{tables.plain(entry.name)}** · {entry.source} · {entry.card.get('task')}"
-                       f"{f' · reader {reader}' if reader else ''} · "
+                       f"{f' · {settings}' if settings else ''} · "
                        f"λp {entry.card.get('lambda_p'):g} · N {entry.card.get('max_steps')} · β {tr.get('beta')} · "
                        f"{tables.regulariser_name(tr)} · the (?) shows its full config")
     if entry.card.get("status") in ("cancelled", "failed"):

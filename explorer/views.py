@@ -13,10 +13,11 @@ from PIL import Image
 from ponder.card import CheckpointError, read_card, test_metrics
 from ponder.config import ConfigError
 
-from ponder.evaluate import CHANCE, near_chance
-from ponder.studies import Trace
+from ponder.analysis.unroll import near_chance
+from ponder.analysis.studies import Trace
 from ponder.runs import SWEEP
 from ponder.sweep import read_sweep
+from ponder.tasks import TASKS
 
 from . import figures, loaders, study_figures, tables
 from .tables import plain
@@ -190,7 +191,7 @@ def run_result_ui(run: RunState) -> None:
     task = run.config.task if run.config is not None else ""
     if run.status == "completed" and near_chance(task, t.get("accuracy")):
         st.warning(f"{head} Completed, but it **learned nothing**: its test accuracy is at chance level "
-                   f"({CHANCE[task]:.0%} by guessing); try a smaller learning rate or β.{acc}{where}")
+                   f"({TASKS[task].chance:.0%} by guessing); try a smaller learning rate or β.{acc}{where}")
     elif run.status == "completed":
         st.success(f"{head} Completed{' (' + reason + ')' if reason else ''}.{acc}{where}")
     elif run.status == "cancelled" and not run.steps:

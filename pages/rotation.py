@@ -1,13 +1,14 @@
 """Rotation study: accuracy and halting steps of an MNIST model on rotated test digits."""
 import streamlit as st
 
-from explorer import inputs, loaders, study_figures, ui
+from explorer import inputs, links, loaders, study_figures, ui
 from ponder.halting import MODES
-from ponder.studies import ponder_verdict, rotation_label
+from ponder.analysis.studies import rotation_verdict, rotation_label
 
 ui.app_guard("rotation")
+TASK = links.MODEL_TASK["rotation"]          # the task whose models this page shows
 st.title("Rotation study")
-entry = ui.model_picker_ui("mnist")
+entry = ui.model_picker_ui(TASK)
 mnist, missing = loaders.mnist()
 if mnist is None:
     ui.mnist_missing_ui(missing, "rotation_download")
@@ -15,13 +16,13 @@ if mnist is None:
 if entry is None:
     st.warning("No MNIST model to study.")
     st.stop()
-rotated = {e.name: float(e.card["train"]["rotate_train"]) for e in loaders.models("mnist")
+rotated = {e.name: float(e.card["train"]["rotate_train"]) for e in loaders.models(TASK)
            if isinstance(e.card.get("train"), dict) and (e.card["train"].get("rotate_train") or 0) > 0}
 if rotated and entry.name not in rotated:      # the picked model is shared by every page: suggested, not switched
     name, deg = next(iter(rotated.items()))
     st.info(f"{entry.name} saw no rotated digits in training; {name} was trained on digits rotated by up to "
             f"±{deg:g}°: study it to compare.")
-    st.button(f"Study {name}", key="rot_pick_rotated", on_click=ui.pick_model, args=("mnist", name))
+    st.button(f"Study {name}", key="rot_pick_rotated", on_click=ui.pick_model, args=(TASK, name))
 
 with st.form("rotation_settings"):
     c1, c2, c3, c4 = st.columns([2, 1.3, 1, 1])
@@ -42,7 +43,7 @@ n_images = 10000 if full else int(limit)
 with ui.user_errors():
     rows = loaders.rotation_results(str(entry.path), loaders.stamp(entry.path), tuple(angles), tuple(ranges),
                                     None if full else int(limit), mode, 0)
-answer, text = ponder_verdict(rows)
+answer, text = rotation_verdict(rows)
 st.subheader("Does it ponder longer on harder inputs?")
 (st.success if answer == "longer" else st.info)(text)
 

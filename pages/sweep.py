@@ -5,7 +5,7 @@ from explorer import figures, forms, loaders, ui, views
 from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.runs import runs_root
-from ponder.studies import prior_mean
+from ponder.analysis.studies import prior_mean
 
 ui.app_guard("sweep")
 st.title("λp sweep")

@@ -4,6 +4,7 @@ import streamlit as st
 from explorer import forms, loaders, ui, views
 from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
+from ponder.tasks import get_task
 
 ui.app_guard("train")
 st.title("Train a PonderNet")
@@ -13,7 +14,7 @@ task = forms.task_ui()
 request, refused, started = forms.train_form_ui(task), False, None
 if request is not None:
     refused = True
-    if request[1].task == "mnist" and loaders.mnist()[0] is None:
+    if get_task(request[1].task).uses_data and loaders.mnist()[0] is None:
         st.error(loaders.mnist()[1])
     else:
         try:
@@ -37,7 +38,7 @@ if job is None:
         f"and anyone can cancel it. A job trains for at most {fmt_duration(registry.max_seconds)} on this server "
         "(PONDER_MAX_JOB_SECONDS): then it stops and is saved as a partial run. Finished runs are saved to the "
         "runs folder and appear in every model picker.")
-    if task == "mnist" and loaders.mnist()[0] is None:
+    if get_task(task).uses_data and loaders.mnist()[0] is None:
         ui.mnist_missing_ui(loaders.mnist()[1], "train_download")
     views.recent_jobs_ui(registry.recent("train"), None, key="train")
     st.stop()

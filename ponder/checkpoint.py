@@ -21,7 +21,7 @@ from .atomic import (SaveError, folder_lock, holds_lock, json_bytes, jsonable, o
 from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, new_card, one_line, read_card, read_regular, resolve_run_dir
 from .config import ConfigError, TrainConfig
 from .halting import PonderNet
-from .models import build_model, model_config_dict
+from .tasks import build_model, model_config_dict
 
 MAX_CHECKPOINT_BYTES = 200 * 1024 * 1024
 SMALL_MODEL_FIELD = 512               # model sizes up to this are built directly when loading

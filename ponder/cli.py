@@ -10,7 +10,9 @@ import threading
 from dataclasses import fields
 
 from .card import two_decimals
-from .config import DEVICES, MAX_SEED, MNIST_READERS, PARITY_PRESETS, REGULARISERS, TASKS, ConfigError, TrainConfig
+from .config import DEVICES, MAX_SEED, REGULARISERS, ConfigError, TrainConfig
+from .tasks import TASKS, get_task
+from .tasks.mnist import MNIST_READERS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -120,28 +122,37 @@ def build_parser() -> argparse.ArgumentParser:
 def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
     """The training-config flags `train` and `sweep` share (each flag defaults to None: not given)."""
     t.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw (default $PONDER_DATA or ./data)")
-    t.add_argument("--epochs", type=float, default=None, help=f"passes over the training set (default {d.epochs}; parity 6 x steps-per-epoch batches)")
+    t.add_argument("--epochs", type=float, default=None, help=f"passes over the training set, or steps-per-epoch "
+                   f"batches of a task that generates its data (default: {defaults('epochs')})")
     t.add_argument("--max-seconds", type=float, default=None, help="time budget; stops cleanly when used")
     t.add_argument("--lambda-p", type=float, default=d.lambda_p, help=f"prior lambda_p in (0, 1] (default {d.lambda_p})")
     t.add_argument("--beta", type=float, default=d.beta, help=f"regulariser weight (default {d.beta})")
     t.add_argument("--regulariser", default=None, choices=REGULARISERS,
                    help="kl: KL(p || p_G), the paper's direction; kl-reverse: KL(p_G || p), the prior first "
-                        f"(default: {TrainConfig.for_task('parity').regulariser} for parity, {d.regulariser} for MNIST)")
+                        f"(default: {defaults('regulariser')})")
     t.add_argument("--reader", default=None, choices=MNIST_READERS,
                    help="MNIST step function: cnn (whole image every step), rows (rows_per_step more rows each step), "
                         f"coarse (growing resolution) (default {d.reader})")
     t.add_argument("--rows-per-step", type=int, default=None, help=f"rows reader: image rows per step (default {d.rows_per_step})")
     t.add_argument("--max-steps", type=int, default=d.max_steps, help=f"N, most pondering steps (default {d.max_steps})")
-    t.add_argument("--hidden", type=int, default=None, help=f"GRU hidden size (default {d.hidden}; parity 128)")
+    t.add_argument("--hidden", type=int, default=None, help=f"GRU hidden size (default: {defaults('hidden')})")
     t.add_argument("--batch-size", type=int, default=None, help=f"(default {d.batch_size})")
-    t.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default {d.lr}; parity 3e-3)")
+    t.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default: {defaults('lr')})")
     t.add_argument("--lr-schedule", default=d.lr_schedule, help="onecycle or constant")
     t.add_argument("--rotate-train", type=float, default=d.rotate_train, help="rotate training images by U(-d, d) degrees")
-    t.add_argument("--parity-preset", default=d.parity_preset, help=f"one of {', '.join(PARITY_PRESETS)}")
+    t.add_argument("--parity-preset", default=d.parity_preset,
+                   help=f"one of {', '.join(p for task in TASKS.values() for p in task.presets)}")
     t.add_argument("--steps-per-epoch", type=int, default=d.steps_per_epoch, help="parity: batches per epoch")
     t.add_argument("--seed", type=_seed, default=None, help=f"(default {d.seed})")
     t.add_argument("--device", default=d.device, help="auto, cpu, cuda or mps")
     t.add_argument("--compile", action="store_true", help="torch.compile the model (GPU)")
+
+
+def defaults(name: str) -> str:
+    """A TrainConfig field's default for each task, e.g. 'kl for mnist, kl-reverse for parity'."""
+    def show(v):
+        return f"{v:g}" if isinstance(v, float) else str(v)
+    return ", ".join(f"{show(getattr(TrainConfig.for_task(t), name))} for {t}" for t in TASKS)
 
 
 def main(argv=None) -> int:
@@ -219,7 +230,6 @@ def _train_into(args, cfg, out, created: bool) -> int:
     """cmd_train once --out is checked and locked: train, save, evaluate, report."""
     from tqdm import tqdm
 
-    from . import data as D
     from . import lifecycle
     from .atomic import SaveError
 
@@ -242,7 +252,8 @@ def _train_into(args, cfg, out, created: bool) -> int:
     cancel = threading.Event()
     try:
         with _ctrl_c_cancels(cancel):
-            done = lifecycle.run(cfg, out, load_data=lambda: D.load_mnist(args.data_dir), callback=on_progress,
+            done = lifecycle.run(cfg, out, load_data=lambda: get_task(cfg.task).load_data(args.data_dir),
+                                 callback=on_progress,
                                  cancel=cancel, evaluate=not args.no_eval, rescue=True)
     except SaveError as e:                    # the save and the fallback save both failed
         _remove_if_empty(out, created)
@@ -308,29 +319,21 @@ class _ctrl_c_cancels:
 
 
 def cmd_evaluate(args) -> int:
-    from . import data as D
+    from .analysis.studies import rotation_study
+    from .analysis.unroll import measure_test
     from .atomic import jsonable
     from .checkpoint import load_checkpoint
-    from .config import PARITY_PRESETS
-    from .evaluate import evaluate_mnist, evaluate_parity, mnist_split
-    from .studies import rotation_study
+    from .tasks import get_task
     from .train import pick_device
 
     ck = load_checkpoint(args.run, device=pick_device(args.device))
-    if ck.task == "mnist":
-        mnist = D.load_mnist(args.data_dir)
-        res = evaluate_mnist(ck.model, mnist, args.mode, limit=args.limit, seed=args.seed)
-        rows = rotation_study(ck.model, *mnist_split(mnist, "test", args.limit), args.rotations, args.uniform,
-                              args.mode, args.seed)
-        res["rotations"] = [r for r in rows if r["kind"] == "fixed"]
-        res["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
-    else:
-        n = ck.card["model"]["n_elems"]
-        preset = PARITY_PRESETS[ck.card["train"]["parity_preset"]]
-        if preset["n_elems"] != n:           # an edited or imported card: every k of the model's own n
-            preset = dict(n_elems=n, train_k=(1, n), test_k=(1, n))
-        res = evaluate_parity(ck.model, preset, args.mode, seed=args.seed, size=args.limit or 10000)
-        res["rotations"], res["uniform_rotations"] = [], []
+    task = get_task(ck.task)
+    data = task.load_data(args.data_dir)
+    res = measure_test(ck.model, TrainConfig.from_dict(ck.card["train"]), data, args.limit, args.mode, args.seed)
+    images = task.rotation_inputs(data, args.limit)
+    rows = rotation_study(ck.model, *images, args.rotations, args.uniform, args.mode, args.seed) if images else []
+    res["rotations"] = [r for r in rows if r["kind"] == "fixed"]
+    res["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
     res["run"] = str(ck.path)
     if args.json:                           # strict JSON: NaN / inf are written as null
         print(json.dumps(jsonable(res), allow_nan=False))

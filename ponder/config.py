@@ -5,7 +5,6 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Optional
 
-TASKS = ("mnist", "parity")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MAX_SEED = 2 ** 63 - 1
 
@@ -14,64 +13,13 @@ class ConfigError(ValueError):
     """A bad hyperparameter. The message names the field and the allowed range."""
 
 
-MNIST_READERS = ("cnn", "rows", "coarse")
-REGULARISERS = ("kl", "kl-reverse")
-# Per-reader model sizes over MnistConfig's: the row reader's fc sees a 14 x 7 map per channel, so
-# 16 second-layer channels keep it at 1568 x 128 weights (~1 MB a model, like the "cnn" reader's).
-READER_DEFAULTS = {"rows": dict(channels2=16)}     # KL(p || p_G) (paper), KL(p_G || p) (reverse); see ponder/losses.py
-ROWS_PER_STEP = (2, 4, 14, 28)   # the row reader's feature map has 14 rows, each 2 image rows high
-
-
-@dataclass
-class MnistConfig:
-    """A CNN embedding + GRU cell over steps. `reader` says what the cell sees at step n."""
-    channels1: int = 16      # first conv layer's channels (5x5, then 2x2 max-pool)
-    channels2: int = 32      # second conv layer's channels (5x5, then a max-pool)
-    embed: int = 128         # size of the image embedding fed to the cell
-    hidden: int = 64         # GRU hidden size
-    dropout: float = 0.0     # dropout on the embedding during training
-    reader: str = "cnn"      # "cnn": the whole image at every step (step 1 is a full classifier);
-                             # "rows": the first rows_per_step * n rows at step n (evidence grows);
-                             # "coarse": the image at a growing resolution, 2x2 ... 28x28
-    rows_per_step: int = 2   # "rows" reader: image rows revealed per step (2 -> all 28 rows by step 14)
-
-
-@dataclass
-class ParityConfig:
-    """GRU cell fed the input vector at every step (paper / labml parity setting)."""
-    n_elems: int = 8         # input vector length
-    hidden: int = 64         # GRU hidden size
-
-
-PARITY_PRESETS = {
-    # name: n_elems, the k (number of non-zeros) trained on and tested on, and the test's easy and
-    # hard ranges of k (what evaluate reports as `easy` / `hard`; without them: the two halves)
-    "small": dict(n_elems=8, train_k=(1, 8), test_k=(1, 8)),          # ~1 minute on 2 CPU cores
-    "medium": dict(n_elems=16, train_k=(1, 16), test_k=(1, 16)),
-    "medium-extrapolation": dict(n_elems=16, train_k=(1, 8), test_k=(9, 16)),   # the paper's split, scaled to 16
-    "large": dict(n_elems=32, train_k=(1, 32), test_k=(1, 32)),
-    "video-15": dict(n_elems=15, train_k=(1, 15), test_k=(1, 15), easy=(1, 4), hard=(11, 15)),   # the video seed's
-    # the video seed's extrapolation: trained on k <= 25, tested on all k; easy = seen k, hard = unseen 26..30
-    "video-30-extrapolation": dict(n_elems=30, train_k=(1, 25), test_k=(1, 30), easy=(1, 25), hard=(26, 30)),
-    "paper": dict(n_elems=64, train_k=(1, 64), test_k=(1, 64)),       # the paper's interpolation
-    "extrapolation": dict(n_elems=96, train_k=(1, 48), test_k=(49, 96)),  # the paper's extrapolation
-}
-
-
-# Per-task defaults layered over TrainConfig's (parity needs a wider cell and more steps).
-TASK_DEFAULTS = {
-    "mnist": {},
-    # parity: the reverse KL(p_G || p) by default: on the video's n = 15 it makes hard vectors take more expected
-    # steps (+2.07 +- 0.84 at 15k steps, +0.66 +- 0.21 at 40k; 3 seeds each), the paper's KL(p || p_G) does not
-    # (-0.72 +- 1.21 at 40k) (README Results §5)
-    "parity": dict(hidden=128, lr=3e-3, epochs=6.0, batch_size=128, regulariser="kl-reverse"),
-}
+REGULARISERS = ("kl", "kl-reverse")     # KL(p || p_G) (paper), KL(p_G || p) (reverse); see ponder/losses.py
 
 
 @dataclass
 class TrainConfig:
     """Everything a run needs. Saved in the run folder; defaults give a useful MNIST model in ~1 min on 2 CPU cores."""
-    task: str = "mnist"              # "mnist" or "parity"
+    task: str = "mnist"              # a task of the registry ponder.tasks.TASKS
     lambda_p: float = 0.2            # geometric prior parameter, prior mean 1/lambda_p steps
     beta: float = 0.01               # weight of the regulariser
     regulariser: str = "kl"          # "kl": KL(p || p_G), the paper's direction (the learned p first);
@@ -90,7 +38,7 @@ class TrainConfig:
     grad_clip: float = 1.0           # max global gradient norm
     weight_decay: float = 0.0        # Adam weight decay
     parity_preset: str = "small"     # parity data preset: small / paper / extrapolation
-    steps_per_epoch: int = 500       # parity only: batches per "epoch" (data is generated, endless)
+    steps_per_epoch: int = 500       # tasks that generate their data (parity): batches per "epoch"
     log_every: int = 10              # report progress every this many optimiser steps
     compile: bool = False            # torch.compile the step function (helps on GPU only)
     lr_schedule: str = "onecycle"    # "onecycle" (warm-up then cosine decay) or "constant"
@@ -102,18 +50,19 @@ class TrainConfig:
     @classmethod
     def for_task(cls, task: str, **overrides) -> "TrainConfig":
         """Defaults that suit the task; overrides win."""
-        base = dict(TASK_DEFAULTS.get(task, {}))
+        from .tasks import TASKS
+        base = dict(TASKS[task].defaults) if isinstance(task, str) and task in TASKS else {}
         base.update(overrides)
         return cls(task=task, **base)
 
     def validate(self) -> "TrainConfig":
-        _check(_choice(self.task, TASKS), "task", f"one of {', '.join(TASKS)}", self.task)
+        from .tasks import TASKS, get_task
+        get_task(self.task)
         _check(finite(self.lambda_p) and 0.0 < self.lambda_p <= 1.0, "lambda_p", "(0, 1]", self.lambda_p)
         _check(finite(self.beta) and self.beta >= 0.0, "beta", ">= 0", self.beta)
         _check(_choice(self.regulariser, REGULARISERS), "regulariser", f"one of {', '.join(REGULARISERS)}", self.regulariser)
-        _check(_choice(self.reader, MNIST_READERS), "reader", f"one of {', '.join(MNIST_READERS)}", self.reader)
-        _check(is_int(self.rows_per_step) and self.rows_per_step in ROWS_PER_STEP, "rows_per_step",
-               f"one of {', '.join(map(str, ROWS_PER_STEP))}", self.rows_per_step)
+        for task in TASKS.values():          # each task checks the fields it reads, whatever the run's task
+            task.check(self)
         _check(is_int(self.max_steps) and 1 <= self.max_steps <= 200, "max_steps", "an integer in [1, 200]", self.max_steps)
         _check(is_int(self.hidden) and 1 <= self.hidden <= 4096, "hidden", "an integer in [1, 4096]", self.hidden)
         _check(is_int(self.batch_size) and 1 <= self.batch_size <= 65536, "batch_size", "an integer in [1, 65536]", self.batch_size)
@@ -128,7 +77,6 @@ class TrainConfig:
         # an upper bound: Adam adds weight_decay * w to the gradient after clipping, and a huge
         # value (~1e38) overflows that sum and writes NaN into the weights in one step
         _check(finite(self.weight_decay) and 0 <= self.weight_decay <= 1, "weight_decay", "in [0, 1]", self.weight_decay)
-        _check(_choice(self.parity_preset, PARITY_PRESETS), "parity_preset", f"one of {', '.join(PARITY_PRESETS)}", self.parity_preset)
         _check(is_int(self.steps_per_epoch) and self.steps_per_epoch >= 1, "steps_per_epoch", "an integer >= 1", self.steps_per_epoch)
         _check(is_int(self.log_every) and self.log_every >= 1, "log_every", "an integer >= 1", self.log_every)
         _check(_choice(self.lr_schedule, ("onecycle", "constant")), "lr_schedule", "onecycle or constant", self.lr_schedule)
@@ -139,10 +87,8 @@ class TrainConfig:
 
     def model_config(self):
         """The model dataclass this run trains."""
-        if self.task == "mnist":
-            return MnistConfig(hidden=self.hidden, reader=self.reader, rows_per_step=self.rows_per_step,
-                               **READER_DEFAULTS.get(self.reader, {}))
-        return ParityConfig(n_elems=PARITY_PRESETS[self.parity_preset]["n_elems"], hidden=self.hidden)
+        from .tasks import get_task
+        return get_task(self.task).model_config(self)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -153,21 +99,9 @@ class TrainConfig:
 
 
 def model_config_from_dict(task: str, d: dict):
-    cls = {"mnist": MnistConfig, "parity": ParityConfig}.get(task) if isinstance(task, str) else None
-    if cls is None:
-        raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
-    cfg = from_mapping(cls, d, f"a {task} model config", f"{task} model field(s)")
-    for f in fields(cls):
-        v = getattr(cfg, f.name)
-        if f.name == "dropout":
-            _check(finite(v) and 0.0 <= v < 1.0, f.name, "[0, 1)", v)
-        elif f.name == "reader":
-            _check(_choice(v, MNIST_READERS), f.name, f"one of {', '.join(MNIST_READERS)}", v)
-        elif f.name == "rows_per_step":
-            _check(is_int(v) and v in ROWS_PER_STEP, f.name, f"one of {', '.join(map(str, ROWS_PER_STEP))}", v)
-        else:
-            _check(is_int(v) and 1 <= v <= 4096, f.name, "an integer in [1, 4096]", v)
-    return cfg
+    """A card's `model` mapping as its task's model config, checked (ConfigError when it is not)."""
+    from .tasks import get_task
+    return get_task(task).model_config_from_dict(d)
 
 
 def from_mapping(cls, d, what: str, fields_name: str):

@@ -268,12 +268,23 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
     return res
 
 
+def step_probs(model: PonderNet, y: torch.Tensor) -> torch.Tensor:
+    """Class probabilities of every step's output y [N, B, ...] -> [N, B, C] (float32)."""
+    N, B = y.shape[:2]
+    return model.step_fn.probs(y.flatten(0, 1)).float().view(N, B, -1)
+
+
+def answer_mixture(probs: torch.Tensor, log_p: torch.Tensor) -> torch.Tensor:
+    """The p-weighted answer sum_n p_n probs(y_n): probs [N, B, C], log_p [N, B] -> [B, C].
+    What 'expected' mode answers, and what training's batch accuracy scores."""
+    return (log_p.exp().unsqueeze(-1) * probs).sum(0)                  # [B, C]
+
+
 def _ponder_expected(model: PonderNet, x: torch.Tensor, trace: bool) -> PonderResult:
     out = model(x)
-    probs = model.step_fn.probs(out.y.flatten(0, 1)).float()            # [N*B, C]
-    probs = probs.view(out.y.shape[0], out.y.shape[1], -1)              # [N, B, C]
+    probs = step_probs(model, out.y)                                    # [N, B, C]
     p = out.log_p.exp()                                                 # [N, B]
-    mix = (p.unsqueeze(-1) * probs).sum(0)                              # [B, C]
+    mix = answer_mixture(probs, out.log_p)                              # [B, C]
     B = mix.shape[0]
     full = torch.full((B,), model.max_steps, dtype=torch.long, device=mix.device)
     res = PonderResult(probs=mix, pred=mix.argmax(1), halt_step=full, steps_run=full.clone(),

@@ -13,16 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import data as D
 from .atomic import SaveError, folder_lock, remove_if_empty
 from .card import one_line, update_card
 from .checkpoint import save_run
-from .config import PARITY_PRESETS, TrainConfig
-from .evaluate import evaluate_mnist, evaluate_parity
+from .analysis.unroll import measure_test
+from .config import TrainConfig
 from .halting import PonderNet
+from .tasks import get_task
 from .train import Progress, TrainResult, device_name, train
 
 BREAKDOWNS = ("by_class", "by_k")          # per-class / per-k rows: in results, not in a card
+QUICK_TEST_ITEMS = 2000    # test items measured where the whole test set would keep a person waiting: a run the
+                           # explorer trains, and a run listed there whose card has no test metrics
 
 
 @dataclass
@@ -50,28 +52,27 @@ def card_metrics(metrics: dict, **extra) -> dict:
     return {"test": {k: v for k, v in metrics.items() if k not in BREAKDOWNS}, **extra}
 
 
-def measure(model: PonderNet, cfg: TrainConfig, mnist: Optional[D.Mnist], limit: Optional[int] = None) -> dict:
-    """The standard test measurement: 'sample' mode (seed 0) on the MNIST test set, or on the parity
-    preset's test set (10,000 problems); `limit` keeps the first images / draws that many problems."""
-    if cfg.task == "mnist":
-        return evaluate_mnist(model, mnist, "sample", limit=limit)
-    return evaluate_parity(model, PARITY_PRESETS[cfg.parity_preset], "sample", size=limit or 10000)
+def measure(model: PonderNet, cfg: TrainConfig, data, limit: Optional[int] = None) -> dict:
+    """The standard test measurement (ponder.analysis.unroll.measure_test): 'sample' mode (seed 0) on the
+    task's test set (MNIST's 10,000 test images, a parity preset's 10,000 problems); `limit` keeps that many."""
+    return measure_test(model, cfg, data, limit)
 
 
-def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = None,
+def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = None,
         callback: Optional[Callable[[Progress], None]] = None, cancel: Optional[threading.Event] = None,
         on_phase: Optional[Callable[[str], None]] = None, evaluate: bool = True, eval_limit: Optional[int] = None,
-        measure_fn: Optional[Callable[[PonderNet, Optional[D.Mnist]], dict]] = None, name: Optional[str] = None,
+        measure_fn: Optional[Callable[[PonderNet, object], dict]] = None, name: Optional[str] = None,
         rescue: bool = False) -> RunOutcome:
     """Train cfg, save the run in `out`, measure it on test data and add the metrics to its card.
 
     out:        the run folder, or a function that makes one when the run is saved (the explorer's
                 fresh, uniquely named folder in the runs folder), so nothing is created before then.
-    load_data:  returns MNIST (default: ponder.data.load_mnist() from $PONDER_DATA); not called for parity.
+    load_data:  returns the task's data set (default: the task's load_data(), MNIST from $PONDER_DATA); not
+                called for a task that generates its data (parity).
     callback / cancel: passed to ponder.train.train (progress reports; stop after the current step).
     on_phase:   told 'loading data', 'training', 'validating' (the final validation pass, after the time
                 budget; not after a cancel), 'saving', 'evaluating' as the run gets there.
-    measure_fn: (model, mnist) -> full test metrics; default measure(..., limit=eval_limit).
+    measure_fn: (model, data) -> full test metrics; default measure(..., limit=eval_limit).
     rescue:     when saving in `out` fails, save in a fresh temporary folder instead (the CLI, the
                 explorer); otherwise the SaveError propagates. A folder `out()` made is locked
                 (ponder.atomic.folder_lock) until its card holds the test metrics, and removed again
@@ -80,12 +81,12 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = N
     (evaluation, card update) do not raise: they are listed in outcome.problems.
     """
     phase = on_phase or (lambda _: None)
-    mnist = None
-    if cfg.task == "mnist":
+    task, data = get_task(cfg.task), None
+    if task.uses_data:
         phase("loading data")
-        mnist = load_data() if load_data is not None else D.load_mnist()
+        data = load_data() if load_data is not None else task.load_data()
     phase("training")
-    result = train(cfg, mnist=mnist, callback=callback, cancel=cancel, on_phase=phase)
+    result = train(cfg, mnist=data, callback=callback, cancel=cancel, on_phase=phase)
     outcome = RunOutcome(result)
     if result.status == "cancelled" and result.steps == 0:
         outcome.problems.append("cancelled before the first step; nothing to save")
@@ -108,7 +109,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], D.Mnist]] = N
                 raise
             _save_elsewhere(outcome, cfg, save, name, target, e)
         if evaluate and result.steps > 0:
-            _evaluate(outcome, cfg, mnist, measure_fn, eval_limit, phase)
+            _evaluate(outcome, cfg, data, measure_fn, eval_limit, phase)
     return outcome
 
 
@@ -125,11 +126,11 @@ def _save_elsewhere(outcome: RunOutcome, cfg: TrainConfig, save: dict, name, tar
                                f"instead (move it where you want it)")
 
 
-def _evaluate(outcome: RunOutcome, cfg: TrainConfig, mnist, measure_fn, eval_limit, phase) -> None:
+def _evaluate(outcome: RunOutcome, cfg: TrainConfig, data, measure_fn, eval_limit, phase) -> None:
     """Measure the saved run on test data and add the metrics to its card (problems noted, not raised)."""
     phase("evaluating")
     try:
-        metrics = (measure_fn or (lambda m, d: measure(m, cfg, d, eval_limit)))(outcome.result.model, mnist)
+        metrics = (measure_fn or (lambda m, d: measure(m, cfg, d, eval_limit)))(outcome.result.model, data)
     except Exception as e:                          # a run is still saved without its metrics
         outcome.problems.append(f"evaluation failed: {one_line(e)}")
         return

@@ -9,7 +9,7 @@ The Train form's own maxima (hidden 1024, batch 4096, N 200) asked for ~32 GiB b
       train      batch x (CNN feature maps + N x the cell's saved tensors): what autograd keeps for
                  the backward pass of one step, and the gradients it makes from them
       inference  a no-grad forward of 1,000 samples over N steps: the validation pass's chunk
-                 (ponder.train.validation_accuracy) and MNIST's test batch (ponder.evaluate; parity's
+                 (ponder.train.validation_accuracy) and MNIST's test batch (ponder.analysis.unroll; parity's
                  test batch is 2,000, which this term undercounts, by half of a small term)
   + data       MNIST (training and validation images and labels) held by the loop
   + OVERHEAD   autograd and allocator bookkeeping that does not grow with the sizes
@@ -31,12 +31,11 @@ from .config import TrainConfig
 
 FLOAT = 4                          # bytes of a float32
 INFER_CHUNK = 1000                 # samples per no-grad forward: validation chunk and evaluation batch
-MNIST_DATA = 60_000 * (28 * 28 + 8)   # training + validation images (uint8) and labels (int64) in bytes
 K_ENC, K_STEP, K_HEAD = 3, 13, 40     # training: floats alive at the peak per CNN-map float, per hidden unit and
                                       # step (the cell's saved tensors and their gradients), per step (heads, loss)
-K_ENC_INFER, K_HEAD_INFER = 1.8, 40   # the same for a no-grad forward (most tensors are freed at once) ...
-K_STEP_INFER = {"mnist": 2, "parity": 0}   # ... whose MNIST readers keep all N hidden states (one stacked
-                                           # [N, B, H] tensor) and the parity cell only the current one
+K_ENC_INFER, K_HEAD_INFER = 1.8, 40   # the same for a no-grad forward (most tensors are freed at once), whose
+                                      # hidden states kept per step are the task's infer_states (MNIST's readers:
+                                      # all N, one stacked [N, B, H] tensor; the parity cell only the current one)
 OVERHEAD = 48 * 2**20              # bytes that do not grow with the sizes (a 5-step parity run: 20 MB)
 # Calibration: `python -m bench.train_memory` (one torch thread; measured = peak RSS of train() minus the
 # RSS before it, in a fresh process; the estimate without the data, which the measurement does not count),
@@ -77,31 +76,23 @@ class MemoryEstimate:
 
 
 def parameter_count(cfg: TrainConfig) -> int:
-    """The model's parameters: ponder.models.build_model on the meta device (shapes only, no memory), so
+    """The model's parameters: ponder.tasks.build_model on the meta device (shapes only, no memory), so
     checking a huge config costs nothing and the count follows the model's layers."""
     import torch
-    from .models import build_model
+    from .tasks import build_model
     with torch.device("meta"):
         model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p)
     return sum(p.numel() for p in model.parameters())
 
 
-def feature_floats(cfg: TrainConfig) -> int:
-    """Floats per sample of the MNIST CNN's input and conv outputs (0 for parity's plain vectors)."""
-    if cfg.task != "mnist":
-        return 0
-    m = cfg.model_config()
-    one = 28 * 28 + m.channels1 * 28 * 28 + m.channels2 * 14 * 14
-    return one * (8 if m.reader == "coarse" else 1)
-
-
 def estimate(cfg: TrainConfig) -> MemoryEstimate:
     """The peak memory of ponder.train.train(cfg) (and of the evaluation after it), in bytes."""
-    enc, n, h = feature_floats(cfg), cfg.max_steps, cfg.hidden
+    from .tasks import get_task
+    task = get_task(cfg.task)
+    enc, n, h = task.feature_floats(cfg), cfg.max_steps, cfg.hidden
     train = int(FLOAT * cfg.batch_size * (K_ENC * enc + n * (K_STEP * h + K_HEAD)))
-    infer = int(FLOAT * INFER_CHUNK * (K_ENC_INFER * enc + n * (K_STEP_INFER[cfg.task] * h + K_HEAD_INFER) + 3 * h))
-    return MemoryEstimate(params=5 * FLOAT * parameter_count(cfg), train=train, inference=infer,
-                          data=MNIST_DATA if cfg.task == "mnist" else 0)
+    infer = int(FLOAT * INFER_CHUNK * (K_ENC_INFER * enc + n * (task.infer_states * h + K_HEAD_INFER) + 3 * h))
+    return MemoryEstimate(params=5 * FLOAT * parameter_count(cfg), train=train, inference=infer, data=task.data_bytes)
 
 
 def available_bytes(device: str = "cpu") -> Optional[int]:

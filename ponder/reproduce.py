@@ -17,9 +17,10 @@ import torch
 from . import data as D, lifecycle
 from .card import mean_expected_steps, two_decimals, update_card
 from .checkpoint import load_checkpoint
-from .config import PARITY_PRESETS, ConfigError, TrainConfig
-from .evaluate import evaluate_mnist, evaluate_parity, mnist_split
-from .studies import prior_mean, rotation_study, steps_vs_angle
+from .analysis.studies import prior_mean, rotation_study, rotation_verdict
+from .analysis.unroll import measure_test
+from .config import ConfigError, TrainConfig
+from .tasks import get_task
 from .train import device_name, pick_device
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -70,24 +71,24 @@ def specs(gpu: bool) -> list:
 
 
 def evaluate_spec(model, card: dict, mnist: Optional[D.Mnist], quick: bool) -> dict:
-    """Full test metrics of one model: 'sample' mode, plus the other two modes and, for a model
-    trained on rotations, the rotation study (MNIST); easy / hard halves (parity)."""
+    """Full test metrics of one model (ponder.analysis.unroll.measure_test): 'sample' mode, its task's groups
+    (digit class; parity's easy / hard and by k), plus the other two modes and, for an image model trained on
+    rotations or reading a growing part of the image, the rotation study."""
     limit = 2000 if quick else None
-    if card["task"] == "parity":
-        return evaluate_parity(model, PARITY_PRESETS[card["train"]["parity_preset"]], "sample",
-                               size=2000 if quick else 10000)
-    out = evaluate_mnist(model, mnist, "sample", limit=limit)
-    rot = card["train"].get("rotate_train", 0) > 0
-    grows = card["train"].get("reader", "cnn") != "cnn"           # does E[n] rise with the angle?
-    rows = rotation_study(model, *mnist_split(mnist, "test", limit), FIXED_ANGLES if rot or grows else (),
-                          UNIFORM_RANGES if rot else ())
-    out["rotations"] = [r for r in rows if r["kind"] == "fixed"]
-    out["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
+    cfg = TrainConfig.from_dict(card["train"])
+    out = measure_test(model, cfg, mnist, limit)
     keys = ("accuracy", "mean_steps", "median_steps", "std_steps")
     out["modes"] = {"sample": {k: out[k] for k in keys}}
     for mode in ("deterministic", "expected"):
-        r = evaluate_mnist(model, mnist, mode, limit=limit)
+        r = measure_test(model, cfg, mnist, limit, mode)
         out["modes"][mode] = {k: r[k] for k in keys}
+    images = get_task(cfg.task).rotation_inputs(mnist, limit)
+    if images is not None:
+        rot = cfg.rotate_train > 0
+        grows = cfg.reader != "cnn"                                 # does E[n] rise with the angle?
+        rows = rotation_study(model, *images, FIXED_ANGLES if rot or grows else (), UNIFORM_RANGES if rot else ())
+        out["rotations"] = [r for r in rows if r["kind"] == "fixed"]
+        out["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
     return out
 
 
@@ -210,7 +211,7 @@ def rotation_section(name: str, m: dict) -> list:
         label = f"fixed {row['angle']:g} deg" if row["kind"] == "fixed" else f"uniform +-{row['angle']:g} deg"
         lines.append(f"| {label} | {stats_cells(row)} |")
     fixed = t.get("rotations", [])
-    return lines + (["", steps_vs_angle(fixed), ""] if len(fixed) >= 2 else [])
+    return lines + (["", rotation_verdict(fixed)[1], ""] if len(fixed) >= 2 else [])
 
 
 def results_markdown(r: dict) -> str:
@@ -236,14 +237,15 @@ def results_markdown(r: dict) -> str:
                          f"{mean_expected_steps(t):.2f} | {t['accuracy']:.4f} | {status} |")
         failed = [n for n, m in sweep if m["status"] == "failed"]
         lines += ["", f"Failed runs: {', '.join(failed) if failed else 'none (every run finished with a finite loss)'}.", ""]
-    lines += [line for name, m in models.items() if m["role"] == "parity" for line in parity_section(name, m)]
+    lines += [line for name, m in models.items() if "by_k" in m["metrics"] for line in parity_section(name, m)]
     return "\n".join(lines) + "\n"
 
 
 def parity_section(name: str, m: dict) -> list:
     t, p = m["metrics"], m["train"]["parity_preset"]
-    lines = table(f"Parity `{name}` (preset {p}: n={PARITY_PRESETS[p]['n_elems']}, trained on k in "
-                  f"{list(PARITY_PRESETS[p]['train_k'])}, tested on k in {t['test_k']})",
+    preset = get_task(m["train"]["task"]).presets[p]
+    lines = table(f"Parity `{name}` (preset {p}: n={preset['n_elems']}, trained on k in "
+                  f"{list(preset['train_k'])}, tested on k in {t['test_k']})",
                   "| set | k range | accuracy | mean steps | E[n] |")
     for k, r in (("all", dict(t, k_range=t["test_k"])), ("easy", t["easy"]), ("hard", t["hard"])):
         lines.append(f"| {k} | {r['k_range']} | {r['accuracy']:.4f} | {r['mean_steps']:.2f} | "

@@ -17,7 +17,7 @@ from typing import Optional
 from .atomic import SaveError
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, update_card
 from .checkpoint import load_checkpoint
-from .models import count_parameters
+from .tasks import count_parameters
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 MAX_NAME = 64

@@ -31,7 +31,8 @@ from typing import Callable, Optional
 from . import lifecycle
 from .atomic import atomic_write_bytes, atomic_write_json, folder_lock, write_files
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, mean_expected_steps, one_line, read_card
-from .config import TASKS, ConfigError, TrainConfig
+from .config import ConfigError, TrainConfig
+from .tasks import get_task
 from .runs import SWEEP, safe_name
 
 BACKENDS = ("local", "ray")
@@ -67,7 +68,7 @@ class Trial:
 @dataclass
 class Plan:
     """What a sweep trains: the task, the fields set for every trial, the grid and the seeds."""
-    task: str                                       # "mnist" or "parity"
+    task: str                                       # a task of the registry ponder.tasks.TASKS
     base: dict = field(default_factory=dict)        # TrainConfig fields every trial gets (the train flags given)
     grid: dict = field(default_factory=dict)        # field -> the values it takes, in order
     seeds: list = field(default_factory=lambda: [0])  # every grid point is trained once per seed
@@ -75,8 +76,7 @@ class Plan:
     def trials(self) -> list:
         """The cartesian product of the grid's values, times the seeds (seeds vary fastest). Each
         trial's config is validated here: a bad value fails before anything trains."""
-        if self.task not in TASKS:
-            raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        get_task(self.task)                   # ConfigError naming the known tasks
         if not self.seeds:
             raise ConfigError("--seeds needs at least one seed")
         count = len(self.seeds)
@@ -195,11 +195,10 @@ def clear_run(out: Path) -> None:
 
 def ray_trial(config: dict, name: str, data_dir: Optional[str], eval_limit: Optional[int]) -> tuple:
     """A Ray task: one trial in a temporary folder on its node; returns (outcome, {file name: bytes})."""
-    from . import data as D
     cfg = TrainConfig.from_dict(config).validate()
     with tempfile.TemporaryDirectory(prefix="ponder-trial-") as tmp:
         out = Path(tmp) / name
-        outcome = run_trial(cfg, out, load_data=lambda: D.load_mnist(data_dir), eval_limit=eval_limit)
+        outcome = run_trial(cfg, out, load_data=lambda: get_task(cfg.task).load_data(data_dir), eval_limit=eval_limit)
         files = {f: (out / f).read_bytes() for f in (WEIGHTS, HISTORY, CARD) if (out / f).is_file()}
     return outcome, files                       # the card last: written last, as save_run does
 
@@ -292,13 +291,12 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
         todo = [t for t in trials if not t.resumed]
         write()
         if backend == "local":
-            mnist = []
+            data = []                         # the task's data set, loaded by the first trial that needs it
 
             def load_once():
-                if not mnist:
-                    from . import data as D
-                    mnist.append(load_data() if load_data is not None else D.load_mnist(data_dir))
-                return mnist[0]
+                if not data:
+                    data.append(load_data() if load_data is not None else get_task(plan.task).load_data(data_dir))
+                return data[0]
 
             for t in todo:
                 if cancel is not None and cancel.is_set():

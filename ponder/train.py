@@ -12,12 +12,12 @@ from typing import Callable, Optional
 import torch
 
 from . import data as D
-from .config import PARITY_PRESETS, TrainConfig
+from .config import TrainConfig
 from .fastpath import GRADIENT, GRAPH_WARMUP, LOSS, DivergenceGuard, GraphedStep, choose_step_mode
-from .halting import PonderNet, expected_steps
+from .halting import PonderNet, answer_mixture, expected_steps, step_probs
 from .losses import ponder_loss
-from .models import build_model
 from .progress import StepForecast, StepTimer
+from .tasks import build_model, get_task
 
 
 @dataclass
@@ -95,66 +95,10 @@ def lr_at(cfg: TrainConfig, progress: float) -> float:
     return cfg.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-class MnistBatches:
-    """Shuffled MNIST training batches from a uint8 tensor on the device, rotated on the fly."""
-
-    def __init__(self, mnist: D.Mnist, cfg: TrainConfig, device):
-        self.x, self.y = mnist.train_x.to(device), mnist.train_y.to(device)
-        self.val_x, self.val_y = mnist.val_x.to(device), mnist.val_y.to(device)
-        self.cfg, self.device = cfg, device
-        self.g = torch.Generator().manual_seed(cfg.seed)
-        self.per_epoch = math.ceil(len(self.y) / cfg.batch_size)
-
-    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
-        """A host tensor (drawn by the seeded CPU generator) to the device; to a GPU from pinned memory,
-        so the copy does not make the host wait for the GPU's queue."""
-        if torch.device(self.device).type == "cuda":
-            return t.pin_memory().to(self.device, non_blocking=True)
-        return t.to(self.device)
-
-    def __iter__(self):
-        bs = self.cfg.batch_size
-        while True:
-            perm = self._to_device(torch.randperm(len(self.y), generator=self.g))
-            for i in range(0, len(perm), bs):
-                idx = perm[i:i + bs]
-                angles = D.uniform_angles(len(idx), self.cfg.rotate_train, self.g) if self.cfg.rotate_train else None
-                angles = self._to_device(angles) if angles is not None else None
-                yield D.mnist_inputs(self.x[idx], angles=angles), self.y[idx]
-
-    def validation(self):
-        return D.mnist_inputs(self.val_x), self.val_y
-
-
-class ParityBatches:
-    """Endless parity batches from the preset's training range, seeded."""
-
-    def __init__(self, cfg: TrainConfig, device):
-        p = PARITY_PRESETS[cfg.parity_preset]
-        self.n, (self.k_lo, self.k_hi) = p["n_elems"], p["train_k"]
-        self.cfg, self.device = cfg, device
-        # on a GPU the batches are drawn there (a CUDA generator), so the host never bottlenecks
-        gdev = device if torch.device(device).type == "cuda" else "cpu"
-        self.g = torch.Generator(device=gdev).manual_seed(cfg.seed)
-        self.per_epoch = cfg.steps_per_epoch
-        vx, vy, _ = D.parity_eval_set(self.n, *p["test_k"], size=2000, seed=D.EVAL_SEED + 1)
-        self.val = (vx.to(device), vy.to(device))
-
-    def __iter__(self):
-        while True:
-            x, y, _ = D.parity_batch(self.cfg.batch_size, self.n, self.k_lo, self.k_hi, self.g, self.device)
-            yield x, y
-
-    def validation(self):
-        return self.val
-
-
 def batch_accuracy_t(model: PonderNet, y_steps: torch.Tensor, log_p: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Accuracy of the p-weighted mixture sum_n p_n probs(y_n), a 0-d tensor on the device (no sync).
     y_steps [N, B, ...], log_p [N, B], target [B]."""
-    N, B = log_p.shape
-    probs = model.step_fn.probs(y_steps.flatten(0, 1)).view(N, B, -1)     # [N, B, C]
-    mix = (log_p.exp().unsqueeze(-1) * probs).sum(0)                      # [B, C]
+    mix = answer_mixture(step_probs(model, y_steps), log_p)                # [B, C]
     return (mix.argmax(1) == target.long()).float().mean()
 
 
@@ -194,7 +138,7 @@ class StepOut:
 
 
 def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], model: Optional[PonderNet]):
-    """What every training loop starts from: (device, model on it in train mode, batches, total steps).
+    """What every training loop starts from: (device, model on it in train mode, the task's batches, total steps).
     Validates cfg and seeds torch; builds the model from cfg when none is given."""
     cfg.validate()
     torch.manual_seed(cfg.seed)
@@ -202,10 +146,10 @@ def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], m
     if model is None:
         model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p)
     model.to(device).train()
-    if cfg.task == "mnist":
-        batches = MnistBatches(mnist if mnist is not None else D.load_mnist(data_dir), cfg, device)
-    else:
-        batches = ParityBatches(cfg, device)
+    task = get_task(cfg.task)
+    if task.uses_data and mnist is None:
+        mnist = task.load_data(data_dir)
+    batches = task.batches(cfg, device, mnist)
     return device, model, batches, max(1, math.ceil(cfg.epochs * batches.per_epoch))
 
 
@@ -215,6 +159,8 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
           on_phase: Optional[Callable[[str], None]] = None) -> TrainResult:
     """Train a PonderNet. Returns the model (last good weights) and how training ended.
 
+    mnist:    the data set of a task that uses one (ponder.tasks: MNIST), loaded from data_dir when not given;
+              training batches come from the task (ponder.tasks.Task.batches).
     cancel:   set it from another thread to stop after the current step ("cancelled"), or between the
               1,000-sample chunks of an epoch-end validation pass; a cancelled run gets no final
               validation pass, so train() returns within one step of the cancel.

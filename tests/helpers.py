@@ -16,8 +16,9 @@ import torch
 from PIL import Image, ImageDraw
 
 from ponder.checkpoint import load_checkpoint
-from ponder.config import ParityConfig, TrainConfig
-from ponder.models import build_model
+from ponder.tasks.parity import ParityConfig
+from ponder.config import TrainConfig
+from ponder.tasks import build_model
 
 from paths import DATA_DIR, ROOT  # noqa: E402,F401  (re-exported: tests import them from helpers)
 
@@ -41,7 +42,7 @@ needs_mnist = pytest.mark.skipif(not have_mnist(), reason=NO_MNIST)
 
 def tiny_model(task="mnist", max_steps=5, lambda_p=0.3, seed=0, lambda_std=1.0, **model_kw):
     """A small untrained model whose lambda head is randomised so halting varies by sample."""
-    from ponder.config import MnistConfig
+    from ponder.tasks.mnist import MnistConfig
     torch.manual_seed(seed)
     cfg = (MnistConfig(channels1=4, channels2=8, embed=16, hidden=16, **model_kw) if task == "mnist"
            else ParityConfig(n_elems=model_kw.get("n_elems", 8), hidden=16))

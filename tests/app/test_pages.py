@@ -25,7 +25,7 @@ from helpers import (APP, ASSETS, charts, edit_card, encode_image, fake_history,
 from ponder.card import CARD, WEIGHTS, read_card
 from ponder.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
-from ponder.evaluate import evaluate_mnist, evaluate_parity
+from ponder.analysis.unroll import measure_test
 from ponder.lifecycle import card_metrics
 
 TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",
@@ -46,10 +46,10 @@ def runs(tmp_path_factory, mnist):
     for name, seed in (("tiny-mnist", 0), ("tiny-mnist-b", 1)):
         m = tiny_model("mnist", max_steps=5, seed=seed)
         save_run(root / name, m, tiny_config("mnist"), steps=60, history=fake_history(),
-                 metrics=card_metrics(evaluate_mnist(m, mnist, limit=200)))
+                 metrics=card_metrics(measure_test(m, tiny_config("mnist"), mnist, 200)))
     p = tiny_model("parity", max_steps=5, n_elems=8)
     save_run(root / "tiny-parity", p, tiny_config("parity"), steps=60, history=fake_history(),
-             metrics=card_metrics(evaluate_parity(p, dict(n_elems=8, train_k=(1, 8), test_k=(1, 8)), size=200)))
+             metrics=card_metrics(measure_test(p, tiny_config("parity"), None, 200)))
     save_tiny_run(root / "plain-mnist", "mnist", steps=10)              # a card without test metrics
     for name, task in (("broken-mnist", "mnist"), ("broken-parity", "parity"), ("sweep-lp0.45", "mnist")):
         save_tiny_run(root / name, task, steps=10)
@@ -918,7 +918,8 @@ def test_compare_page_measures_a_run_whose_card_has_no_metrics(runs):
     run_ok(at)
     df = at.dataframe[0].value
     row = df[df["model"] == "runs/plain-mnist"].iloc[0]
-    assert row["test n"] == 1000 and 0 <= row["accuracy"] <= 1          # measured now on 1,000 test images
+    # measured now on the first lifecycle.QUICK_TEST_ITEMS (2,000) test images, as a run trained here is
+    assert row["test n"] == 2000 and 0 <= row["accuracy"] <= 1
     assert "No test metrics for" not in texts(at) and len(charts(at)) == 5
 
 

@@ -11,7 +11,8 @@ from bench import ood as bench_ood
 from bench.__main__ import main
 from bench.legacy_train import legacy_train
 from ponder import ood
-from ponder.config import PARITY_PRESETS, TrainConfig
+from ponder.tasks.parity import PARITY_PRESETS
+from ponder.config import TrainConfig
 from ponder.train import train
 
 pytestmark = pytest.mark.xdist_group("bench")       # under pytest-xdist: one worker runs the module's fixtures once

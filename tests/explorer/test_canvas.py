@@ -15,7 +15,7 @@ from explorer import canvas
 from explorer.digits import example_digits
 from ponder import data as D
 from ponder.halting import ponder
-from ponder.studies import trace_input
+from ponder.analysis.studies import trace_input
 
 
 def rgba_canvas(draw_fn, size=280, bg=(0, 0, 0, 255), ink=(255, 255, 255, 255), width=18):

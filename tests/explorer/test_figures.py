@@ -10,7 +10,7 @@ import torch
 from explorer import figures as figs
 from explorer.style import CORRECT_COLOR, LEARNED_COLOR, PRIOR_COLOR
 from helpers import tiny_model
-from ponder.studies import prior_mean, trace_input
+from ponder.analysis.studies import prior_mean, trace_input
 
 
 def _prior_traces(fig):

@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 from explorer import study_figures as sf
 from explorer.style import CORRECT_COLOR, LEARNED_COLOR, PRIOR_COLOR, WRONG_COLOR
 from explorer.tables import sweep_row
-from ponder.studies import box_stats
+from ponder.analysis.studies import box_stats
 
 
 def _prior_traces(fig):

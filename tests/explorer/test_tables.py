@@ -22,7 +22,8 @@ def test_regulariser_and_reader_names_and_new_metric_shape():
     text = tables.describe_card(card)
     assert "KL(p_G ‖ p)" in text and "reader rows (2 a step)" in text and "mean E[n] 10.50" in text
     assert tables.sweep_row("a", card)["expected_steps"] == 10.5
-    assert tables.reader_name({"task": "parity", "model": {}}) == ""
+    assert tables.task_settings({"task": "parity", "model": {}, "train": {"parity_preset": "small"}}) == "parity preset small"
+    assert tables.task_settings({"task": "unknown"}) == ""
 
 
 def test_training_eta_uses_the_training_clock_and_the_budget():

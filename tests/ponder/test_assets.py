@@ -4,8 +4,8 @@ import torch
 
 from helpers import ASSETS
 from ponder.checkpoint import load_checkpoint
-from ponder.config import PARITY_PRESETS
-from ponder.evaluate import evaluate_mnist, evaluate_parity
+from ponder.analysis.unroll import measure_test
+from ponder.config import TrainConfig
 
 
 MODELS = sorted(p.name for p in ASSETS.iterdir() if (p / "run.json").exists())
@@ -35,7 +35,7 @@ def test_every_shipped_model_loads_with_a_card(name):
 def test_default_model_first_1000_test_images(mnist):
     ck = load_checkpoint(ASSETS / "mnist-default")
     assert ck.card["lambda_p"] == 0.2 and ck.card["max_steps"] == 20 and ck.card["train"]["beta"] == 0.01
-    res = evaluate_mnist(ck.model, mnist, "sample", limit=1000)
+    res = measure_test(ck.model, TrainConfig.from_dict(ck.card["train"]), mnist, 1000)
     assert res["accuracy"] >= 0.985
     assert ck.card["metrics"]["test"]["accuracy"] >= 0.99       # the full 10k test set, in the card
     assert ck.card["metrics"]["test"]["n"] == 10000
@@ -43,11 +43,11 @@ def test_default_model_first_1000_test_images(mnist):
 
 @pytest.mark.parametrize("name", [m for m in MODELS if m.startswith("parity-")])
 def test_shipped_parity_models_measure_what_their_cards_say(name):
-    """The card's test metrics came from evaluate_parity in 'sample' mode, seed 0, on the preset's fixed test
-    set of n problems (reproduce --from-assets, on CPU): the same call gives the same numbers."""
+    """The card's test metrics came from the test measurement in 'sample' mode, seed 0, on the preset's fixed
+    test set of n problems (reproduce --from-assets, on CPU): the same call gives the same numbers."""
     ck = load_checkpoint(ASSETS / name)
     card = ck.card["metrics"]["test"]
-    res = evaluate_parity(ck.model, PARITY_PRESETS[ck.card["train"]["parity_preset"]], size=card["n"])
+    res = measure_test(ck.model, TrainConfig.from_dict(ck.card["train"]), None, card["n"])
     for key in ("accuracy", "mean_steps", "median_steps", "std_steps"):
         assert res[key] == pytest.approx(card[key], abs=1e-4), key
     for half in ("easy", "hard"):

@@ -353,15 +353,15 @@ def test_cli_train_into_a_folder_another_training_holds_is_refused(tmp_path, cap
 
 def test_cli_evaluate_json_is_strict_json(tmp_path, capsys, monkeypatch):
     """NaN / inf in a result are written as null: strict parsers (and json.loads without extensions) read it."""
-    from ponder import evaluate as E
+    from ponder.analysis import unroll as E
     run, _ = save_tiny_run(tmp_path / "r", max_steps=5)
-    real = E.evaluate_parity
+    real = E.measure_test
 
     def with_nan(*a, **kw):
         res = real(*a, **kw)
         res["accuracy"], res["expected_steps"]["std"] = float("nan"), float("inf")
         return res
-    monkeypatch.setattr(E, "evaluate_parity", with_nan)
+    monkeypatch.setattr(E, "measure_test", with_nan)
     rc, out, err = run_cli(["evaluate", str(run), "--json", "--limit", "200"], capsys)
     assert rc == 0, err
 

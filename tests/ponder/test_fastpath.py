@@ -21,6 +21,7 @@ from ponder.halting import expected_steps
 from ponder.losses import ponder_loss
 from ponder.fastpath import GraphedStep, choose_step_mode
 from ponder.train import batch_accuracy, lr_at, train
+from ponder.tasks import get_task
 
 
 def parity_cfg(**kw):
@@ -43,7 +44,7 @@ def reference_train(cfg, model, mnist=None):
     """The loop before issue 14, reduced to its arithmetic: it reads loss, gradient norm and the
     log-point metrics from the device at every step. Returns (weights, rows at log points)."""
     torch.manual_seed(cfg.seed)
-    batches = T.MnistBatches(mnist, cfg, "cpu") if cfg.task == "mnist" else T.ParityBatches(cfg, "cpu")
+    batches = get_task(cfg.task).batches(cfg, "cpu", mnist)
     total = max(1, math.ceil(cfg.epochs * batches.per_epoch))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
     model.train()

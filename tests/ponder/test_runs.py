@@ -226,8 +226,8 @@ def test_upload_imported_into_runs_folder(tmp_path):
 @pytest.mark.parametrize("n, hidden", [(101, 16), (5, 513), (200, 2048)])
 def test_an_import_larger_than_the_train_form_trains_is_refused(tmp_path, n, hidden):
     # an imported MNIST run of hidden 2048 and N 200 (27 MB, under the upload limit) took 72.8 s a Compare view
-    from ponder.config import ParityConfig
-    from ponder.models import build_model
+    from ponder.tasks import build_model
+    from ponder.tasks.parity import ParityConfig
     src = save_run(tmp_path / "src", build_model("parity", ParityConfig(n_elems=8, hidden=hidden), n, 0.3),
                    TrainConfig(task="parity", max_steps=n, hidden=hidden))
     with pytest.raises(CheckpointError) as e:

@@ -63,7 +63,7 @@ def test_time_budget():
 def slow(seconds, validation_seconds=0.0):
     """A tiny parity model whose every training step sleeps `seconds` (in its loss), and a patch that makes
     each validation pass sleep `validation_seconds`: time a step and a validation take on a busy machine."""
-    from ponder.models import build_model
+    from ponder.tasks import build_model
     c = parity_cfg(epochs=10000, log_every=1)
     model = build_model("parity", c.model_config(), c.max_steps, c.lambda_p)
     real = model.step_fn.loss
@@ -115,7 +115,7 @@ def test_a_cancel_returns_within_a_step_without_a_validation_pass(monkeypatch):
 
 def test_a_cancel_during_an_epoch_end_validation_stops_it_between_chunks():
     """MNIST-sized validation (5,000 samples, 1,000 a chunk): a cancel set while it runs ends it after a chunk."""
-    from ponder.models import build_model
+    from ponder.tasks import build_model
     c = parity_cfg()
     model = build_model("parity", c.model_config(), c.max_steps, c.lambda_p)
     x, y = torch.zeros(5000, 8), torch.zeros(5000)
@@ -133,7 +133,7 @@ def test_a_cancel_during_an_epoch_end_validation_stops_it_between_chunks():
 
 
 def test_non_finite_loss_fails_and_keeps_last_good_weights():
-    from ponder.models import build_model
+    from ponder.tasks import build_model
     cfg = parity_cfg(epochs=100)
     model = build_model("parity", cfg.model_config(), cfg.max_steps, cfg.lambda_p)
     calls = {"n": 0}

@@ -1,15 +1,15 @@
 """Analyses of a trained model, one function per analysis (torch / numpy; no Streamlit, no plots).
 
-The CLI, `reproduce` and the explorer's pages all measure through these functions; a new
-measurement is a new function here.
+The CLI, `reproduce` and the explorer's pages all measure through these functions (and
+ponder.analysis.unroll's test_metrics); a new measurement is a new function here.
 
 trace_input       one input through every step, and the halting decision of a mode
 seen_at_steps     the image each step sees (readers whose evidence grows), or None
 pondering_gallery the inputs with the fewest and the most expected steps E[n]
 rotation_study    accuracy and halting steps per rotation: fixed angles θ and uniform ranges ±d
-ponder_verdict    "does it ponder longer on harder inputs?" from rotation rows, in plain words
-steps_vs_angle    one sentence: do the mean halting steps grow with the angle?
-parity_sets       easy / hard (/ extrapolation) ranges of k for a parity model
+rotation_verdict  "does it ponder longer on harder inputs?" from rotation rows, in plain words
+parity_sets       the test sets of k a parity preset reports: easy / hard (ponder.tasks.parity.easy_hard),
+                  and the trained range and the extrapolation beyond it where those lie outside them
 parity_study      accuracy, halting steps and p_n per set of k, and per k
 prior_mean        mean of the geometric prior truncated to N steps (what the KL term pulls to)
 """
@@ -21,10 +21,11 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from . import data as D
-from .evaluate import by_k_rows, expected_steps_per_input, group_stats, halves, summarize, unroll_stats
-from .halting import PonderNet, expected_steps, ponder
-from .losses import log_geometric_prior
+from .. import data as D
+from ..halting import PonderNet, expected_steps, ponder, step_probs
+from ..losses import log_geometric_prior
+from ..tasks.parity import easy_hard
+from .unroll import by_k_rows, expected_steps_per_input, group_stats, summarize, unroll_stats
 
 
 def prior_mean(lambda_p: float, max_steps: int) -> float:
@@ -66,7 +67,7 @@ def trace_input(model: PonderNet, x: torch.Tensor, mode: str = "sample", seed: i
     model.eval()
     out = model(x)
     n = out.log_p.shape[0]
-    probs = model.step_fn.probs(out.y.flatten(0, 1)).float().view(n, x.shape[0], -1)[:, 0]    # [N, C]
+    probs = step_probs(model, out.y)[:, 0]                                                     # [N, C]
     p = out.log_p.exp()[:, 0]                                                                  # [N]
     res = ponder(model, x, mode, generator=torch.Generator().manual_seed(int(seed)))
     f64 = lambda t: t.numpy().astype(np.float64)          # noqa: E731
@@ -163,14 +164,14 @@ def correlation(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
 FEW_SETS = 5      # a correlation over fewer test sets than this is flagged as saying little
 
 
-def ponder_verdict(rows: Sequence[dict]) -> tuple[str, str]:
+def rotation_verdict(rows: Sequence[dict]) -> tuple[str, str]:
     """(answer, explanation): does the model ponder longer on harder (less accurate) inputs?
 
     answer is 'longer', 'shorter', 'no' or 'unclear'. Computed from the rows: the easiest and
     hardest test sets by accuracy, their mean halting steps, the correlation across sets between
     error rate and mean steps, and right vs wrong answers over all samples (per-sample rows).
     """
-    rows = [r for r in rows if r.get("n")]
+    rows = [r for r in rows if r.get("n", 1)]                 # an empty test set says nothing
     if not rows:
         return "unclear", "No results yet."
     easy = max(rows, key=lambda r: r["accuracy"])
@@ -207,35 +208,18 @@ def ponder_verdict(rows: Sequence[dict]) -> tuple[str, str]:
     return answer, head + " " + " ".join(facts)
 
 
-def steps_vs_angle(rows: Sequence[dict]) -> str:
-    """Say, from fixed-angle rows, whether mean halting steps grow with the rotation angle."""
-    a0, a1 = rows[0], max(rows, key=lambda r: r["angle"])
-    grow = a1["mean_steps"] - a0["mean_steps"]
-    if abs(grow) < 0.25 * max(a0["std_steps"], 1e-9):
-        verdict = "stay about flat"
-    elif grow > 0:
-        verdict = "grow"
-    else:
-        verdict = "shrink"
-    return (f"Mean halting steps {verdict} with the angle: {a0['mean_steps']:.2f} at {a0['angle']:g} deg vs "
-            f"{a1['mean_steps']:.2f} at {a1['angle']:g} deg (std at 0 deg {a0['std_steps']:.2f}), while accuracy "
-            f"goes from {a0['accuracy']:.3f} to {a1['accuracy']:.3f}.")
-
-
 # ----------------------------------------------------------------------------- parity
 
-def parity_sets(n: int, train_k: Sequence[int], easy: Optional[Sequence[int]] = None,
-                hard: Optional[Sequence[int]] = None) -> dict:
-    """Test sets by difficulty: easy / hard (the preset's own ranges when it has them, else the halves
-    of the training range of k), and extrapolation (k above the training range) when the model was not
-    trained up to n and hard does not already cover it. {name: (k_lo, k_hi)}."""
-    if easy is None or hard is None:
-        easy, hard = halves(int(train_k[0]), int(train_k[1]))
-    (lo, mid), (mid1, hi) = (int(easy[0]), int(easy[1])), (int(hard[0]), int(hard[1]))
-    sets = {f"easy (k {lo}–{mid})": (lo, mid)}
-    if hi >= mid1:
-        sets[f"hard (k {mid1}–{hi})"] = (mid1, hi)
-    top = max(int(train_k[1]), hi)
+def parity_sets(preset: dict) -> dict:
+    """The test sets of k a parity preset is measured on, {name: (k_lo, k_hi)}: its easy and hard ranges
+    (ponder.tasks.parity.easy_hard, what its test metrics report), the trained range when it lies below the
+    easy one, and the extrapolation above both the trained and the hard range when the vectors are longer."""
+    (lo, mid), (mid1, hi) = easy_hard(preset)
+    t_lo, t_hi = (int(v) for v in preset["train_k"])
+    sets = {f"trained (k {t_lo}–{t_hi})": (t_lo, t_hi)} if t_hi < lo else {}
+    sets[f"easy (k {lo}–{mid})"] = (lo, mid)
+    sets[f"hard (k {mid1}–{hi})"] = (mid1, hi)
+    top, n = max(t_hi, hi), int(preset["n_elems"])
     if top < n:
         sets[f"extrapolation (k {top + 1}–{n})"] = (top + 1, n)
     return sets

@@ -1,5 +1,7 @@
-"""Evaluation: accuracy at the halting step, halting-step statistics, per-step accuracy,
-the mean learned halting distribution next to the prior, by class; parity by difficulty.
+"""Test measurements: accuracy at the halting step, halting-step statistics, per-step accuracy,
+the mean learned halting distribution next to the prior, and the same by each task's groups
+(digit class for MNIST; k and the easy / hard ranges for parity). measure_test() is the one
+standard test measurement the lifecycle, the CLI, reproduce and the explorer make.
 
 One full unroll per batch gives everything at once; the halting step of 'sample' and
 'deterministic' modes is then read off the unroll (tests/test_halting.py checks that this
@@ -11,9 +13,10 @@ from typing import Optional
 
 import torch
 
-from . import data as D
-from .halting import PonderNet, expected_steps, first_true, halt_mask, draw_uniforms
-from .losses import log_geometric_prior
+from ..config import TrainConfig
+from ..halting import PonderNet, answer_mixture, expected_steps, first_true, halt_mask, draw_uniforms
+from ..losses import log_geometric_prior
+from ..tasks import TASKS, get_task
 
 
 @torch.no_grad()
@@ -37,7 +40,7 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
         probs = model.step_fn.probs(out.y.flatten(0, 1)).float().view(N, B, -1)    # [N, B, C]
         p = out.log_p.exp()                                                          # [N, B]
         if mode == "expected":
-            final = (p.unsqueeze(-1) * probs).sum(0)                                 # [B, C]
+            final = answer_mixture(probs, out.log_p)                                 # [B, C]
             steps = expected_steps(out.log_p)
         else:
             u = draw_uniforms(N, B, g) if mode == "sample" else None
@@ -54,12 +57,10 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
     return {k: torch.cat(v, cat_dims.get(k, 0)) for k, v in rows.items()}
 
 
-CHANCE = {"mnist": 0.1, "parity": 0.5}      # accuracy of guessing: 10 classes / odd or even
-
-
 def near_chance(task: str, accuracy, margin: float = 0.1) -> bool:
-    """True when a test accuracy is within `margin` of guessing: the run learned (next to) nothing."""
-    return accuracy is not None and task in CHANCE and accuracy < CHANCE[task] + margin
+    """True when a test accuracy is within `margin` of guessing (the task's chance level): the run learned
+    (next to) nothing."""
+    return accuracy is not None and task in TASKS and accuracy < TASKS[task].chance + margin
 
 
 def expected_steps_per_input(stats: dict) -> torch.Tensor:
@@ -74,12 +75,17 @@ def spread(values: torch.Tensor) -> dict:
             "min": v.min().item(), "max": v.max().item()}
 
 
+def per_step_accuracy(stats: dict) -> list:
+    """[N] accuracy of the answer of step n, as if every input halted there."""
+    return stats["per_step_correct"].float().mean(1).tolist()
+
+
 def summarize(stats: dict, labels: torch.Tensor, lambda_p: float, by_class: bool = True) -> dict:
     """Plain-Python summary of unroll_stats (JSON-ready).
 
     mean/median/std_steps are over the halting steps of the mode (sampled steps are noisy: std ~ 3
     for one input); expected_steps is over E[n] per input, which is what to compare inputs by.
-    by_correctness: how many the mode got right and wrong, and their mean E[n].
+    by_correctness: how many the mode got right and wrong, and their mean E[n]. by_class: a row per label.
     """
     steps = stats["halt_step"]
     N = stats["p"].shape[0]
@@ -92,49 +98,15 @@ def summarize(stats: dict, labels: torch.Tensor, lambda_p: float, by_class: bool
         "median_steps": steps.median().item(),
         "std_steps": steps.std().item() if len(steps) > 1 else 0.0,
         "expected_steps": spread(en),
-        "per_step_accuracy": stats["per_step_correct"].float().mean(1).tolist(),
+        "per_step_accuracy": per_step_accuracy(stats),
         "by_correctness": {name: {"count": int(m.sum()), "expected_steps": en[m].mean().item() if m.any() else None}
                            for name, m in (("correct", right), ("wrong", ~right))},
         "halting_distribution": stats["p"].mean(1).tolist(),
         "prior": log_geometric_prior(lambda_p, N).exp().tolist(),
     }
     if by_class:
-        labels = labels.cpu().long()
-        out["by_class"] = [
-            {"label": int(c), "count": int(m.sum()), "accuracy": stats["correct"][m].float().mean().item(),
-             "mean_steps": steps[m].mean().item(), "expected_steps": en[m].mean().item(),
-             "halting_distribution": stats["p"][:, m].mean(1).tolist()}
-            for c in labels.unique() for m in [labels == c]
-        ]
+        out["by_class"] = rows_by(stats, labels, "label")
     return out
-
-
-def evaluate(model: PonderNet, x: torch.Tensor, y: torch.Tensor, mode: str = "sample",
-             seed: int = 0, batch_size: int = 1000, by_class: bool = True) -> dict:
-    """Summary metrics of a model on ready inputs x and labels y."""
-    return summarize(unroll_stats(model, x, y, mode, batch_size, seed), y, model.lambda_p, by_class)
-
-
-def evaluate_mnist(model: PonderNet, mnist: D.Mnist, mode: str = "sample", split: str = "test",
-                   limit: Optional[int] = None, seed: int = 0, batch_size: int = 1000) -> dict:
-    """Metrics on an MNIST split (rotated test sets: ponder.studies.rotation_study)."""
-    xs, ys = mnist_split(mnist, split, limit)
-    res = evaluate(model, D.mnist_inputs(xs), ys, mode, seed, batch_size)
-    res["split"], res["mode"] = split, mode
-    return res
-
-
-def mnist_split(mnist: D.Mnist, split: str = "test", limit: Optional[int] = None):
-    """(uint8 images [M, 28, 28], labels [M]) of a split, the first `limit` of them."""
-    xs = {"test": mnist.test_x, "val": mnist.val_x, "train": mnist.train_x}[split]
-    ys = {"test": mnist.test_y, "val": mnist.val_y, "train": mnist.train_y}[split]
-    return (xs[:limit], ys[:limit]) if limit else (xs, ys)
-
-
-def halves(lo: int, hi: int) -> tuple:
-    """((lo, mid), (mid + 1, hi)), mid = (lo + hi) // 2: the easy and hard halves of a range of k."""
-    mid = (lo + hi) // 2
-    return (lo, mid), (mid + 1, hi)
 
 
 def group_stats(stats: dict, mask: torch.Tensor) -> dict:
@@ -146,29 +118,41 @@ def group_stats(stats: dict, mask: torch.Tensor) -> dict:
             "halting_distribution": stats["p"][:, mask].mean(1).tolist()}
 
 
+def rows_by(stats: dict, values: torch.Tensor, key: str) -> list:
+    """One row per distinct value of values [B] (a digit's label, parity's k), in increasing order:
+    {key: value, **group_stats, expected_steps_std (std of E[n] over the group)}."""
+    values = values.cpu().long()
+    en = expected_steps_per_input(stats)
+    return [{key: int(v), **group_stats(stats, m), "expected_steps_std": en[m].std().item() if m.sum() > 1 else 0.0}
+            for v in values.unique() for m in [values == v]]
+
+
 def by_k_rows(stats: dict, k: torch.Tensor) -> list:
     """count, accuracy, mean halting step, and mean and std of E[n] for each number of non-zeros k [B]
     of parity inputs."""
-    en = expected_steps_per_input(stats)
-    return [{"k": int(v), "count": int(m.sum()), "accuracy": stats["correct"][m].float().mean().item(),
-             "mean_steps": stats["halt_step"][m].mean().item(), "expected_steps": en[m].mean().item(),
-             "expected_steps_std": en[m].std().item() if m.sum() > 1 else 0.0}
-            for v in k.unique() for m in [k == v]]
+    return rows_by(stats, k, "k")
 
 
-def evaluate_parity(model: PonderNet, preset: dict, mode: str = "sample", seed: int = 0,
-                    size: int = 10000, batch_size: int = 2000) -> dict:
-    """Parity on the preset's fixed test set, with `easy` and `hard` blocks over the preset's ranges of
-    k (its `easy` / `hard`, else the two halves of the test range) and one row per k."""
-    n = preset["n_elems"]
-    k_lo, k_hi = preset["test_k"]
-    x, y, k = D.parity_eval_set(n, k_lo, k_hi, size)
-    stats = unroll_stats(model, x, y, mode, batch_size, seed)
-    res = summarize(stats, y, model.lambda_p, by_class=False)
-    res["mode"], res["test_k"] = mode, [k_lo, k_hi]
-    ranges = (preset["easy"], preset["hard"]) if "easy" in preset else halves(k_lo, k_hi)
-    for name, (lo, hi) in zip(("easy", "hard"), ranges):
-        m = (k >= lo) & (k <= hi)
-        res[name] = {"k_range": [lo, hi], **group_stats(stats, m)}
-    res["by_k"] = by_k_rows(stats, k)
+def evaluate(model: PonderNet, x: torch.Tensor, y: torch.Tensor, mode: str = "sample",
+             seed: int = 0, batch_size: int = 1000, by_class: bool = True) -> dict:
+    """Summary metrics of a model on ready inputs x and labels y."""
+    return summarize(unroll_stats(model, x, y, mode, batch_size, seed), y, model.lambda_p, by_class)
+
+
+def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[int] = None, mode: str = "sample",
+                 seed: int = 0, batch_size: Optional[int] = None) -> dict:
+    """The standard test measurement of a run of cfg: its task's test set (the first `limit` items when given;
+    `n` in the result says how many), summarize()'s metrics, `mode`, the task's info (split / test_k), a
+    block per difficulty group (parity's easy and hard) and a row per value of its breakdown (by_class, by_k).
+    data: the task's data set (MNIST) when it uses one."""
+    ts = get_task(cfg.task).test_set(model, cfg, data, limit)
+    stats = unroll_stats(model, ts.x, ts.y, mode, batch_size or ts.batch_size, seed)
+    res = summarize(stats, ts.y, model.lambda_p, by_class=False)
+    res["mode"] = mode
+    res.update(ts.info)
+    for name, (extra, mask) in ts.blocks.items():
+        res[name] = {**extra, **group_stats(stats, mask)}
+    if ts.rows is not None:
+        name, key, values = ts.rows
+        res[name] = rows_by(stats, values, key)
     return res

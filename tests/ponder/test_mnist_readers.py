@@ -1,4 +1,4 @@
-"""ponder/models.py: MnistStep's speed-ups (precomputed GRU input projection, fused gates, one unroll)
+"""ponder/tasks/mnist_readers.py: MnistStep's speed-ups (precomputed GRU input projection, fused gates, one unroll)
 give the values and gradients of nn.GRUCell run step by step on the same parameters; the readers whose
 evidence grows with the steps ("rows", "coarse"): shapes, causality, early exit equal to a full
 unroll, and a short training after which E[n] depends on the input."""
@@ -8,17 +8,19 @@ from hypothesis import given, settings, strategies as st
 
 from helpers import tiny_model
 from ponder import data as D
-from ponder.config import MnistConfig, TrainConfig
+from ponder.tasks.mnist import MnistConfig
+from ponder.config import TrainConfig
 from ponder.halting import expected_steps, first_true, halt_mask, ponder
-from ponder.models import RowReader, build_model
+from ponder.tasks.mnist_readers import RowReader
+from ponder.tasks import build_model
 from ponder.train import train
 
 
 def test_mnist_step_equals_grucell_and_unroll_equals_steps():
     """encode() precomputes the GRU input projection, step() fuses the gates, unroll() applies the
     heads once: the same values as nn.GRUCell run step by step on the same parameters."""
-    from ponder.config import MnistConfig
-    from ponder.models import build_model
+    from ponder.tasks.mnist import MnistConfig
+    from ponder.tasks import build_model
     torch.manual_seed(0)
     model = build_model("mnist", MnistConfig(channels1=4, channels2=8, embed=16, hidden=12), 6, 0.3).eval()
     torch.nn.init.normal_(model.step_fn.lambda_head.weight, std=1.0)
@@ -41,8 +43,8 @@ def test_mnist_step_equals_grucell_and_unroll_equals_steps():
 
 
 def test_mnist_gradients_match_grucell():
-    from ponder.config import MnistConfig
-    from ponder.models import build_model
+    from ponder.tasks.mnist import MnistConfig
+    from ponder.tasks import build_model
     torch.manual_seed(1)
     model = build_model("mnist", MnistConfig(channels1=4, channels2=8, embed=16, hidden=12), 5, 0.3).train()
     x, fn = torch.randn(7, 1, 28, 28), model.step_fn
@@ -143,7 +145,7 @@ def test_config_round_trip_and_validation():
     cfg = TrainConfig(reader="rows", rows_per_step=4).validate()
     model = build_model("mnist", cfg.model_config(), 20, 0.2)
     assert isinstance(model.step_fn, RowReader) and model.step_fn.levels() == 7
-    from ponder.models import model_config_dict
+    from ponder.tasks import model_config_dict
     again = build_model("mnist", model_config_dict(model), 20, 0.2)
     assert again.load_state_dict(model.state_dict()) is not None
     from ponder.config import ConfigError, model_config_from_dict

@@ -1,4 +1,4 @@
-"""ponder/evaluate.py: metrics of a trained model (accuracy at the halting step, step statistics,
+"""ponder/analysis/unroll.py: metrics of a trained model (accuracy at the halting step, step statistics,
 per-step accuracy, the halting distribution next to the prior, by class), and parity by difficulty."""
 import json
 
@@ -7,10 +7,15 @@ import torch
 
 from helpers import tiny_model
 from ponder import data as D
-from ponder.config import PARITY_PRESETS, TrainConfig
-from ponder.evaluate import (by_k_rows, evaluate_mnist, evaluate_parity, group_stats, halves, mnist_split, near_chance,
-                             summarize)
+from ponder.analysis.unroll import by_k_rows, group_stats, measure_test, near_chance, per_step_accuracy, summarize
+from ponder.config import TrainConfig
 from ponder.train import train
+
+MNIST = TrainConfig()
+
+
+def evaluate_parity(model, preset: str, size: int) -> dict:
+    return measure_test(model, TrainConfig(task="parity", parity_preset=preset), None, size)
 
 
 def small_mnist(m, n_train=6000, n_val=500):
@@ -22,7 +27,7 @@ def test_mnist_short_training_learns_and_evaluates(mnist):
     small = small_mnist(mnist)
     res = train(TrainConfig(epochs=1, batch_size=64, device="cpu", max_steps=8, rotate_train=10.0), mnist=small)
     assert res.status == "completed"
-    ev = evaluate_mnist(res.model, small, "sample")
+    ev = measure_test(res.model, MNIST, small)
     assert ev["accuracy"] > 0.85 and ev["n"] == 1000 and ev["mode"] == "sample" and ev["split"] == "test"
     assert 1 <= ev["mean_steps"] <= 8
     assert len(ev["per_step_accuracy"]) == 8 and len(ev["halting_distribution"]) == 8
@@ -30,24 +35,11 @@ def test_mnist_short_training_learns_and_evaluates(mnist):
     assert len(ev["by_class"]) == 10 and sum(r["count"] for r in ev["by_class"]) == 1000
     # invariant: the accuracy is the count-weighted mean of the per-class accuracies
     assert ev["accuracy"] == pytest.approx(sum(r["accuracy"] * r["count"] for r in ev["by_class"]) / 1000, abs=1e-6)
-    det = evaluate_mnist(res.model, small, "deterministic", limit=300)
-    exp = evaluate_mnist(res.model, small, "expected", limit=300)
+    det = measure_test(res.model, MNIST, small, 300, "deterministic")
+    exp = measure_test(res.model, MNIST, small, 300, "expected")
     assert det["accuracy"] > 0.85 and exp["accuracy"] > 0.85 and det["n"] == exp["n"] == 300
     # expected mode runs every step: its 'steps' are E[n], whose mean is the expected_steps metric
     assert exp["mean_steps"] == pytest.approx(exp["expected_steps"]["mean"], abs=1e-4)
-
-
-def test_mnist_split_takes_the_first_images(mnist):
-    x, y = mnist_split(mnist, "val", 7)
-    assert torch.equal(x, mnist.val_x[:7]) and torch.equal(y, mnist.val_y[:7])
-    assert mnist_split(mnist)[0] is mnist.test_x
-
-
-def test_halves_of_a_range_of_k():
-    # by hand: 1..16 -> 1..8 and 9..16; 1..8 -> 1..4 and 5..8; 9..16 -> 9..12 and 13..16; 3..3 -> 3..3, empty
-    assert halves(1, 16) == ((1, 8), (9, 16))
-    assert halves(1, 8) == ((1, 4), (5, 8)) and halves(9, 16) == ((9, 12), (13, 16))
-    assert halves(3, 3) == ((3, 3), (4, 3))
 
 
 def test_group_stats_and_by_k_by_hand():
@@ -60,15 +52,16 @@ def test_group_stats_and_by_k_by_hand():
                  "halting_distribution": [0.75, 0.25]}
     rows = by_k_rows(stats, torch.tensor([1, 1, 2, 2]))
     # std of E[n] (sample std over the two inputs): k=1: (1, 1.5) -> 0.353553; k=2: (2, 1.75) -> 0.176777
+    # mean p per k: k=1 ((1 + 0.5) / 2, (0 + 0.5) / 2); k=2 ((0 + 0.25) / 2, (1 + 0.75) / 2)
     assert rows == [{"k": 1, "count": 2, "accuracy": 0.5, "mean_steps": 1.5, "expected_steps": 1.25,
-                     "expected_steps_std": pytest.approx(0.353553, abs=1e-6)},
+                     "halting_distribution": [0.75, 0.25], "expected_steps_std": pytest.approx(0.353553, abs=1e-6)},
                     {"k": 2, "count": 2, "accuracy": 1.0, "mean_steps": 3.5, "expected_steps": 1.875,
-                     "expected_steps_std": pytest.approx(0.176777, abs=1e-6)}]
+                     "halting_distribution": [0.125, 0.875], "expected_steps_std": pytest.approx(0.176777, abs=1e-6)}]
 
 
 def test_parity_evaluation_easy_hard_is_a_split_of_one_test_set():
     model = tiny_model("parity", max_steps=6)
-    ev = evaluate_parity(model, PARITY_PRESETS["small"], size=1000)
+    ev = evaluate_parity(model, "small", size=1000)
     easy, hard = ev["easy"], ev["hard"]
     assert easy["count"] + hard["count"] == ev["n"] == 1000 and ev["test_k"] == [1, 8]
     assert easy["k_range"] == [1, 4] and hard["k_range"] == [5, 8]
@@ -79,7 +72,7 @@ def test_parity_evaluation_easy_hard_is_a_split_of_one_test_set():
     assert [r["k"] for r in ev["by_k"]] == list(range(1, 9))
     assert abs(sum(easy["halting_distribution"]) - 1) < 1e-4 and abs(sum(hard["halting_distribution"]) - 1) < 1e-4
     # the same seed replays the same draws
-    assert evaluate_parity(model, PARITY_PRESETS["small"], size=1000)["accuracy"] == ev["accuracy"]
+    assert evaluate_parity(model, "small", size=1000)["accuracy"] == ev["accuracy"]
 
 
 # ----------------------------------------------------------------------------- per-input E[n] measurements
@@ -104,6 +97,13 @@ def test_expected_steps_spread_and_correctness_by_hand():
     assert [r["expected_steps"] for r in s["by_class"]] == pytest.approx([1.0, 2.25])
 
 
+def test_per_step_accuracy_by_hand():
+    # N = 2, three inputs: step 1 right on 2 of 3, step 2 right on all 3 -> (0.6667, 1.0)
+    stats = _stats(torch.ones(2, 3) / 2, [True, True, True])
+    stats["per_step_correct"] = torch.tensor([[True, False, True], [True, True, True]])
+    assert per_step_accuracy(stats) == pytest.approx([2 / 3, 1.0])
+
+
 def test_by_correctness_with_no_wrong_answer_is_null_not_nan():
     s = summarize(_stats(torch.tensor([[1.0, 1.0], [0.0, 0.0]]), [True, True]), torch.tensor([0, 1]), 0.5)
     assert s["by_correctness"]["wrong"] == {"count": 0, "expected_steps": None}
@@ -113,7 +113,7 @@ def test_by_correctness_with_no_wrong_answer_is_null_not_nan():
 def test_parity_blocks_use_the_preset_ranges_and_by_k_adds_up():
     from helpers import tiny_model
     model = tiny_model("parity", max_steps=6, n_elems=15)
-    res = evaluate_parity(model, PARITY_PRESETS["video-15"], size=600)
+    res = evaluate_parity(model, "video-15", size=600)
     assert res["easy"]["k_range"] == [1, 4] and res["hard"]["k_range"] == [11, 15]
     rows = {r["k"]: r for r in res["by_k"]}
     assert sum(r["count"] for r in rows.values()) == 600
@@ -123,7 +123,7 @@ def test_parity_blocks_use_the_preset_ranges_and_by_k_adds_up():
     weighted = sum(r["expected_steps"] * r["count"] for r in hard) / sum(r["count"] for r in hard)
     assert res["hard"]["expected_steps"] == pytest.approx(weighted, rel=1e-5)
     # a preset without its own ranges splits the test range in halves
-    small = evaluate_parity(tiny_model("parity", max_steps=6), PARITY_PRESETS["small"], size=200)
+    small = evaluate_parity(tiny_model("parity", max_steps=6), "small", size=200)
     assert small["easy"]["k_range"] == [1, 4] and small["hard"]["k_range"] == [5, 8]
 
 

@@ -1,4 +1,4 @@
-"""Step functions for the two tasks, and build_model() from a config.
+"""The MNIST step functions (readers); ponder.tasks.mnist picks one from its config.
 
 All follow the StepFunction protocol of ponder.halting:
     encode(x) -> ctx, init_hidden(ctx) -> h_1, step(ctx, h_n, n) -> (y_n, h_{n+1}, lambda_logit_n)
@@ -12,27 +12,16 @@ Each has view(x, n): the image as step n sees it (the explorer draws it).
 """
 from __future__ import annotations
 
-import math
-from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import MnistConfig, ParityConfig, model_config_from_dict
-from .halting import PonderNet
+from . import init_lambda_head
 
-
-def init_lambda_head(head: nn.Linear, lambda_p: float) -> None:
-    """Start near the prior: lambda_n ~= lambda_p at every step, so p starts ~geometric.
-
-    Small weights and bias = logit(lambda_p); an untrained net does not halt at step 1.
-    """
-    if head.weight.is_meta:       # shapes only (ponder.memory counts parameters there): no values to set, and
-        return                    # normal_ on the meta device imports torch._dynamo (1.7 s of a process's start)
-    lp = min(max(lambda_p, 1e-4), 1 - 1e-4)
-    nn.init.normal_(head.weight, std=1e-3)
-    nn.init.constant_(head.bias, math.log(lp / (1 - lp)))
+if TYPE_CHECKING:
+    from .mnist import MnistConfig
 
 
 def add_cell_and_heads(m: nn.Module, cfg: MnistConfig, lambda_p: float, fc_in: int) -> None:
@@ -247,54 +236,4 @@ class CoarseReader(GrowingEvidence):
         return self.at_resolution(x, self.RESOLUTIONS[min(n, len(self.RESOLUTIONS) - 1)])
 
 
-class ParityStep(nn.Module):
-    """GRU cell fed the input vector x at every step; 1 output logit and a lambda head.
-
-    x [B, n_elems] -> ctx = x;  h [B, H];  y_n [B] logit of "odd number of +1s";  lambda_logit_n [B]
-    """
-
-    def __init__(self, cfg: ParityConfig, lambda_p: float):
-        super().__init__()
-        self.cfg = cfg
-        self.cell = nn.GRUCell(cfg.n_elems, cfg.hidden)
-        self.out_head = nn.Linear(cfg.hidden, 1)
-        self.lambda_head = nn.Linear(cfg.hidden, 1)
-        init_lambda_head(self.lambda_head, lambda_p)
-
-    def encode(self, x):
-        return x
-
-    def init_hidden(self, ctx):
-        return ctx.new_zeros(ctx.shape[0], self.cfg.hidden)
-
-    def step(self, ctx, h, n=0):
-        h = self.cell(ctx, h)
-        return self.out_head(h).squeeze(-1), h, self.lambda_head(h).squeeze(-1)
-
-    def loss(self, y, target):
-        return F.binary_cross_entropy_with_logits(y.float(), target.float(), reduction="none")
-
-    def probs(self, y):
-        p1 = torch.sigmoid(y.float())
-        return torch.stack([1 - p1, p1], -1)                             # [B, 2]: even, odd
-
-
 MNIST_STEPS = {"cnn": MnistStep, "rows": RowReader, "coarse": CoarseReader}
-
-
-def build_model(task: str, model_cfg, max_steps: int, lambda_p: float) -> PonderNet:
-    if isinstance(model_cfg, dict):
-        model_cfg = model_config_from_dict(task, model_cfg)
-    if task == "mnist":
-        step = MNIST_STEPS[model_cfg.reader](model_cfg, lambda_p)
-    else:
-        step = ParityStep(model_cfg, lambda_p)
-    return PonderNet(step, max_steps=max_steps, lambda_p=lambda_p)
-
-
-def model_config_dict(model: PonderNet) -> dict:
-    return asdict(model.step_fn.cfg)
-
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,138 @@
+"""MNIST: classify a digit; its step functions (readers) are in ponder.tasks.mnist_readers.
+
+Its difficulty groups: the digit class (by_class rows) and the rotation (ponder.analysis.studies.rotation_study
+on rotation_inputs()).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from .. import data as D
+from ..config import TrainConfig, _check, _choice, finite, is_int
+from . import Batches, EvalSet, Task, register
+
+MNIST_READERS = ("cnn", "rows", "coarse")
+# Per-reader model sizes over MnistConfig's: the row reader's fc sees a 14 x 7 map per channel, so
+# 16 second-layer channels keep it at 1568 x 128 weights (~1 MB a model, like the "cnn" reader's).
+READER_DEFAULTS = {"rows": dict(channels2=16)}
+ROWS_PER_STEP = (2, 4, 14, 28)   # the row reader's feature map has 14 rows, each 2 image rows high
+
+
+@dataclass
+class MnistConfig:
+    """A CNN embedding + GRU cell over steps. `reader` says what the cell sees at step n."""
+    channels1: int = 16      # first conv layer's channels (5x5, then 2x2 max-pool)
+    channels2: int = 32      # second conv layer's channels (5x5, then a max-pool)
+    embed: int = 128         # size of the image embedding fed to the cell
+    hidden: int = 64         # GRU hidden size
+    dropout: float = 0.0     # dropout on the embedding during training
+    reader: str = "cnn"      # "cnn": the whole image at every step (step 1 is a full classifier);
+                             # "rows": the first rows_per_step * n rows at step n (evidence grows);
+                             # "coarse": the image at a growing resolution, 2x2 ... 28x28
+    rows_per_step: int = 2   # "rows" reader: image rows revealed per step (2 -> all 28 rows by step 14)
+
+
+class MnistBatches(Batches):
+    """Shuffled MNIST training batches from a uint8 tensor on the device, rotated on the fly."""
+
+    def __init__(self, mnist: D.Mnist, cfg: TrainConfig, device):
+        self.x, self.y = mnist.train_x.to(device), mnist.train_y.to(device)
+        self.val_x, self.val_y = mnist.val_x.to(device), mnist.val_y.to(device)
+        self.cfg, self.device = cfg, device
+        self.g = torch.Generator().manual_seed(cfg.seed)
+        self.per_epoch = math.ceil(len(self.y) / cfg.batch_size)
+
+    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
+        """A host tensor (drawn by the seeded CPU generator) to the device; to a GPU from pinned memory,
+        so the copy does not make the host wait for the GPU's queue."""
+        if torch.device(self.device).type == "cuda":
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t.to(self.device)
+
+    def __iter__(self):
+        bs = self.cfg.batch_size
+        while True:
+            perm = self._to_device(torch.randperm(len(self.y), generator=self.g))
+            for i in range(0, len(perm), bs):
+                idx = perm[i:i + bs]
+                angles = D.uniform_angles(len(idx), self.cfg.rotate_train, self.g) if self.cfg.rotate_train else None
+                angles = self._to_device(angles) if angles is not None else None
+                yield D.mnist_inputs(self.x[idx], angles=angles), self.y[idx]
+
+    def validation(self):
+        return D.mnist_inputs(self.val_x), self.val_y
+
+
+def mnist_split(mnist: D.Mnist, split: str = "test", limit: Optional[int] = None):
+    """(uint8 images [M, 28, 28], labels [M]) of a split, the first `limit` of them."""
+    xs = {"test": mnist.test_x, "val": mnist.val_x, "train": mnist.train_x}[split]
+    ys = {"test": mnist.test_y, "val": mnist.val_y, "train": mnist.train_y}[split]
+    return (xs[:limit], ys[:limit]) if limit else (xs, ys)
+
+
+class MnistTask(Task):
+    name, label = "mnist", "MNIST"
+    model_config_cls = MnistConfig
+    defaults = {}
+    chance = 0.1                    # 10 classes
+    uses_data = True
+    reads = ("reader", "rows_per_step", "rotate_train")
+    pages = ("digit", "rotation")
+    default_model = "mnist-adaptive"
+    budget_seconds = 60
+    data_bytes = 60_000 * (28 * 28 + 8)      # training + validation images (uint8) and labels (int64)
+    infer_states = 2                         # the readers keep all N hidden states (one stacked [N, B, H] tensor)
+
+    def load_data(self, data_dir: Optional[str] = None) -> D.Mnist:
+        return D.load_mnist(data_dir)
+
+    def model_config(self, cfg: TrainConfig) -> MnistConfig:
+        return MnistConfig(hidden=cfg.hidden, reader=cfg.reader, rows_per_step=cfg.rows_per_step,
+                           **READER_DEFAULTS.get(cfg.reader, {}))
+
+    def check_model_field(self, name: str, v) -> bool:
+        if name == "dropout":
+            _check(finite(v) and 0.0 <= v < 1.0, name, "[0, 1)", v)
+        elif name == "reader":
+            _check(_choice(v, MNIST_READERS), name, f"one of {', '.join(MNIST_READERS)}", v)
+        elif name == "rows_per_step":
+            _check(is_int(v) and v in ROWS_PER_STEP, name, f"one of {', '.join(map(str, ROWS_PER_STEP))}", v)
+        else:
+            return False
+        return True
+
+    def check(self, cfg: TrainConfig) -> None:
+        self.check_model_field("reader", cfg.reader)
+        self.check_model_field("rows_per_step", cfg.rows_per_step)
+
+    def build_step(self, model_cfg: MnistConfig, lambda_p: float):
+        from .mnist_readers import MNIST_STEPS
+        return MNIST_STEPS[model_cfg.reader](model_cfg, lambda_p)
+
+    def batches(self, cfg: TrainConfig, device, data: D.Mnist) -> MnistBatches:
+        return MnistBatches(data, cfg, device)
+
+    def test_set(self, model, cfg: TrainConfig, data: D.Mnist, limit: Optional[int] = None) -> EvalSet:
+        xs, ys = mnist_split(data, "test", limit)
+        return EvalSet(D.mnist_inputs(xs), ys, info={"split": "test"}, rows=("by_class", "label", ys))
+
+    def rotation_inputs(self, data: D.Mnist, limit: Optional[int] = None):
+        return mnist_split(data, "test", limit)
+
+    def feature_floats(self, cfg: TrainConfig) -> int:
+        """The CNN's input and conv outputs per image; 8 times that for the coarse reader (8 resolutions)."""
+        m = self.model_config(cfg)
+        one = 28 * 28 + m.channels1 * 28 * 28 + m.channels2 * 14 * 14
+        return one * (8 if m.reader == "coarse" else 1)
+
+    def describe(self, card: dict) -> str:
+        m = card.get("model") or {}
+        r = m.get("reader", "cnn")
+        return "reader " + (f"rows ({m.get('rows_per_step', 2)} a step)" if r == "rows" else r)
+
+
+register(MnistTask())

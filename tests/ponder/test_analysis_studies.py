@@ -1,0 +1,123 @@
+"""ponder/analysis/studies.py: one input's trace, what each step sees, the least / most pondered inputs, the
+rotation study and its verdict, parity by difficulty, the prior's mean."""
+import numpy as np
+import pytest
+import torch
+
+from helpers import tiny_model
+from ponder.analysis import studies
+from ponder.analysis.unroll import measure_test
+from ponder.config import TrainConfig
+from ponder.tasks.mnist import mnist_split
+from ponder.tasks.parity import PARITY_PRESETS
+
+
+def test_trace_matches_the_core_and_replays_with_its_seed():
+    model = tiny_model("mnist", max_steps=8)
+    x = torch.randn(1, 1, 28, 28)
+    tr = studies.trace_input(model, x, "sample", seed=11)
+    assert tr.probs.shape == (8, 10) and np.allclose(tr.probs.sum(1), 1, atol=1e-5)
+    assert abs(tr.p.sum() - 1) < 1e-5 and abs(tr.cdf[-1] - 1) < 1e-5 and tr.lambdas[-1] == 1.0
+    assert abs(tr.expected_steps - (np.arange(1, 9) * tr.p).sum()) < 1e-4
+    assert np.allclose(tr.answer_probs, tr.probs[tr.halt_step - 1], atol=1e-5)      # answer = the halting step's
+    again = studies.trace_input(model, x, "sample", seed=11)
+    assert (again.halt_step, again.pred) == (tr.halt_step, tr.pred)
+    draws = {studies.trace_input(model, x, "sample", seed=s).halt_step for s in range(30)}
+    assert len(draws) > 1                                                            # the seed matters
+    det = studies.trace_input(model, x, "deterministic")
+    assert det.halt_step == int(np.argmax(det.cdf >= 0.5) + 1)
+    exp = studies.trace_input(model, x, "expected")
+    assert exp.halt_step == 8 and np.allclose(exp.answer_probs, (exp.p[:, None] * exp.probs).sum(0), atol=1e-5)
+
+
+def test_trace_of_a_parity_input():
+    model = tiny_model("parity", max_steps=5, n_elems=8)
+    x = torch.tensor([[1.0, -1, 0, 0, 1, 0, 0, 0]])
+    tr = studies.trace_input(model, x, "deterministic")
+    assert tr.probs.shape == (5, 2)
+
+
+def _preset(n, train_k, test_k=None, **ranges):
+    return dict(n_elems=n, train_k=train_k, test_k=test_k or (1, n), **ranges)
+
+
+def test_parity_sets_by_difficulty():
+    # no ranges of its own: the halves of the test range (1..16 -> 1..8, 9..16)
+    assert studies.parity_sets(_preset(16, (1, 16))) == {"easy (k 1–8)": (1, 8), "hard (k 9–16)": (9, 16)}
+    # trained on 1..8, tested on 9..16 (medium-extrapolation): the trained range, then the halves of the test range
+    sets = studies.parity_sets(PARITY_PRESETS["medium-extrapolation"])
+    assert sets == {"trained (k 1–8)": (1, 8), "easy (k 9–12)": (9, 12), "hard (k 13–16)": (13, 16)}
+    # trained and tested on 1..6 of 8: the extrapolation above both
+    sets = studies.parity_sets(_preset(8, (1, 6), (1, 6)))
+    assert list(sets.values()) == [(1, 3), (4, 6), (7, 8)] and "extrapolation" in list(sets)[2]
+    # a preset's own ranges: the video seed's n = 15 (easy 1–4, hard 11–15) and its extrapolation
+    assert studies.parity_sets(PARITY_PRESETS["video-15"]) == {"easy (k 1–4)": (1, 4), "hard (k 11–15)": (11, 15)}
+    assert studies.parity_sets(PARITY_PRESETS["video-30-extrapolation"]) == {"easy (k 1–25)": (1, 25),
+                                                                             "hard (k 26–30)": (26, 30)}
+    model = tiny_model("parity", max_steps=4, n_elems=8)
+    res = studies.parity_study(model, 8, studies.parity_sets(_preset(8, (1, 6), (1, 6))), size=200)
+    assert len(res["sets"]) == 3 and [r["k"] for r in res["by_k"]] == list(range(1, 9))
+    for s in res["sets"].values():
+        assert abs(sum(s["halting_distribution"]) - 1) < 1e-4 and 1 <= s["mean_steps"] <= 4 and s["count"] == 200
+
+
+def test_rotation_study_rows(mnist):
+    model = tiny_model("mnist", max_steps=5)
+    x, y = mnist_split(mnist, "test", 60)
+    rows = studies.rotation_study(model, x, y, [0, 90], [45], per_sample=True)
+    assert [(r["kind"], r["angle"]) for r in rows] == [("fixed", 0), ("fixed", 90), ("uniform", 45)]
+    for r in rows:
+        assert r["n"] == 60 and len(r["steps"]) == len(r["confidence"]) == len(r["correct"]) == 60
+        assert r["lo"] <= r["q1"] <= r["median_steps"] <= r["q3"] <= r["hi"]
+        assert r["mean_steps"] == pytest.approx(np.mean(r["steps"]), abs=1e-5)
+        assert r["accuracy"] == pytest.approx(np.mean(r["correct"]), abs=1e-6)
+        assert abs(sum(r["halting_distribution"]) - 1) < 1e-4
+    # the 0° row is the unrotated evaluation: the same numbers as the test measurement on those images
+    plain = measure_test(model, TrainConfig(), mnist, 60)
+    assert rows[0]["accuracy"] == plain["accuracy"] and rows[0]["mean_steps"] == pytest.approx(plain["mean_steps"])
+    # without per_sample: the same summary, no per-sample lists
+    lean = studies.rotation_study(model, x, y, [0, 90], [45])
+    assert [{k: r[k] for k in lr} for r, lr in zip(rows, lean)] == lean and "steps" not in lean[0]
+
+
+def _row(angle, acc, steps, kind="fixed", n=100, wrong_steps=None):
+    s = np.full(n, float(steps))
+    correct = np.arange(n) < round(acc * n)
+    if wrong_steps is not None:
+        s[~correct] = wrong_steps
+    return dict(kind=kind, angle=angle, n=n, accuracy=float(correct.mean()), mean_steps=float(s.mean()),
+                steps=s.tolist(), correct=correct.tolist())
+
+
+def test_verdict_says_longer_when_steps_grow_with_difficulty():
+    rows = [_row(0, 0.99, 3), _row(45, 0.8, 4), _row(90, 0.3, 6, wrong_steps=7)]
+    answer, text = studies.rotation_verdict(rows)
+    assert answer == "longer" and text.startswith("Yes")
+    assert "99.0%" in text and "30.0%" in text and "r = +" in text
+    assert "over only 3 test sets, so it says little" in text                  # few sets: flagged
+    five = rows + [_row(22.5, 0.95, 3.5), _row(67.5, 0.5, 5)]
+    assert "says little" not in studies.rotation_verdict(five)[1]
+
+
+def test_verdict_says_no_when_steps_stay_flat():
+    rows = [_row(0, 0.99, 4.66), _row(45, 0.55, 4.75), _row(90, 0.2, 4.70)]
+    answer, text = studies.rotation_verdict(rows)
+    assert answer == "no" and text.startswith("No:") and "4.66" in text and "4.70" in text
+
+
+def test_verdict_says_shorter_and_unclear():
+    assert studies.rotation_verdict([_row(0, 0.99, 6), _row(45, 0.6, 4), _row(90, 0.2, 3)])[0] == "shorter"
+    assert studies.rotation_verdict([_row(0, 0.99, 3), _row(10, 0.98, 6)])[0] == "unclear"
+    assert studies.rotation_verdict([])[0] == "unclear"
+
+
+def test_verdict_on_two_fixed_angles():
+    # what reproduce's rotation section says from its fixed-angle rows (no per-sample lists, two sets)
+    rows = [dict(kind="fixed", angle=0.0, n=10000, mean_steps=4.66, std_steps=4.03, accuracy=0.9938),
+            dict(kind="fixed", angle=90.0, n=10000, mean_steps=4.70, std_steps=4.03, accuracy=0.2079)]
+    # (4.70 - 4.66) / 4.66 = +0.9%, under 10%, while accuracy falls 78.6 points: flat
+    answer, text = studies.rotation_verdict(rows)
+    assert answer == "no" and "99.4% (0°) down to 20.8% (90°)" in text and "4.66 at 0° and 4.70 at 90°" in text
+    grow = [rows[0], dict(rows[1], mean_steps=6.0)]                          # +29%: longer
+    assert studies.rotation_verdict(grow)[0] == "longer"
+    assert studies.rotation_verdict([rows[0], dict(rows[1], mean_steps=3.0)])[0] == "shorter"    # -36%
