@@ -37,8 +37,8 @@ REGULARISER_NAMES = {"kl": "KL(p ‖ p_G)", "kl-reverse": "KL(p_G ‖ p)"}
 
 
 def regulariser_name(train: dict) -> str:
-    """The KL direction a run was trained with, in words; cards from before the choice are the paper's."""
-    return REGULARISER_NAMES.get((train or {}).get("regulariser", "kl"), "?")
+    """The KL direction a run was trained with, in words ('?' for a training config without one)."""
+    return REGULARISER_NAMES.get((train or {}).get("regulariser"), "?")
 
 
 def reader_name(card: dict) -> str:
@@ -46,8 +46,8 @@ def reader_name(card: dict) -> str:
     m = card.get("model") or {}
     if card.get("task") != "mnist":
         return ""
-    r = m.get("reader", "cnn")
-    return f"rows ({m.get('rows_per_step', 2)} a step)" if r == "rows" else r
+    r = m.get("reader") or ""
+    return f"rows ({m.get('rows_per_step', '?')} a step)" if r == "rows" else r
 
 
 def describe_card(card: dict) -> str:
@@ -79,8 +79,7 @@ def training_eta(row: dict, now: float) -> tuple[str, Optional[float]]:
     that report, so start-up is not mistaken for training. Steps are limited by the epochs and,
     when there is one, by the time budget: the run ends at whichever comes first. The step count
     of a budgeted run is the library's forecast (row['forecast_steps'], ponder.progress.StepForecast:
-    it never rises above what it said before and never falls below the step); rows without one
-    (older histories) get steps per second so far times the budget.
+    it never rises above what it said before and never falls below the step).
     """
     step, total, train_s = int(row["step"]), int(row["total_steps"]), float(row["elapsed"])
     since = max(0.0, now - float(row.get("wall", now)))
@@ -90,8 +89,6 @@ def training_eta(row: dict, now: float) -> tuple[str, Optional[float]]:
     left = (total - step) * per_step                                     # to the end of the epochs
     text = f"step {step:,} of {total:,}"
     budget, forecast = row.get("max_seconds"), row.get("forecast_steps")
-    if forecast is None and budget and budget - train_s < left:          # an older row: steps per second so far
-        forecast = min(total, int(budget / per_step))
     if budget and forecast is not None and int(forecast) < total:        # the budget ends it first
         left = budget - train_s
         text = f"step {step:,} of about {max(step, int(forecast)):,} ({budget:g} s budget)"

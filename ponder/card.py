@@ -170,10 +170,10 @@ def check_card(card: dict) -> None:
                                   and all(finite(x) for x in v)):
             raise ConfigError(f"metrics.test.{k} must be a list of 1 to max_steps = {card['max_steps']} numbers, "
                               f"got {short_repr(v)}")
-    en = test.get("expected_steps")              # a number in cards written before it was a spread
-    if en is not None and not finite(en) and not (
-            isinstance(en, dict) and all(finite(en.get(k)) for k in SPREAD_KEYS)):
-        raise ConfigError(f"metrics.test.expected_steps must be a number or {{mean, std, min, max}}, got {short_repr(en)}")
+    en = test.get("expected_steps")              # E[n] over the test inputs: its spread, not one number
+    if en is not None and not (isinstance(en, dict) and all(finite(en.get(k)) for k in SPREAD_KEYS)):
+        raise ConfigError(f"metrics.test.expected_steps must be {{mean, std, min, max}} of E[n] over the test "
+                          f"inputs, got {short_repr(en)}")
 
 
 def update_card(run_dir, **fields) -> dict:
@@ -200,7 +200,8 @@ def two_decimals(v) -> str:
 
 
 def mean_expected_steps(test: dict) -> Optional[float]:
-    """Mean E[n] of a metrics.test mapping: {mean, std, min, max} now, a plain number in older cards."""
+    """Mean E[n] of a measurement: its expected_steps is the spread {mean, std, min, max} in a whole test set's
+    metrics, a plain number in a group's (the parity easy / hard blocks). None if not measured."""
     en = test.get("expected_steps") if isinstance(test, dict) else None
     return en.get("mean") if isinstance(en, dict) else en
 
