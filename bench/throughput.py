@@ -121,9 +121,8 @@ def time_project(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: in
     return time_train(cfg, mnist, model, warm, steps)[0]
 
 
-def time_train(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: int, train_fn=train):
-    """(seconds, TrainResult): `steps` optimiser steps of ponder.train.train (or `train_fn`, a loop
-    with its signature, e.g. bench/legacy_train.py) after `warm` untimed ones.
+def time_train(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: int):
+    """(seconds, TrainResult): `steps` optimiser steps of ponder.train.train after `warm` untimed ones.
 
     The train callback fires every log_every steps; the clock is read there after a device sync,
     and the run is cancelled once the timed steps are done.
@@ -141,7 +140,7 @@ def time_train(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: int,
         if p.step >= warm + steps:
             cancel.set()
 
-    res = train_fn(cfg, mnist=mnist, callback=on_progress, cancel=cancel, model=model)
+    res = train(cfg, mnist=mnist, callback=on_progress, cancel=cancel, model=model)
     if warm + steps not in marks or warm not in marks:
         raise RuntimeError(f"training stopped early ({res.status}: {res.reason})")
     return marks[warm + steps] - marks[warm], res
