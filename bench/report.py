@@ -409,7 +409,7 @@ def gpu_section(docs: dict, hist: Optional[dict]) -> str:
                      f"lies somewhere after {f(prev['elapsed'] if prev else 0.0, 1)} s). At batch {hist['batch_size']} a GPU "
                      "step is bound by kernel launches (N = 20 sequential small steps forward and backward), not by "
                      "arithmetic, and by the host waiting on the GPU several times a step. What would close it: the "
-                     "training step of issue 14 (no per-step host sync, the whole step captured in a CUDA graph and "
+                     "training step of ponder/fastpath.py (no per-step host sync, the whole step captured in a CUDA graph and "
                      "replayed), fewer operators per step (the changes above), and a larger batch with a scaled "
                      "learning rate (`--batch-size 512 --lr 4e-3`), all to be measured with `python -m bench gpu`."]
     return "\n".join(text)

@@ -26,8 +26,8 @@ def task_ui(key: str = "train_task") -> str:
                             format_func=lambda t: {"mnist": "MNIST", "parity": "Parity"}[t])
 
 
-# What one web user can ask for (issue 16, cause 5: hidden 1024, batch 4096, N 200 asked for ~40 GB and got the
-# server OOM-killed). With these the largest run, the coarse reader at all three maxima, needs ~2.3 GB at its
+# What one web user can ask for (hidden 1024, batch 4096, N 200 would need ~40 GB and get the server
+# OOM-killed). With these the largest run, the coarse reader at all three maxima, needs ~2.3 GB at its
 # peak by ponder.memory.estimate (cnn reader 1.5 GB, parity 1.4 GB); JobRegistry.submit still refuses a run
 # that does not fit in the memory free when it starts.
 MAX_STEPS, MAX_HIDDEN, MAX_BATCH = 100, 512, 512

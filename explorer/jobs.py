@@ -286,7 +286,7 @@ class JobRegistry:
         specs = [(str(n), c.validate()) for n, c in specs]
         if not specs:
             raise ValueError("nothing to train")
-        for n, c in specs:                  # what does not fit in memory is refused, not OOM-killed (issue 16, cause 5)
+        for n, c in specs:                  # what does not fit in memory is refused, not OOM-killed
             too_big = fit_message(c)
             if too_big:
                 raise JobLimitError(f"Not started: {n}: {too_big}.")

@@ -54,7 +54,7 @@ class MnistStep(nn.Module):
 
     The cell sees the same embedding e at every step, so its input projection is computed once,
     in encode(): ctx = W_ih e + b_ih, with the r and z gates' hidden biases folded in. A step then
-    only multiplies the hidden state. The parameters are nn.GRUCell's (checkpoints load as before)
+    only multiplies the hidden state. The parameters are nn.GRUCell's (so its checkpoints load)
     and so are the gate equations:
         r = sigma(gi_r + gh_r),  z = sigma(gi_z + gh_z),  n = tanh(gi_n + r * gh_n),
         h' = (1 - z) * n + z * h = lerp(n, h, z),        gi = W_ih e + b_ih,  gh = W_hh h + b_hh.

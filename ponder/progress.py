@@ -1,5 +1,5 @@
-"""How far a training run is and where it will end: the step forecast and the time budget's stop rule
-(issue 15, item 4). Pure bookkeeping on (step, seconds) pairs; ponder.train's loop feeds it.
+"""How far a training run is and where it will end: the step forecast and the time budget's stop rule.
+Pure bookkeeping on (step, seconds) pairs; ponder.train's loop feeds it.
 
 What a user is promised (README, Train page):
   - the time budget covers the training steps: the loop stops before a step it expects to end past

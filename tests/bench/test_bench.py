@@ -144,7 +144,7 @@ def smoke(docs):
     return json.loads((docs / "gpu.json").read_text())
 
 
-def test_side_by_side_json_has_the_issue_fields(smoke):
+def test_side_by_side_json_has_both_steps_fields(smoke):
     assert smoke["machine"]["device_name"] == "cpu" and smoke["quick"] is True
     r = smoke["results"]
     sbs = r["side_by_side"]

@@ -182,7 +182,7 @@ def test_expected_canvas_outcomes():
 # ----------------------------------------------------------------------------- uploads
 
 
-# (PIL mode, file format): every mode the issue names, and a few more
+# (PIL mode, file format): the modes uploads come in, and a few more
 MODES = [("1", "PNG"), ("L", "PNG"), ("LA", "PNG"), ("P", "PNG"), ("P", "GIF"), ("RGB", "PNG"), ("RGB", "JPEG"),
          ("RGBA", "PNG"), ("I", "TIFF"), ("I;16", "PNG"), ("I;16", "TIFF"), ("I;16B", "TIFF"),
          ("F", "TIFF"), ("CMYK", "JPEG"), ("CMYK", "TIFF"), ("PA", "TIFF"), ("P", "BMP"), ("RGBA", "WEBP"), ("RGB", "BMP"), ("RGB", "WEBP"),

@@ -278,7 +278,7 @@ def test_the_registry_takes_its_time_cap_from_env(monkeypatch):
 
 @pytest.mark.parametrize("env, want", [(None, 1), ("2", 2), ("junk", 1)])
 def test_a_job_trains_with_one_torch_thread_unless_told(tmp_path, monkeypatch, env, want):
-    """Two intra-op threads on the loaded 2-core machine: 4 steps in 8 s against 69 with one (issue 15 item 4)."""
+    """Two intra-op threads on the loaded 2-core machine: 4 steps in 8 s against 69 with one (bench/job_timing.py)."""
     import torch
     from explorer import jobs
     if env is None:

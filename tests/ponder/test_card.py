@@ -190,8 +190,8 @@ def test_metric_lists_pages_chart_are_checked(tiny_run, key, kind):
 
 @pytest.mark.parametrize("en", [4.65, {"mean": 4.65}, {"mean": 4.65, "std": "wide", "min": 1.0, "max": 9.0}])
 def test_expected_steps_must_be_its_spread(tiny_run, en):
-    """metrics.test.expected_steps is E[n] over the test inputs as {mean, std, min, max}: a plain mean (the
-    shape shipped cards had until they were re-measured) or a partial spread is refused in one line."""
+    """metrics.test.expected_steps is E[n] over the test inputs as {mean, std, min, max}: a plain mean or a
+    partial spread is refused in one line."""
     d, _ = tiny_run
     edit_card(d, lambda card: card.update(metrics={"test": {"accuracy": 0.9, "expected_steps": en}}))
     with pytest.raises(CheckpointError) as e:
