@@ -40,7 +40,7 @@ READER_LABELS = {"rows": "rows: 2 more a step", "coarse": "coarse to fine", "cnn
 def train_form_ui(task: str) -> Optional[tuple]:
     """The sidebar training form. Returns (run name, TrainConfig) when Start is pressed, else None.
 
-    Defaults give a useful model in under a minute on 2 CPU cores (MNIST: ~99% test accuracy; README).
+    Defaults give a useful model in under a minute on 2 CPU cores (MNIST: ~99% test accuracy; docs/development.md).
     Widget keys start with tf_<task>_ so each task keeps its own defaults.
     """
     d = TrainConfig.for_task(task)

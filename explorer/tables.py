@@ -144,7 +144,7 @@ def renamed(asked: str, final: str) -> str:
 
 def parity_card_line(card: dict) -> str:
     """What a parity run's card recorded when it was saved (the numbers `python -m ponder evaluate RUN --json`
-    and the README give): accuracy, E[n] on the easy and the hard k, and their gap. '' without them."""
+    and docs/findings.md give): accuracy, E[n] on the easy and the hard k, and their gap. '' without them."""
     t = test_metrics(card)
     e, h = easy_hard_expected_steps(t)
     if t.get("accuracy") is None or e is None or h is None:

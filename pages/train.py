@@ -30,7 +30,7 @@ if job is None:
     st.markdown(
         "Set the hyperparameters in the sidebar and press **Start training**. The defaults train an MNIST "
         "PonderNet to about 99% test accuracy in 30–45 seconds on 2 CPU cores (parity: the small n = 8 "
-        "preset in 1–1.5 minutes; measured, see the README). Training runs in the background: you can switch "
+        "preset in 1–1.5 minutes; measured: docs/development.md). Training runs in the background: you can switch "
         "pages, reload or close the tab and come back (the address holds the job); **Cancel** stops training "
         "within a second (after the step running); what was trained is then saved as a partial run and measured "
         "on 2,000 test images, a few seconds more. The machine's running job shows in every tab, "

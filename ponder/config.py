@@ -63,7 +63,7 @@ TASK_DEFAULTS = {
     "mnist": {},
     # parity: the reverse KL(p_G || p) by default: on the video's n = 15 it makes hard vectors take more expected
     # steps (+2.07 +- 0.84 at 15k steps, +0.66 +- 0.21 at 40k; 3 seeds each), the paper's KL(p || p_G) does not
-    # (-0.72 +- 1.21 at 40k) (README Results §5)
+    # (-0.72 +- 1.21 at 40k) (docs/findings.md §5)
     "parity": dict(hidden=128, lr=3e-3, epochs=6.0, batch_size=128, regulariser="kl-reverse"),
 }
 

@@ -926,7 +926,7 @@ def test_parity_page_generated_and_typed_vectors(runs):
 
 
 def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
-    """The default parity model is the shipped n = 15 one; the page gives its card's E[n] gap, the README's."""
+    """The default parity model is the shipped n = 15 one; the page gives its card's E[n] gap, docs/findings.md's."""
     at = open_app(page="parity")
     assert at.sidebar.selectbox(key="pick_model_parity").value == "parity-15"
     t = read_card(ASSETS / "parity-15")["metrics"]["test"]

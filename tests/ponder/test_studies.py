@@ -113,7 +113,7 @@ def test_prior_mean_by_hand():
     # lambda_p = 0.5, N = 3: prior (4/7, 2/7, 1/7), mean 1*4/7 + 2*2/7 + 3/7 = 11/7
     assert studies.prior_mean(0.5, 3) == pytest.approx(11 / 7, abs=1e-6)
     assert studies.prior_mean(0.5, 200) == pytest.approx(2.0, abs=1e-6)          # 1/lambda_p for large N
-    assert studies.prior_mean(0.2, 20) == pytest.approx(4.77, abs=0.005)        # README's sweep table
+    assert studies.prior_mean(0.2, 20) == pytest.approx(4.77, abs=0.005)        # docs/results.md's sweep table
     assert studies.prior_mean(1.0, 20) == pytest.approx(1.0, abs=1e-5)
 
 
