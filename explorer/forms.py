@@ -8,7 +8,8 @@ import torch
 
 from ponder.config import MNIST_READERS, PARITY_PRESETS, REGULARISERS, ConfigError, TrainConfig
 from ponder.manage import import_zip
-from ponder.runs import MAX_UPLOAD_BYTES, RunNameError, import_checkpoint, safe_name
+from ponder.runs import RunNameError, safe_name
+from ponder.uploads import MAX_UPLOAD_BYTES, import_checkpoint
 from ponder.sweep import Plan
 
 from . import tables
@@ -146,7 +147,7 @@ def import_run_ui(where=None) -> Optional[str]:
     """Upload a run into the runs folder: an exported .zip (Runs page), or model.safetensors + run.json
     (optionally metrics.jsonl). In the sidebar unless `where` (a container) is given.
 
-    Validated by ponder.runs.import_checkpoint (size limit, no pickle, shapes and config checked)
+    Validated by ponder.uploads.import_checkpoint (size limit, no pickle, shapes and config checked)
     before anything lands in the runs folder. Returns the new run's picker name, else None.
     """
     box = (where or st.sidebar).expander("Import a run", icon=":material/upload:", expanded=where is not None)
