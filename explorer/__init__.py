@@ -11,5 +11,7 @@
     loaders.py        st.cache_resource / st.cache_data wrappers around the above
     ui.py             small *_ui() helpers that draw widgets and return plain values
     forms.py          the sidebar forms: train, sweep, import a run (*_ui(), plain values out)
-    views.py          groups of charts that several pages draw
+    views.py          one input's panels: the answer, the per-step charts, stepping through the steps
+    job_views.py      a training job's progress, result and Cancel; coming back to it after a reload
+    sweep_views.py    λp sweep results: rows from a job, cards or a sweep folder, their table and charts
 """

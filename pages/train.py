@@ -1,7 +1,7 @@
 """Train: a sidebar form starts a background job; the page polls it live and saves the run."""
 import streamlit as st
 
-from explorer import forms, loaders, ui, views
+from explorer import forms, job_views, loaders, ui
 from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 
@@ -22,7 +22,7 @@ if request is not None:
         except (JobLimitError, ConfigError) as e:
             st.error(ui.one_line(e))
 
-job, note, who = views.attach_job_ui(registry, session, "train", started)
+job, note, who = job_views.attach_job_ui(registry, session, "train", started)
 busy = registry.busy_message(session)
 if busy and not refused and not (job and job.active):
     st.warning(busy)
@@ -39,11 +39,11 @@ if job is None:
         "runs folder and appear in every model picker.")
     if task == "mnist" and loaders.mnist()[0] is None:
         ui.mnist_missing_ui(loaders.mnist()[1], "train_download")
-    views.recent_jobs_ui(registry.recent("train"), None, key="train")
+    job_views.recent_jobs_ui(registry.recent("train"), None, key="train")
     st.stop()
 
-view = views.job_live_ui(job, who, every=1.0, key="train", note=note)
-views.recent_jobs_ui(registry.recent("train"), job.id, key="train")
+view = job_views.job_live_ui(job, who, every=1.0, key="train", note=note)
+job_views.recent_jobs_ui(registry.recent("train"), job.id, key="train")
 if not view.active:
     st.page_link("pages/digit.py", label="Try the new model on a digit", icon=":material/draw:")
     st.page_link("pages/compare.py", label="Compare it with other runs", icon=":material/compare_arrows:")
