@@ -7,7 +7,8 @@
     digits.py         MNIST and the bundled example digits, memoised per process (no Streamlit)
     inputs.py         typed text to numbers / tensors: angle lists, parity vectors (no Streamlit)
     tables.py         table rows and tooltip text from run cards, a job's time left (no Streamlit)
-    jobs.py           background training jobs: a process-wide registry, threads that never call st.*
+    jobs.py           a background training job: its runs in a thread that never calls st.*, snapshots
+    job_registry.py   the process-wide registry of jobs: limits, submit, finding a job again
     loaders.py        st.cache_resource / st.cache_data wrappers around the above
     ui.py             small *_ui() helpers that draw widgets and return plain values
     forms.py          the sidebar forms: train, sweep, import a run (*_ui(), plain values out)
