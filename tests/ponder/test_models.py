@@ -152,7 +152,7 @@ def test_config_round_trip_and_validation():
         TrainConfig(reader="glimpse").validate()
     with pytest.raises(ConfigError, match="rows_per_step"):
         model_config_from_dict("mnist", {"reader": "rows", "rows_per_step": 3})
-    # a card written before readers existed loads as the whole-image reader
+    # a model config that leaves a field out gets its default: the whole-image reader
     assert model_config_from_dict("mnist", {"hidden": 64}).reader == "cnn"
 
 
