@@ -1,4 +1,4 @@
-"""Time budget, cancel latency and the step estimate of a training job, as the explorer runs it (issue 15, item 4).
+"""Time budget, cancel latency and the step estimate of a training job, as the explorer runs it.
 
     PONDER_DATA=/work/shared/data python -m bench.job_timing [--budget 15] [--cancel-after 5] [--task mnist]
 
@@ -16,7 +16,6 @@ Prints one block per run; nothing is written. Load the machine yourself to measu
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import tempfile
 import threading
@@ -28,11 +27,8 @@ from ponder import data as D
 from ponder import lifecycle
 from ponder.config import TrainConfig
 
-try:
-    from explorer.limits import job_threads_from_env
-    from ponder.progress import intra_op_threads
-except ImportError:             # the code before issue 15 item 4 (measured with it): torch's default threads
-    job_threads_from_env, intra_op_threads = (lambda: None), (lambda n: contextlib.nullcontext())
+from explorer.limits import job_threads_from_env
+from ponder.progress import intra_op_threads
 
 
 def timed_run(cfg: TrainConfig, mnist, cancel_after=None) -> dict:

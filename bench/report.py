@@ -115,12 +115,12 @@ def summary_section(docs: dict, hist: Optional[dict]) -> str:
                      f"≤ {f(t['target_seconds'], 0)} s", ok(t["met"])])
         sbs = gp["results"].get("side_by_side")
         if sbs and sbs.get("speedup_128") is not None:
-            rows.append(["5", "GPU: new / old loop, train images/s at N = 20, batch 128", f"{f(sbs['speedup_128'])}×",
-                         f"≥ {f(sbs['target_speedup_128'], 0)}×", ok(sbs["met_speedup_128"])])
+            rows.append(["5", "GPU: graph / eager step, train images/s at N = 20, batch 128", f"{f(sbs['speedup_128'])}×",
+                         "—", "—"])
         par = gp["results"].get("parity")
-        if par and "15" in par["new_ms_per_step"]:
-            rows.append(["5", f"GPU: parity n = 15, batch {par['batch_size']}, ms per step (new loop)",
-                         f(par["new_ms_per_step"]["15"]), f"≤ {f(par['target_ms_n15'], 0)}", ok(par["met_n15"])])
+        if par and "15" in par["graph_ms_per_step"]:
+            rows.append(["5", f"GPU: parity n = 15, batch {par['batch_size']}, ms per step (graph step)",
+                         f(par["graph_ms_per_step"]["15"]), f"≤ {f(par['target_ms_n15'], 0)}", ok(par["met_n15"])])
     else:
         first = (hist or {}).get("first_val_at_target")
         rows.append(["5", f"GPU: time to ≥ {GPU_TARGET_ACC:.1%} test accuracy", "not measured here (no GPU in this "
@@ -361,19 +361,19 @@ def gpu_section(docs: dict, hist: Optional[dict]) -> str:
         r, m = g["results"], g["machine"]
         t = r["time_to_accuracy"]
         sbs, par = r["side_by_side"], r["parity"]
-        rows = [[k, f(sbs["old"]["ms_per_step"][k]), f(sbs["new"]["ms_per_step"][k]), f(sbs["old"]["images_per_s"][k], 0),
-                 f(sbs["new"]["images_per_s"][k], 0), f"{f(sbs['speedup'][k])}×", sbs["new"]["step_mode"][k]]
-                for k in sbs["new"]["images_per_s"]]
-        prow = [[k, f(par["old_ms_per_step"][k]), f(par["new_ms_per_step"][k]), par["new_step_mode"][k]]
-                for k in par["new_ms_per_step"]]
-        text += [f"Measured on {m.get('device_name') or m.get('gpu')} on {m.get('date')} (`{m.get('command')}`): the "
-                 "training loop before issue 14 (*old*: eager steps, several host syncs per step) and as it is "
-                 "(*new*: no per-step sync; on CUDA the whole step captured in a CUDA graph), side by side in one "
-                 "process.", "",
-                 table(["batch", "old ms / step", "new ms / step", "old images / s", "new images / s", "new / old",
-                        "new step"], rows), "",
+        rows = [[k, f(sbs["eager"]["ms_per_step"][k]), f(sbs["graph"]["ms_per_step"][k]),
+                 f(sbs["eager"]["images_per_s"][k], 0), f(sbs["graph"]["images_per_s"][k], 0), f"{f(sbs['speedup'][k])}×",
+                 sbs["graph"]["step_mode"][k]] for k in sbs["graph"]["images_per_s"]]
+        prow = [[k, f(par["eager_ms_per_step"][k]), f(par["graph_ms_per_step"][k]), par["graph_step_mode"][k]]
+                for k in par["graph_ms_per_step"]]
+        text += [f"Measured on {m.get('device_name') or m.get('gpu')} on {m.get('date')} (`{m.get('command')}`): "
+                 "`ponder.train.train`'s two ways to run a step, side by side in one process: *eager* "
+                 "(`cuda_graph = False`: kernels launched one by one, no per-step host sync) and *graph* (the default: "
+                 "the whole step captured in a CUDA graph and replayed).", "",
+                 table(["batch", "eager ms / step", "graph ms / step", "eager images / s", "graph images / s",
+                        "graph / eager", "graph step"], rows), "",
                  f"Parity, hidden {par['hidden']}, batch {par['batch_size']}, N = {par['max_steps']}:", "",
-                 table(["n", "old ms / step", "new ms / step", "new step"], prow), "",
+                 table(["n", "eager ms / step", "graph ms / step", "graph step"], prow), "",
                  f"Time to {t['target_accuracy']:.1%} test accuracy: "
                  + (f"**{f(t['seconds_to_target'], 1)} s** (step {t['step_at_target']})" if t["reached"] else "not reached")
                  + f"; target ≤ {f(t['target_seconds'], 0)} s: {ok(t['met'])}. Config: batch {t['train_config']['batch_size']}, "
@@ -381,13 +381,13 @@ def gpu_section(docs: dict, hist: Optional[dict]) -> str:
     else:
         text += ["**Not measured in this session: no GPU was available; the GPU figures are still to be measured.** "
                  "`python -m bench gpu` runs there (it exits with a message where CUDA is absent). In one process it "
-                 "times the training loop before issue 14 (bench/legacy_train.py: eager steps, several host syncs per "
-                 "step) and the current one (no per-step sync; on CUDA the whole step — forward, backward, clipping, "
-                 "capturable fused Adam — captured in a CUDA graph and replayed), side by side: MNIST train images/s at "
-                 "N = 20 for batch 128, 512 and 2048, and parity ms per step at n = 15 and n = 64 (GRU 128, batch "
-                 "1024). It then measures the time to 99.0% test accuracy with the current loop, like benchmark 2 "
-                 f"(weight snapshots from the callback, evaluated afterwards). Targets: new / old ≥ 10× at batch 128, "
-                 f"≤ {f(GPU_TARGET_S, 0)} s to 99.0%, parity n = 15 ≤ 2 ms per step."]
+                 "times `ponder.train.train`'s two ways to run a step side by side: *eager* (`cuda_graph = False`: "
+                 "forward, backward, clipping and the fused Adam launched kernel by kernel, no per-step host sync) and "
+                 "*graph* (the default: the whole step — forward, backward, clipping, capturable fused Adam — captured "
+                 "in a CUDA graph and replayed): MNIST train images/s at N = 20 for batch 128, 512 and 2048, and parity "
+                 "ms per step at n = 15 and n = 64 (GRU 128, batch 1024). It then measures the time to 99.0% test "
+                 "accuracy with the graph step, like benchmark 2 (weight snapshots from the callback, evaluated "
+                 f"afterwards). Targets: ≤ {f(GPU_TARGET_S, 0)} s to 99.0%, parity n = 15 ≤ 2 ms per step."]
     if hist:
         first, prev = hist.get("first_val_at_target"), hist.get("previous_val")
         rows = [[f(p["epoch"], 0), f(p["elapsed"], 1), f(p["val_accuracy"], 4)] for p in hist["val_points"]]
@@ -409,7 +409,7 @@ def gpu_section(docs: dict, hist: Optional[dict]) -> str:
                      f"lies somewhere after {f(prev['elapsed'] if prev else 0.0, 1)} s). At batch {hist['batch_size']} a GPU "
                      "step is bound by kernel launches (N = 20 sequential small steps forward and backward), not by "
                      "arithmetic, and by the host waiting on the GPU several times a step. What would close it: the "
-                     "training step of issue 14 (no per-step host sync, the whole step captured in a CUDA graph and "
+                     "training step of ponder/fastpath.py (no per-step host sync, the whole step captured in a CUDA graph and "
                      "replayed), fewer operators per step (the changes above), and a larger batch with a scaled "
                      "learning rate (`--batch-size 512 --lr 4e-3`), all to be measured with `python -m bench gpu`."]
     return "\n".join(text)

@@ -10,10 +10,10 @@
                     the head alone (p_1 = 1, the loss is plain cross-entropy), trained by the same
                     loop as (a), so the only difference is the pondering: the floor for its overhead
     (e) compiled    (a) with TrainConfig.compile = True (only with --compile)
-    (a0) before     (a)'s network as ponder/models.py computed it before the optimisations of this
-                    benchmark work (NCHW activations, relu before max-pool, nn.GRUCell re-projecting
-                    the embedding at every step, both heads applied step by step): same weights,
-                    same loop, so (a0) / (a) is what those changes bought
+    (a0) plain      (a)'s network computed the plain way (NCHW activations, relu before max-pool,
+                    nn.GRUCell re-projecting the embedding at every step, both heads applied step
+                    by step): same weights, same loop, so (a0) / (a) is what ponder/models.py's
+                    channels-last, pool-first, projection-once computation buys
 
 Each variant runs `warm` steps untimed, then `steps` timed steps, one after the other in one
 process; with rounds > 1 the sequence repeats and each variant keeps its fastest round.
@@ -99,7 +99,7 @@ def classifier_model(cfg: MnistConfig) -> PonderNet:
 
 
 class BeforeMnistStep(MnistStep):
-    """(a0): MnistStep's parameters, computed the way ponder/models.py did before this work."""
+    """(a0): MnistStep's parameters, computed the plain way (see the module docstring)."""
 
     unroll = None                                               # PonderNet.forward loops over step()
 
@@ -124,9 +124,8 @@ def time_project(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: in
     return time_train(cfg, mnist, model, warm, steps)[0]
 
 
-def time_train(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: int, train_fn=train):
-    """(seconds, TrainResult): `steps` optimiser steps of ponder.train.train (or `train_fn`, a loop
-    with its signature, e.g. bench/legacy_train.py) after `warm` untimed ones.
+def time_train(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: int):
+    """(seconds, TrainResult): `steps` optimiser steps of ponder.train.train after `warm` untimed ones.
 
     The train callback fires every log_every steps; the clock is read there after a device sync,
     and the run is cancelled once the timed steps are done.
@@ -144,7 +143,7 @@ def time_train(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: int,
         if p.step >= warm + steps:
             cancel.set()
 
-    res = train_fn(cfg, mnist=mnist, callback=on_progress, cancel=cancel, model=model)
+    res = train(cfg, mnist=mnist, callback=on_progress, cancel=cancel, model=model)
     if warm + steps not in marks or warm not in marks:
         raise RuntimeError(f"training stopped early ({res.status}: {res.reason})")
     return marks[warm + steps] - marks[warm], res

@@ -1,4 +1,4 @@
-"""Peak memory of ponder.train.train for a few configs, against ponder.memory.estimate (issue 16, cause 5).
+"""Peak memory of ponder.train.train for a few configs, against ponder.memory.estimate.
 
     python -m bench.train_memory            # the calibration configs, one fresh process each (about a minute)
     python -m bench.train_memory --one '{"task": "parity", "hidden": 64}'   # one config, JSON printed

@@ -7,9 +7,12 @@
     digits.py         MNIST and the bundled example digits, memoised per process (no Streamlit)
     inputs.py         typed text to numbers / tensors: angle lists, parity vectors (no Streamlit)
     tables.py         table rows and tooltip text from run cards, a job's time left (no Streamlit)
-    jobs.py           background training jobs: a process-wide registry, threads that never call st.*
+    jobs.py           a background training job: its runs in a thread that never calls st.*, snapshots
+    job_registry.py   the process-wide registry of jobs: limits, submit, finding a job again
     loaders.py        st.cache_resource / st.cache_data wrappers around the above
     ui.py             small *_ui() helpers that draw widgets and return plain values
     forms.py          the sidebar forms: train, sweep, import a run (*_ui(), plain values out)
-    views.py          groups of charts that several pages draw
+    views.py          one input's panels: the answer, the per-step charts, stepping through the steps
+    job_views.py      a training job's progress, result and Cancel; coming back to it after a reload
+    sweep_views.py    λp sweep results: rows from a job, cards or a sweep folder, their table and charts
 """

@@ -211,11 +211,3 @@ def seen_image(x: torch.Tensor) -> np.ndarray:
     """The network input [1, 1, 28, 28] back to a displayable uint8 [28, 28] (what the model sees)."""
     img = (x[0, 0] * D.MNIST_STD + D.MNIST_MEAN).clamp(0, 1) * 255.0
     return img.round().to(torch.uint8).numpy()
-
-
-def centre_of_mass(img: np.ndarray) -> tuple[float, float]:
-    """(row, col) centre of mass in pixel-centre coordinates (the image centre of a 28x28 is (14, 14))."""
-    a = np.asarray(img, np.float64)
-    m = a.sum()
-    ys, xs = np.arange(a.shape[0]) + 0.5, np.arange(a.shape[1]) + 0.5
-    return float((a.sum(1) * ys).sum() / m), float((a.sum(0) * xs).sum() / m)

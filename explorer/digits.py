@@ -59,13 +59,6 @@ class DigitPool:
     def __len__(self) -> int:
         return len(self.y)
 
-    def choose(self, label: Optional[int], rng: np.random.Generator) -> int:
-        """A random position in the pool, of the given class (None: any class)."""
-        where = np.arange(len(self.y)) if label is None else np.flatnonzero(self.y == label)
-        if len(where) == 0:
-            where = np.arange(len(self.y))
-        return int(rng.choice(where))
-
 
 def example_digits() -> DigitPool:
     with np.load(EXAMPLES) as f:

@@ -10,8 +10,8 @@ from ponder.config import REGULARISERS, ConfigError, TrainConfig
 from ponder.tasks import TASKS, get_task
 from ponder.tasks.mnist import MNIST_READERS
 from ponder.manage import import_zip
-from ponder.runs import (IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, RunNameError, import_checkpoint,
-                         safe_name, unused_name)
+from ponder.runs import RunNameError, safe_name, unused_name
+from ponder.uploads import IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, import_checkpoint
 from ponder.sweep import Plan
 
 from . import tables
@@ -42,8 +42,8 @@ def preset_label(name: str) -> str:
     return f"{name} (n={all_presets()[name]['n_elems']})"
 
 
-# What one web user can ask for (issue 16, cause 5: hidden 1024, batch 4096, N 200 asked for ~40 GB and got the
-# server OOM-killed). With these the largest run, the coarse reader at all three maxima, needs ~2.3 GB at its
+# What one web user can ask for (hidden 1024, batch 4096, N 200 would need ~40 GB and get the server
+# OOM-killed). With these the largest run, the coarse reader at all three maxima, needs ~2.3 GB at its
 # peak by ponder.memory.estimate (cnn reader 1.5 GB, parity 1.4 GB); JobRegistry.submit still refuses a run
 # that does not fit in the memory free when it starts.
 MAX_STEPS, MAX_HIDDEN, MAX_BATCH = IMPORT_MAX_STEPS, IMPORT_MAX_HIDDEN, 512   # an import is held to the same sizes
@@ -56,7 +56,7 @@ READER_LABELS = {"rows": "rows: 2 more a step", "coarse": "coarse to fine", "cnn
 def train_form_ui(task: str) -> Optional[tuple]:
     """The sidebar training form. Returns (run name, TrainConfig) when Start is pressed, else None.
 
-    Defaults give a useful model in under a minute on 2 CPU cores (MNIST: ~99% test accuracy; README).
+    Defaults give a useful model in under a minute on 2 CPU cores (MNIST: ~99% test accuracy; docs/development.md).
     Widget keys start with tf_<task>_ so each task keeps its own defaults.
     """
     d, t = TrainConfig.for_task(task), get_task(task)
@@ -167,7 +167,7 @@ def import_run_ui(where=None) -> Optional[str]:
     """Upload a run into the runs folder: an exported .zip (Runs page), or model.safetensors + run.json
     (optionally metrics.jsonl). In the sidebar unless `where` (a container) is given.
 
-    Validated by ponder.runs.import_checkpoint (size limit, no pickle, shapes and config checked)
+    Validated by ponder.uploads.import_checkpoint (size limit, no pickle, shapes and config checked)
     before anything lands in the runs folder. Returns the new run's picker name, else None.
     """
     box = (where or st.sidebar).expander("Import a run", icon=":material/upload:", expanded=where is not None)

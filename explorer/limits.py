@@ -26,8 +26,8 @@ def _from_env(name: str, default, parse):
 
 def job_threads_from_env(default: int = 1) -> int:
     """torch intra-op threads a job trains with ($PONDER_JOB_THREADS, default 1). One: on a loaded 2-core
-    machine two threads wait on each other (4 steps in 8 s against 69 with one, bench/job_timing.py,
-    issue 15 item 4), and the pages' own inference keeps the other core."""
+    machine two threads wait on each other (4 steps in 8 s against 69 with one, bench/job_timing.py),
+    and the pages' own inference keeps the other core."""
     return _from_env("PONDER_JOB_THREADS", default, lambda v: max(1, int(v)))
 
 

@@ -22,7 +22,7 @@ from ponder import data as D
 from ponder.analysis.studies import parity_sets, parity_study, pondering_gallery as pondering_gallery_of, rotation_study
 
 from .digits import data_dir, missing_data_message, mnist_dataset
-from .jobs import JobRegistry
+from .job_registry import JobRegistry
 
 
 def stamp(path) -> tuple:

@@ -38,8 +38,8 @@ REGULARISER_NAMES = {"kl": "KL(p ‖ p_G)", "kl-reverse": "KL(p_G ‖ p)"}
 
 
 def regulariser_name(train: dict) -> str:
-    """The KL direction a run was trained with, in words; cards from before the choice are the paper's."""
-    return REGULARISER_NAMES.get((train or {}).get("regulariser", "kl"), "?")
+    """The KL direction a run was trained with, in words ('?' for a training config without one)."""
+    return REGULARISER_NAMES.get((train or {}).get("regulariser"), "?")
 
 
 def task_settings(card: dict) -> str:
@@ -77,8 +77,7 @@ def training_eta(row: dict, now: float) -> tuple[str, Optional[float]]:
     that report, so start-up is not mistaken for training. Steps are limited by the epochs and,
     when there is one, by the time budget: the run ends at whichever comes first. The step count
     of a budgeted run is the library's forecast (row['forecast_steps'], ponder.progress.StepForecast:
-    it never rises above what it said before and never falls below the step); rows without one
-    (older histories) get steps per second so far times the budget.
+    it never rises above what it said before and never falls below the step).
     """
     step, total, train_s = int(row["step"]), int(row["total_steps"]), float(row["elapsed"])
     since = max(0.0, now - float(row.get("wall", now)))
@@ -88,8 +87,6 @@ def training_eta(row: dict, now: float) -> tuple[str, Optional[float]]:
     left = (total - step) * per_step                                     # to the end of the epochs
     text = f"step {step:,} of {total:,}"
     budget, forecast = row.get("max_seconds"), row.get("forecast_steps")
-    if forecast is None and budget and budget - train_s < left:          # an older row: steps per second so far
-        forecast = min(total, int(budget / per_step))
     if budget and forecast is not None and int(forecast) < total:        # the budget ends it first
         left = budget - train_s
         text = f"step {step:,} of about {max(step, int(forecast)):,} ({budget:g} s budget)"
@@ -145,7 +142,7 @@ def renamed(asked: str, final: str) -> str:
 
 def parity_card_line(card: dict) -> str:
     """What a parity run's card recorded when it was saved (the numbers `python -m ponder evaluate RUN --json`
-    and the README give): accuracy, E[n] on the easy and the hard k, and their gap. '' without them."""
+    and docs/findings.md give): accuracy, E[n] on the easy and the hard k, and their gap. '' without them."""
     t = test_metrics(card)
     e, h = easy_hard_expected_steps(t)
     if t.get("accuracy") is None or e is None or h is None:

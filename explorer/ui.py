@@ -29,7 +29,7 @@ from . import canvas, digits, inputs, links, loaders, tables
 # Errors whose message is written for people (one line naming the file / field and the reason).
 USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
 
-# Plotly's toolbar covered titles and legends (issue 15, item 3): off. Drag still zooms, a double
+# Plotly's toolbar covers titles and legends: off. Drag still zooms, a double
 # click resets, and Streamlit's own toolbar (hover, above the chart) shows it full screen.
 PLOTLY_CONFIG = {"displayModeBar": False, "displaylogo": False}
 MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inference; a seeded draw). "
@@ -372,8 +372,8 @@ def digit_picker_ui(pool) -> int:
 
 
 def rotation_ui(key: str = "angle") -> float:
-    """The rotation slider, debounced. Arrow keys move it 5° a press, and each press used to rerun the
-    whole page (45 presses, 180° to -45°, took 11 s and more to settle). The slider lives in a fragment,
+    """The rotation slider, debounced. Arrow keys move it 5° a press; were each press to rerun the whole
+    page, 45 presses (180° to -45°) would take 11 s and more to settle. The slider lives in a fragment,
     so a press reruns only the slider; a tick every inputs.SETTLE_S reruns the page once the angle has
     stayed put for a tick (inputs.settled), and only that angle is computed and drawn."""
     applied, seen = f"_{key}_applied", f"_{key}_seen"

@@ -1,7 +1,7 @@
 """λp sweep: the geometric prior at a glance, then runs trained at several λp (or the shipped sweep)."""
 import streamlit as st
 
-from explorer import figures, forms, loaders, ui, views
+from explorer import figures, forms, job_views, loaders, sweep_views, ui
 from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.runs import runs_root
@@ -37,7 +37,7 @@ if form:
         st.error(ui.one_line(e))
 
 st.subheader("Results")
-job, note, who = views.attach_job_ui(registry, session, "sweep", started)     # kept in the URL: a reload comes back
+job, note, who = job_views.attach_job_ui(registry, session, "sweep", started)     # kept in the URL: a reload comes back
 sources = (["The sweep job"] if job else []) + ["Shipped sweep (assets/sweep-lp*)", "A sweep folder (runs/<sweep>/)",
                                                 "Saved sweep runs (runs/sweep-*)"]
 source = st.radio("Show", sources, horizontal=True, key=f"sweep_source_{bool(job)}")
@@ -48,8 +48,8 @@ if source == "The sweep job":
         if note:
             st.caption(note)
         if view.active:
-            views.job_ui(view, lambda: job.cancel(who), key="sweep_job")
-        views.sweep_results_ui(views.job_sweep_rows(view), view.runs[0].config.max_steps, key="sweep_live")
+            job_views.job_ui(view, lambda: job.cancel(who), key="sweep_job")
+        sweep_views.sweep_results_ui(sweep_views.job_sweep_rows(view), view.runs[0].config.max_steps, key="sweep_live")
         if not view.active and st.session_state.get("_seen_done_sweep") != view.id:
             st.session_state["_seen_done_sweep"] = view.id
             st.rerun()
@@ -57,9 +57,10 @@ if source == "The sweep job":
 elif source.startswith("A sweep folder"):
     folder = ui.sweep_folder_ui()
     if folder is not None:
-        views.folder_sweep_ui(folder)
+        sweep_views.folder_sweep_ui(folder)
 else:
     shipped = source.startswith("Shipped")
     entries = [e for e in loaders.models() if (e.source == "shipped") == shipped and not e.sweep
                and e.path.name.startswith("sweep-")]
-    views.sweep_results_ui(views.entry_sweep_rows(entries), max((e.card["max_steps"] for e in entries), default=20))
+    sweep_views.sweep_results_ui(sweep_views.entry_sweep_rows(entries),
+                                 max((e.card["max_steps"] for e in entries), default=20))

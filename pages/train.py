@@ -1,7 +1,7 @@
 """Train: a sidebar form starts a background job; the page polls it live and saves the run."""
 import streamlit as st
 
-from explorer import forms, loaders, ui, views
+from explorer import forms, job_views, loaders, ui
 from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.tasks import get_task
@@ -23,7 +23,7 @@ if request is not None:
         except (JobLimitError, ConfigError) as e:
             st.error(ui.one_line(e))
 
-job, note, who = views.attach_job_ui(registry, session, "train", started)
+job, note, who = job_views.attach_job_ui(registry, session, "train", started)
 busy = registry.busy_message(session)
 if busy and not refused and not (job and job.active):
     st.warning(busy)
@@ -31,7 +31,7 @@ if job is None:
     st.markdown(
         "Set the hyperparameters in the sidebar and press **Start training**. The defaults train an MNIST "
         "PonderNet to about 99% test accuracy in 30–45 seconds on 2 CPU cores (parity: the small n = 8 "
-        "preset in 1–1.5 minutes; measured, see the README). Training runs in the background: you can switch "
+        "preset in 1–1.5 minutes; measured: docs/development.md). Training runs in the background: you can switch "
         "pages, reload or close the tab and come back (the address holds the job); **Cancel** stops training "
         "within a second (after the step running); what was trained is then saved as a partial run and measured "
         "on 2,000 test images, a few seconds more. The machine's running job shows in every tab, "
@@ -40,11 +40,11 @@ if job is None:
         "runs folder and appear in every model picker.")
     if get_task(task).uses_data and loaders.mnist()[0] is None:
         ui.mnist_missing_ui(loaders.mnist()[1], "train_download")
-    views.recent_jobs_ui(registry.recent("train"), None, key="train")
+    job_views.recent_jobs_ui(registry.recent("train"), None, key="train")
     st.stop()
 
-view = views.job_live_ui(job, who, every=1.0, key="train", note=note)
-views.recent_jobs_ui(registry.recent("train"), job.id, key="train")
+view = job_views.job_live_ui(job, who, every=1.0, key="train", note=note)
+job_views.recent_jobs_ui(registry.recent("train"), job.id, key="train")
 if not view.active:
     st.page_link("pages/digit.py", label="Try the new model on a digit", icon=":material/draw:")
     st.page_link("pages/compare.py", label="Compare it with other runs", icon=":material/compare_arrows:")

@@ -179,10 +179,11 @@ def _check_mapping(where: str, v) -> dict:
     return v
 
 
-def check_test_metrics(test: dict, max_steps: int, where: str = "metrics.test") -> None:
+def check_test_metrics(test: dict, max_steps: int, where: str = "metrics.test", spread: bool = True) -> None:
     """The numbers of a metrics.test block that tables and pages read, each in its range: counts, accuracies
     in [0, 1], halting steps in [1, N], per-step lists of 1 to N numbers in [0, 1], and the easy / hard,
-    by_correctness and modes blocks with these shapes. Keys no reader uses are left as they are."""
+    by_correctness and modes blocks with these shapes. Keys no reader uses are left as they are. spread: the
+    block's expected_steps is E[n]'s spread {mean, std, min, max} (a group's or a mode's is one number)."""
     N = max_steps
     _check_number(f"{where}.n", test.get("n"), 1, MAX_TEST_N, integer=True, optional=True)
     _check_number(f"{where}.accuracy", test.get("accuracy"), 0, 1, optional=True)
@@ -194,10 +195,12 @@ def check_test_metrics(test: dict, max_steps: int, where: str = "metrics.test") 
         if v is not None and not (isinstance(v, list) and 1 <= len(v) <= N and all(finite(x) and 0 <= x <= 1 for x in v)):
             raise ConfigError(f"{where}.{k} must be a list of 1 to max_steps = {N} numbers in [0, 1], "
                               f"got {short_repr(v)}")
-    en = test.get("expected_steps")              # a number in cards written before it was a spread
-    if isinstance(en, dict):
-        for k in SPREAD_KEYS:
-            _check_number(f"{where}.expected_steps.{k}", en.get(k), 0 if k == "std" else 1, N)
+    en = test.get("expected_steps")              # E[n] over the test inputs: its spread (a group's: its mean)
+    if spread and en is not None:
+        if not (isinstance(en, dict) and all(finite(en.get(k)) and (0 if k == "std" else 1) <= en[k] <= N
+                                              for k in SPREAD_KEYS)):
+            raise ConfigError(f"{where}.expected_steps must be {{mean, std, min, max}} of E[n] over the test "
+                              f"inputs (std in [0, N], the others in [1, N], N = {N}), got {short_repr(en)}")
     else:
         _check_number(f"{where}.expected_steps", en, 1, N, optional=True)
     for group in ("easy", "hard"):               # parity: the preset's easy and hard ranges of k
@@ -213,7 +216,7 @@ def check_test_metrics(test: dict, max_steps: int, where: str = "metrics.test") 
         _check_number(f"{where}.{group}.count", g.get("count"), 0, MAX_TEST_N, integer=True)
         if g["count"]:                           # an empty group has no accuracy or steps (NaN as saved)
             check_test_metrics({k: g.get(k) for k in ("accuracy", "mean_steps", "expected_steps",
-                                                      "halting_distribution")}, N, f"{where}.{group}")
+                                                      "halting_distribution")}, N, f"{where}.{group}", spread=False)
     bc = test.get("by_correctness")
     if bc is not None:
         for name, g in _check_mapping(f"{where}.by_correctness", bc).items():
@@ -225,7 +228,7 @@ def check_test_metrics(test: dict, max_steps: int, where: str = "metrics.test") 
     if modes is not None:
         for name, m in _check_mapping(f"{where}.modes", modes).items():
             check_test_metrics(_check_mapping(f"{where}.modes.{short_repr(name, 20)}", m), N,
-                               f"{where}.modes.{name}")
+                               f"{where}.modes.{name}", spread=False)
 
 
 def update_card(run_dir, **fields) -> dict:
@@ -252,7 +255,8 @@ def two_decimals(v) -> str:
 
 
 def mean_expected_steps(test: dict) -> Optional[float]:
-    """Mean E[n] of a metrics.test mapping: {mean, std, min, max} now, a plain number in older cards."""
+    """Mean E[n] of a measurement: its expected_steps is the spread {mean, std, min, max} in a whole test set's
+    metrics, a plain number in a group's (the parity easy / hard blocks). None if not measured."""
     en = test.get("expected_steps") if isinstance(test, dict) else None
     return en.get("mean") if isinstance(en, dict) else en
 

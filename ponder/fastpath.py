@@ -1,4 +1,4 @@
-"""The parts of a training step that never wait on the GPU (issue 14): non-finite losses, gradients
+"""The parts of a training step that never wait on the GPU: non-finite losses, gradients
 and weights detected on the device (DivergenceGuard), and the whole step replayed from CUDA graphs
 (GraphedStep) where the device allows it. ponder.train's loop uses both; neither knows the loop.
 """

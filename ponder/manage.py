@@ -9,7 +9,7 @@ that is a symbolic link is refused, never followed.
 
 An export is a zip of model.safetensors, run.json and metrics.jsonl (when there is one);
 import_zip reads such a zip in memory (nothing is extracted to disk) and hands the files to
-ponder.runs.import_checkpoint, which checks them like any upload.
+ponder.uploads.import_checkpoint, which checks them like any upload.
 """
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ from .atomic import SaveError, folder_lock, remove_if_empty, remove_stale_tmp
 from .card import (CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_regular,
                    update_card)
 from .checkpoint import MAX_CHECKPOINT_BYTES
-from .runs import (MAX_UPLOAD_BYTES, SWEEP, TRASH, RunNameError, import_checkpoint, inside, runs_root,
-                   safe_name, upload_bytes, upload_size)
+from .runs import SWEEP, TRASH, RunNameError, inside, runs_root, safe_name
 from .sweep import LOG, TABLE
+from .uploads import MAX_UPLOAD_BYTES, import_checkpoint, upload_bytes, upload_size
 
 RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)
 LIMITS = {WEIGHTS: MAX_CHECKPOINT_BYTES, CARD: MAX_CARD_BYTES, HISTORY: MAX_HISTORY_BYTES}

@@ -1,8 +1,8 @@
-"""How much memory a training run needs at its peak, from its config's sizes (issue 16, cause 5), and
-whether that fits in what the machine has free.
+"""How much memory a training run needs at its peak, from its config's sizes, and whether that fits in
+what the machine has free, so that a run too big is refused before it starts rather than OOM-killed.
 
-The Train form's own maxima (hidden 1024, batch 4096, N 200) asked for ~32 GiB by the issue's reckoning
-(41.8 GB for MNIST by this estimate) and got the server OOM-killed. A run's peak is
+A run at hidden 1024, batch 4096, N 200 needs ~32 GiB by a rough count of its tensors (41.8 GB for MNIST
+by this estimate): enough to get a server OOM-killed. A run's peak is
     params     5 float32 copies of the weights: the weights, their gradients, Adam's two moments
                and the divergence guard's snapshot (ponder.train)
   + max(train, inference)

@@ -1,7 +1,7 @@
-"""How far a training run is and where it will end: the step forecast and the time budget's stop rule
-(issue 15, item 4). Pure bookkeeping on (step, seconds) pairs; ponder.train's loop feeds it.
+"""How far a training run is and where it will end: the step forecast and the time budget's stop rule.
+Pure bookkeeping on (step, seconds) pairs; ponder.train's loop feeds it.
 
-What a user is promised (README, Train page):
+What a user is promised (README, Train page, docs/development.md):
   - the time budget covers the training steps: the loop stops before a step it expects to end past
     the budget, so training ends at the budget give or take one step's jitter; the final validation
     pass, saving and the test measurement follow, each shown as its own phase;

@@ -44,14 +44,14 @@ def specs(gpu: bool) -> list:
              dict(epochs=1.0, max_seconds=45), "default"),
         Spec("mnist-rot22", dict(task="mnist", lambda_p=0.2, beta=0.01, max_steps=20, epochs=10, rotate_train=22.5),
              dict(epochs=1.0, max_seconds=45), "rotation"),
-        # evidence grows with the steps: the first 2n image rows at step n (README, "Digits that make it think")
+        # evidence grows with the steps: the first 2n image rows at step n (docs/findings.md §2, "Digits that make it think")
         Spec("mnist-adaptive", dict(task="mnist", reader="rows", rows_per_step=2, lambda_p=0.5, beta=0.01,
                                     max_steps=20, epochs=6), dict(epochs=1.0, max_seconds=45), "adaptive"),
     ]
     for lp in SWEEP:
         out.append(Spec(f"sweep-lp{lp:g}", dict(task="mnist", lambda_p=lp, beta=0.01, max_steps=20, epochs=3),
                         dict(epochs=0.25, max_seconds=10), "sweep"))
-    # the shipped parity models, the reverse KL, batch 128 (README Results §5): the video seed's n = 15 (easy k 1-4,
+    # the shipped parity models, the reverse KL, batch 128 (docs/findings.md §5): the video seed's n = 15 (easy k 1-4,
     # hard 11-15), 15,000 steps (~400 s on one CPU core; longer training shrinks the hard - easy gap), and its n = 30
     # extrapolation (trained on k <= 25), 40,000 steps (~1,600 s)
     parity = dict(task="parity", regulariser="kl-reverse", beta=0.01, hidden=128, batch_size=128, lr=3e-3,
@@ -215,7 +215,7 @@ def rotation_section(name: str, m: dict) -> list:
 
 
 def results_markdown(r: dict) -> str:
-    """Tables for README/results.md from results.json."""
+    """Tables for results.md from results.json."""
     lines = [f"# Results ({'QUICK settings, not the shipped models' if r['quick'] else 'full settings'})",
              "", f"Device: {r['device']}, torch {r['torch']}, {r['date']}.", ""]
     if r.get("notes"):                       # models re-measured later, on their own (reproduce --only)

@@ -11,7 +11,7 @@ Backends: "local" trains the trials one after the other in this process. "ray" h
 Ray task (a local Ray started here, or a running cluster by its address) with its own CPU / GPU share
 (fractions pack small runs on one GPU); the task trains into a temporary folder on its node and sends
 the run's files back, so the sweep folder looks the same whichever backend ran it, with or without a
-shared file system. Ray is imported only for that backend.
+shared file system (ponder/sweep_ray.py). Ray is imported only for that backend.
 
 Resume: running the same sweep again skips every trial whose record says completed, with the same
 config, and whose run folder still has its card; failed, cancelled and missing trials run again.
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import tempfile
 import threading
 import time
 import typing
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import lifecycle
-from .atomic import atomic_write_bytes, atomic_write_json, folder_lock, write_files
+from .atomic import atomic_write_bytes, atomic_write_json, folder_lock
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, mean_expected_steps, one_line, read_card
 from .config import ConfigError, TrainConfig
 from .tasks import get_task
@@ -40,8 +39,6 @@ TABLE = "sweep.md"
 LOG = "sweep.log"                                     # trial records appended while the sweep runs
 NOT_IN_GRID = {"task": "a sweep has one task (--task)", "seed": "give the seeds with --seeds"}
 MAX_TRIALS = 1000                                     # grid points x seeds one sweep may train
-RAY_CONNECT_SECONDS = 10.0                            # --address: how long to try to reach the cluster
-PACKAGE_DIR = Path(__file__).resolve().parent          # shipped to Ray workers (runtime_env py_modules)
 
 
 @dataclass
@@ -193,16 +190,6 @@ def clear_run(out: Path) -> None:
             (Path(out) / f).unlink(missing_ok=True)
 
 
-def ray_trial(config: dict, name: str, data_dir: Optional[str], eval_limit: Optional[int]) -> tuple:
-    """A Ray task: one trial in a temporary folder on its node; returns (outcome, {file name: bytes})."""
-    cfg = TrainConfig.from_dict(config).validate()
-    with tempfile.TemporaryDirectory(prefix="ponder-trial-") as tmp:
-        out = Path(tmp) / name
-        outcome = run_trial(cfg, out, load_data=lambda: get_task(cfg.task).load_data(data_dir), eval_limit=eval_limit)
-        files = {f: (out / f).read_bytes() for f in (WEIGHTS, HISTORY, CARD) if (out / f).is_file()}
-    return outcome, files                       # the card last: written last, as save_run does
-
-
 # ----------------------------------------------------------------------------- the sweep
 
 def read_sweep(folder) -> Optional[dict]:
@@ -306,9 +293,10 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
                                       callback=callback and (lambda p, t=t: callback(t, p)),
                                       on_phase=on_phase and (lambda ph, t=t: on_phase(t, ph)), eval_limit=eval_limit))
         else:
+            from .sweep_ray import run_on_ray              # imports Ray, only for this backend
             try:
-                _run_on_ray(todo, folder, started, finished, address, cpus_per_trial, gpus_per_trial, data_dir,
-                            eval_limit, cancel)
+                run_on_ray(todo, folder, started, finished, address, cpus_per_trial, gpus_per_trial, data_dir,
+                           eval_limit, cancel)
             except BaseException as e:            # the file says what happened to the trials that did not end
                 status, why = (("cancelled", "interrupted (Ctrl-C)") if isinstance(e, KeyboardInterrupt)
                                else ("failed", one_line(e)))
@@ -345,74 +333,6 @@ def _check_trial_folder(folder: Path, t: Trial) -> None:
                          if before.get(k) != v)
         raise ConfigError(f"{folder / t.name} holds a run trained with another config ({diff}); it is not "
                           f"replaced: give the sweep a new folder")
-
-
-def _run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data_dir, eval_limit, cancel) -> None:
-    """Each trial a Ray task; the run files each one sends back are written under `folder` as it ends."""
-    try:
-        import ray                               # only this backend needs Ray
-    except ImportError:
-        raise ConfigError("--backend ray needs Ray: pip install ray==2.60.0 (as in requirements.txt)") from None
-
-    own = not ray.is_initialized()
-    if own and address and address != "auto":
-        _reachable(address)
-    if own:
-        try:
-            # A Ray we start runs its workers at nice 0, as the trials are this machine's work: Ray's default (15)
-            # starves them behind any other busy process (a trial's `import torch` took 60 s instead of 3 next to
-            # two trainings on 2 cores). A cluster joined at an address keeps its own setting.
-            own_start = {} if address else dict(_system_config={"worker_niceness": 0})
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="warning",
-                     runtime_env={"py_modules": [str(PACKAGE_DIR)]}, **own_start)
-        except Exception as e:                 # no cluster at that address, a version mismatch, ...
-            raise ConfigError(f"could not {'join Ray at ' + address if address else 'start a local Ray'}: "
-                              f"{one_line(e)}") from None
-    try:
-        task = ray.remote(ray_trial).options(num_cpus=cpus, num_gpus=gpus, max_retries=0)
-        from .data import default_data_dir
-        data_dir = str(Path(data_dir or default_data_dir()).resolve())     # the driver's, for every node
-        pending = {}
-        for t in todo:
-            clear_run(folder / t.name)
-            pending[task.remote(t.config.to_dict(), t.name, data_dir, eval_limit)] = t
-            started(t)
-        while pending:
-            if cancel is not None and cancel.is_set():
-                for ref, t in pending.items():
-                    ray.cancel(ref, force=True)
-                    finished(t, dict(status="cancelled", reason="cancelled: the sweep was stopped"))
-                return
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
-            for ref in ready:
-                t = pending.pop(ref)
-                try:
-                    outcome, files = ray.get(ref)
-                except Exception as e:           # the task died: out of memory, a lost node, ...
-                    outcome, files = dict(status="failed", reason=one_line(e)), {}
-                if files:
-                    (folder / t.name).mkdir(parents=True, exist_ok=True)
-                    write_files({folder / t.name / f: b for f, b in files.items()})
-                finished(t, outcome)
-    except KeyboardInterrupt:
-        for ref in pending:
-            ray.cancel(ref, force=True)
-        raise
-    finally:
-        if own:
-            ray.shutdown()
-
-
-def _reachable(address: str) -> None:
-    """ConfigError in at most RAY_CONNECT_SECONDS when nothing answers at a Ray address ('host:port' or
-    'ray://host:port'): ray.init waits for an unreachable cluster for many minutes."""
-    import socket
-    host, _, port = address.split("://")[-1].rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_SECONDS).close()
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"could not join Ray at {address}: nothing answers there ({one_line(e)}); start the "
-                          f"cluster first, or leave out --address to start a local Ray") from None
 
 
 # ----------------------------------------------------------------------------- the table

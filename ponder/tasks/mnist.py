@@ -131,8 +131,10 @@ class MnistTask(Task):
 
     def describe(self, card: dict) -> str:
         m = card.get("model") or {}
-        r = m.get("reader", "cnn")
-        return "reader " + (f"rows ({m.get('rows_per_step', 2)} a step)" if r == "rows" else r)
+        r = m.get("reader") if isinstance(m, dict) else None
+        if not r:                                   # a card that does not say is not given the default
+            return ""
+        return "reader " + (f"rows ({m.get('rows_per_step', '?')} a step)" if r == "rows" else str(r))
 
 
 register(MnistTask())

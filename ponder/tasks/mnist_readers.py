@@ -43,7 +43,7 @@ class MnistStep(nn.Module):
 
     The cell sees the same embedding e at every step, so its input projection is computed once,
     in encode(): ctx = W_ih e + b_ih, with the r and z gates' hidden biases folded in. A step then
-    only multiplies the hidden state. The parameters are nn.GRUCell's (checkpoints load as before)
+    only multiplies the hidden state. The parameters are nn.GRUCell's (so its checkpoints load)
     and so are the gate equations:
         r = sigma(gi_r + gh_r),  z = sigma(gi_z + gh_z),  n = tanh(gi_n + r * gh_n),
         h' = (1 - z) * n + z * h = lerp(n, h, z),        gi = W_ih e + b_ih,  gh = W_hh h + b_hh.
@@ -144,9 +144,6 @@ class GrowingEvidence(nn.Module):
         hs = torch.stack(hs)                                                 # [N, B, H]
         return self.out_head(hs), self.lambda_head(hs).squeeze(-1)
 
-    def levels(self) -> int:
-        raise NotImplementedError
-
     loss = MnistStep.loss
     probs = MnistStep.probs
 
@@ -170,9 +167,6 @@ class RowReader(GrowingEvidence):
         self.conv1 = nn.Conv2d(1, cfg.channels1, 5)
         self.conv2 = nn.Conv2d(cfg.channels1, cfg.channels2, 5)
         add_cell_and_heads(self, cfg, lambda_p, cfg.channels2 * 14 * 7)
-
-    def levels(self) -> int:
-        return 28 // self.cfg.rows_per_step
 
     def encode(self, x):
         z = F.max_pool2d(F.relu(self.conv1(_causal_rows(x))), 2)            # [B, C1, 14, 14] row r <- image rows <= 2r+1
@@ -208,9 +202,6 @@ class CoarseReader(GrowingEvidence):
         self.conv1 = nn.Conv2d(1, cfg.channels1, 5, padding=2)
         self.conv2 = nn.Conv2d(cfg.channels1, cfg.channels2, 5, padding=2)
         add_cell_and_heads(self, cfg, lambda_p, cfg.channels2 * 7 * 7)
-
-    def levels(self) -> int:
-        return len(self.RESOLUTIONS)
 
     @staticmethod
     def at_resolution(x, r: int):

@@ -123,7 +123,7 @@ class ParityTask(Task):
     model_config_cls = ParityConfig
     # the reverse KL(p_G || p) by default: on the video's n = 15 it makes hard vectors take more expected
     # steps (+2.07 +- 0.84 at 15k steps, +0.66 +- 0.21 at 40k; 3 seeds each), the paper's KL(p || p_G) does not
-    # (-0.72 +- 1.21 at 40k) (README Results §5); a wider cell and more steps than MNIST's
+    # (-0.72 +- 1.21 at 40k) (docs/findings.md §5); a wider cell and more steps than MNIST's
     defaults = dict(hidden=128, lr=3e-3, epochs=6.0, batch_size=128, regulariser="kl-reverse")
     chance = 0.5                    # odd or even
     presets = PARITY_PRESETS

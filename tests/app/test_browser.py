@@ -210,9 +210,11 @@ def test_reload_during_training_comes_back_and_a_new_tab_cancels_the_run(server,
     # the MNIST form fades out while the page reruns: wait until each field is there once, the parity one's
     _wait(page, lambda: name.input_value().startswith("parity-") and
           all(sidebar.get_by_label(label, exact=True).count() == 1 for label, _ in sizes), what="the parity form")
-    name.fill("browser-reload")
-    for label, value in sizes:
-        sidebar.get_by_label(label, exact=True).fill(value)
+    # a rerun on a loaded machine can show the faded form again for a moment: fill each field once it is alone
+    for field, value, what in [(name, "browser-reload", "Run name")] + \
+            [(sidebar.get_by_label(label, exact=True), value, label) for label, value in sizes]:
+        _wait(page, lambda: field.count() == 1 and (field.fill(value, timeout=2000) or field.input_value() == value),
+              what=f"the parity form's {what}")
     sidebar.get_by_role("button", name="Start training").click()
     progress = page.locator("[data-testid=stProgress]")
     progress.wait_for(timeout=60000)

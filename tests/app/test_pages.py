@@ -183,7 +183,7 @@ def test_digit_page_opens_on_the_adaptive_model_steps_through_and_ponders_per_di
     captions = [c for im in at.image for c in im.captions]
     assert "What step 1 has seen (rows 1–2 of 28 read)" in captions
     assert any(m.label == "Answer at step 1" for m in at.metric)
-    # a new drawing starts the slider again at its own halting step (it used to keep the old position)
+    # a new drawing starts the slider again at its own halting step, not where the last drawing left it
     at.session_state["canvas"] = _drawing_state()
     run_ok(at)
     (slider,) = [s for s in at.slider if s.label == "Step through the steps"]
@@ -245,7 +245,7 @@ UNLIKE = "This does not look like the handwritten digits the model was trained o
 
 
 def test_digit_page_says_when_the_input_does_not_look_like_a_training_digit(runs):
-    """Issue 15, item 7: a dot, a line and a scribble get a warning beside the answer, which stays; a drawn 7
+    """A dot, a line and a scribble get a warning beside the answer, which stays; a drawn 7
     and a test digit do not."""
     at = open_app(model="mnist-default")
     dot = np.zeros((280, 280), np.uint8)
@@ -265,7 +265,7 @@ def test_digit_page_says_when_the_input_does_not_look_like_a_training_digit(runs
 
 
 def test_digit_page_shows_the_answers_top_3_classes_as_bars(runs):
-    """Issue 15: the final answer as a top-k bar chart beside the sentence."""
+    """The final answer as a top-k bar chart beside the sentence."""
     at = open_app(model="mnist-default")
     at.session_state["canvas"] = _drawing_state()
     run_ok(at)
@@ -277,7 +277,7 @@ def test_digit_page_shows_the_answers_top_3_classes_as_bars(runs):
 
 
 def test_digit_page_two_models_side_by_side(runs):
-    """Issue 15: two models on the same drawing, each with its answer, halting step and E[n]."""
+    """Two models on the same drawing, each with its answer, halting step and E[n]."""
     at = open_app(model="runs/tiny-mnist")
     at.session_state["canvas"] = _drawing_state()
     run_ok(at)
@@ -303,7 +303,7 @@ def test_digit_page_two_models_side_by_side(runs):
 
 
 def test_digit_page_introduces_pondernet(runs):
-    """Issue 15: a short introduction on the first page (what PonderNet is, what to look at)."""
+    """A short introduction on the first page (what PonderNet is, what to look at)."""
     at = open_app()
     assert "PonderNet" in at.markdown[0].value and any(e.label == "What to look at" for e in at.expander)
     look = next(e for e in at.expander if e.label == "What to look at")
@@ -311,7 +311,7 @@ def test_digit_page_introduces_pondernet(runs):
 
 
 def test_digit_page_says_that_the_seed_sets_the_halting_step_in_sample_mode(runs):
-    """Issue 15: a note where sample mode's halting step is set by the seed (beside the mode and seed box)."""
+    """A note where sample mode's halting step is set by the seed (beside the mode and seed box)."""
     at = open_app()
     at.session_state["canvas"] = _drawing_state()
     run_ok(at)
@@ -422,8 +422,8 @@ def test_train_form_bad_names_and_out_of_range_values_are_one_line(runs, monkeyp
 
 
 def test_the_train_and_sweep_forms_cannot_ask_for_more_memory_than_fits(runs, monkeypatch):
-    """Issue 16, cause 5: the Train form's own maxima (hidden 1024, batch 4096, N 200) got the server OOM-killed.
-    The widgets stop at N 100, hidden 512, batch 512 (the old maxima, forced in, fall back to the defaults), and
+    """A run at hidden 1024, batch 4096, N 200 would get the server OOM-killed. The widgets stop at N 100,
+    hidden 512, batch 512 (those larger values, forced in, fall back to the defaults), and
     a run that does not fit in the memory free is refused with one line naming its estimate and the limit."""
     from explorer import forms
     from ponder.memory import estimate
@@ -950,7 +950,7 @@ def test_parity_page_generated_and_typed_vectors(runs):
 
 
 def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
-    """The default parity model is the shipped n = 15 one; the page gives its card's E[n] gap, the README's."""
+    """The default parity model is the shipped n = 15 one; the page gives its card's E[n] gap, docs/findings.md's."""
     at = open_app(page="parity")
     assert at.sidebar.selectbox(key="pick_model_parity").value == "parity-15"
     t = read_card(ASSETS / "parity-15")["metrics"]["test"]

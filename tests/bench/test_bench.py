@@ -9,7 +9,6 @@ import torch
 from bench import common, early_exit, gpu, latency, profiling, report, throughput, time_to_accuracy
 from bench import ood as bench_ood
 from bench.__main__ import main
-from bench.legacy_train import legacy_train
 from ponder import ood
 from ponder.tasks.parity import PARITY_PRESETS
 from ponder.config import TrainConfig
@@ -147,18 +146,19 @@ def smoke(docs):
     return json.loads((docs / "gpu.json").read_text())
 
 
-def test_side_by_side_json_has_the_issue_fields(smoke):
+def test_side_by_side_json_has_both_steps_fields(smoke):
     assert smoke["machine"]["device_name"] == "cpu" and smoke["quick"] is True
     r = smoke["results"]
     sbs = r["side_by_side"]
-    for loop in ("old", "new"):
+    for loop in ("eager", "graph"):
         assert set(sbs[loop]["images_per_s"]) == {"32"}
         assert all(v > 0 for v in sbs[loop]["images_per_s"].values())
-    assert sbs["speedup"]["32"] == pytest.approx(sbs["new"]["images_per_s"]["32"] / sbs["old"]["images_per_s"]["32"])
-    assert sbs["speedup_128"] is None and sbs["met_speedup_128"] is None        # batch 128 was not run here
-    assert sbs["new"]["step_mode"]["32"] == "eager" and "CUDA" in sbs["new"]["step_mode_reason"]["32"]
-    assert set(r["parity"]["old_ms_per_step"]) == set(r["parity"]["new_ms_per_step"]) == {"15"}
-    assert r["parity"]["new_ms_per_step"]["15"] > 0
+        assert sbs[loop]["step_mode"]["32"] == "eager"                       # no CUDA: both sides step eagerly
+    assert sbs["speedup"]["32"] == pytest.approx(sbs["graph"]["images_per_s"]["32"] / sbs["eager"]["images_per_s"]["32"])
+    assert sbs["speedup_128"] is None                                        # batch 128 was not run here
+    assert "CUDA" in sbs["graph"]["step_mode_reason"]["32"]                  # why the graph side did not capture
+    assert set(r["parity"]["eager_ms_per_step"]) == set(r["parity"]["graph_ms_per_step"]) == {"15"}
+    assert r["parity"]["graph_ms_per_step"]["15"] > 0
     t = r["time_to_accuracy"]
     assert "seconds_to_target" in t and t["target_seconds"] == gpu.TARGET_SECONDS and t["step_mode"] == "eager"
 
@@ -168,10 +168,10 @@ def test_report_renders_a_cuda_side_by_side(smoke, tmp_path):
     doc = json.loads(json.dumps(smoke))
     doc["machine"]["device"], doc["quick"] = "cuda", False
     text = report.gpu_section({"gpu": doc}, None)
-    assert "side by side" in text and "new / old" in text and "Parity, hidden 16, batch 32" in text
+    assert "side by side" in text and "graph / eager" in text and "Parity, hidden 16, batch 32" in text
     assert "Not measured" not in text
     summary = report.summary_section({"gpu": doc}, None)
-    assert "GPU: parity n = 15, batch 32" in summary and "new / old loop" not in summary   # no batch 128 in the smoke
+    assert "GPU: parity n = 15, batch 32" in summary and "graph / eager step" not in summary   # no batch 128 in the smoke
 
 
 def test_report_without_a_gpu_file_says_to_be_measured():
@@ -187,18 +187,23 @@ def test_parity_preset_lookup(monkeypatch):
     assert name == "bench-n24" and gpu.PARITY_PRESETS[name] == dict(n_elems=24, train_k=(1, 24), test_k=(1, 24))
 
 
-def test_legacy_loop_trains_like_the_new_one_on_cpu():
-    """The old side of the comparison is a working loop: on CPU, where nothing diverges, it trains the
-    same weights as the current loop (which differs only in when it reads the device)."""
-    from helpers import tiny_model
-    cfg = TrainConfig(task="parity", epochs=1, steps_per_epoch=12, batch_size=32, hidden=16, max_steps=6,
-                      device="cpu", log_every=4)
-    model = tiny_model("parity", max_steps=6)
-    old = legacy_train(cfg, model=tiny_model("parity", max_steps=6))
-    new = train(cfg, model=model)
-    assert old.status == new.status == "completed" and old.steps == new.steps == 12
-    assert all(torch.equal(v, new.model.state_dict()[k]) for k, v in old.model.state_dict().items())
-    assert [r["loss"] for r in old.history] == [r["loss"] for r in new.history]
+def test_side_by_side_times_the_eager_and_the_graph_step(monkeypatch):
+    """The two sides are one config apart (cuda_graph False / True), alternate every round and keep their
+    fastest round. Timings faked: eager 2.0 then 1.5 s, graph 1.0 then 1.2 s for 10 steps of batch 8."""
+    fake = {(False, 0): 2.0, (True, 0): 1.0, (False, 1): 1.5, (True, 1): 1.2}
+    seen = []
+
+    def time_train(cfg, mnist, model, warm, steps):
+        seen.append(cfg.cuda_graph)
+        return fake[(cfg.cuda_graph, len(seen) > 2)], None
+
+    monkeypatch.setattr(gpu, "time_train", time_train)
+    rows = gpu.side_by_side(lambda b: TrainConfig(task="parity", batch_size=b, hidden=16, max_steps=4, device="cpu"),
+                            [8], warm=1, steps=10, rounds=2)
+    assert seen == [False, True, False, True]
+    assert (rows["eager"]["8"]["seconds"], rows["eager"]["8"]["round"]) == (1.5, 1)
+    assert (rows["graph"]["8"]["seconds"], rows["graph"]["8"]["round"]) == (1.0, 0)
+    assert rows["graph"]["8"]["images_per_s"] == 10 * 8 / 1.0 and rows["eager"]["8"]["ms_per_step"] == 150.0
 
 
 def test_ood_generated_non_digits_and_drawn_digits():

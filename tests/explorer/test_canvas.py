@@ -38,13 +38,21 @@ def test_blank_and_faint_canvases_give_none():
     assert canvas.preprocess_canvas(np.full((5, 5, 7), 255, np.uint8)) is None                   # not an image
 
 
+def centre_of_mass(img: np.ndarray) -> tuple[float, float]:
+    """(row, col) centre of mass in pixel-centre coordinates (the image centre of a 28x28 is (14, 14))."""
+    a = np.asarray(img, np.float64)
+    m = a.sum()
+    ys, xs = np.arange(a.shape[0]) + 0.5, np.arange(a.shape[1]) + 0.5
+    return float((a.sum(1) * ys).sum() / m), float((a.sum(0) * xs).sum() / m)
+
+
 def test_a_stroke_is_cropped_scaled_to_20_and_centred_by_mass():
     out = canvas.preprocess_canvas(rgba_canvas(seven))
     assert out.shape == (28, 28) and out.dtype == np.uint8 and out.max() == 255
     rows, cols = np.nonzero(out > 0)
     h, w = rows.max() - rows.min() + 1, cols.max() - cols.min() + 1
     assert max(h, w) <= 21 and max(h, w) >= 19                      # fits the 20x20 box (antialiasing: ±1)
-    cy, cx = canvas.centre_of_mass(out)
+    cy, cx = centre_of_mass(out)
     assert abs(cy - 14) <= 1.0 and abs(cx - 14) <= 1.0
 
 
@@ -174,7 +182,7 @@ def test_expected_canvas_outcomes():
 # ----------------------------------------------------------------------------- uploads
 
 
-# (PIL mode, file format): every mode the issue names, and a few more
+# (PIL mode, file format): the modes uploads come in, and a few more
 MODES = [("1", "PNG"), ("L", "PNG"), ("LA", "PNG"), ("P", "PNG"), ("P", "GIF"), ("RGB", "PNG"), ("RGB", "JPEG"),
          ("RGBA", "PNG"), ("I", "TIFF"), ("I;16", "PNG"), ("I;16", "TIFF"), ("I;16B", "TIFF"),
          ("F", "TIFF"), ("CMYK", "JPEG"), ("CMYK", "TIFF"), ("PA", "TIFF"), ("P", "BMP"), ("RGBA", "WEBP"), ("RGB", "BMP"), ("RGB", "WEBP"),

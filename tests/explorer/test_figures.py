@@ -88,7 +88,7 @@ def _legend(fig) -> list:
 
 def test_rules_are_labelled_in_the_legend_even_at_the_last_step_or_off_the_axis():
     # a halt at the last step N: the line is at x = N and its label is a legend entry, which
-    # cannot be clipped at the plot's right edge (a text label anchored there was cut to "halted")
+    # cannot be clipped at the plot's right edge (a text label anchored there is cut to "halted")
     p = np.full(20, 0.05)
     for fig in (figs.halting_fig(p, 0.2, halt_step=20), figs.lambda_fig(np.full(20, 0.2), 0.2, halt_step=20),
                 figs.cumulative_fig(p, halt_step=20)):

@@ -1,15 +1,16 @@
-"""explorer/jobs.py: background training jobs (each run through ponder.lifecycle.run), limits, cancel
-within a second, queued sweeps, failures kept, no threads left behind."""
+"""explorer/jobs.py: background training jobs (each run through ponder.lifecycle.run), cancel within a
+second, the time cap, queued sweeps, failures kept, no threads left behind. The registry's limits and
+lookups: test_job_registry.py."""
 import threading
 import time
 
 import pytest
 
-from explorer.jobs import JobRegistry
-from explorer.limits import MAX_JOB_SECONDS, JobLimitError
+from explorer.job_registry import JobRegistry
+from explorer.limits import JobLimitError
 from ponder.card import read_card, read_history
 from ponder.checkpoint import load_checkpoint
-from ponder.config import ConfigError, TrainConfig
+from ponder.config import TrainConfig
 from ponder.data import DataError
 from ponder.runs import list_models
 
@@ -56,33 +57,6 @@ def test_progress_is_reported_while_running_and_threads_never_touch_streamlit(re
         seen.add((v.status, v.runs[0].status))
     assert ("running", "running") in seen
     assert job.thread.daemon and job.thread.name.startswith("ponder-job-")
-
-
-def test_one_job_per_session_and_a_global_limit(registry, tmp_path):
-    job = registry.submit("s1", [("a", tiny(epochs=200))], root=tmp_path)
-    with pytest.raises(JobLimitError, match="already have a training job"):
-        registry.submit("s1", [("b", tiny())], root=tmp_path)
-    with pytest.raises(JobLimitError, match="machine is busy.*limit 1"):
-        registry.submit("s2", [("b", tiny())], root=tmp_path)
-    assert registry.busy_message("s2").startswith("The machine is busy")
-    assert registry.busy_message("s1").startswith("You already")
-    job.cancel()
-    wait_done(job)
-    assert registry.busy_message("s2") == ""
-    wait_done(registry.submit("s2", [("b", tiny())], root=tmp_path))
-
-
-def test_the_registry_takes_its_limit_from_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("PONDER_MAX_JOBS", "2")
-    reg = JobRegistry(eval_limit=100)
-    try:
-        a = reg.submit("s1", [("a", tiny(epochs=200))], root=tmp_path)
-        b = reg.submit("s2", [("b", tiny(epochs=200))], root=tmp_path)     # two may run at once
-        with pytest.raises(JobLimitError):
-            reg.submit("s3", [("c", tiny())], root=tmp_path)
-    finally:
-        reg.shutdown()
-    assert not a.active and not b.active
 
 
 def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tmp_path):
@@ -138,33 +112,6 @@ def test_a_diverging_run_is_saved_as_failed_with_its_reason(registry, tmp_path, 
     assert card["status"] == "failed" and card["reason"] == "loss became nan at step 21"
 
 
-def test_bad_configs_are_refused_before_anything_starts(registry, tmp_path):
-    with pytest.raises(ConfigError, match="lambda_p"):
-        registry.submit("s1", [("x", tiny(lambda_p=0.0))], root=tmp_path)
-    with pytest.raises(ValueError):
-        registry.submit("s1", [], root=tmp_path)
-    assert registry.busy_message("anyone") == ""                # nothing started
-
-
-def test_concurrent_submits_respect_the_limit(registry, tmp_path):
-    barrier, started, refused = threading.Barrier(4), [], []
-
-    def go(i):
-        barrier.wait()
-        try:
-            started.append(registry.submit(f"s{i}", [(f"r{i}", tiny(epochs=100))], root=tmp_path))
-        except JobLimitError:
-            refused.append(i)
-
-    threads = [threading.Thread(target=go, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(started) == 1 and len(refused) == 3
-    registry.shutdown()
-
-
 def _ponder_threads():
     return [t for t in threading.enumerate() if t.name.startswith("ponder-job-") and t.is_alive()]
 
@@ -201,15 +148,6 @@ def test_cancel_within_a_second_keeps_a_partial_run_and_no_threads_are_left(tmp_
     assert not [t for t in _ponder_threads() if t.name[11:] in {j.id for j in reg._jobs.values()}]
 
 
-def test_an_unwritable_runs_folder_is_refused_before_training(registry, tmp_path):
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("a file where the runs folder should be")
-    with pytest.raises(JobLimitError) as e:
-        registry.submit("s1", [("r", tiny())], root=blocker / "runs")
-    assert "not-a-folder" in str(e.value) and "nothing was started" in str(e.value) and "\n" not in str(e.value)
-    assert registry.session_job("s1") is None and registry.busy_message("s1") == ""
-
-
 def test_a_save_that_fails_after_training_keeps_the_model_elsewhere(registry, tmp_path, monkeypatch):
     import errno
     import tempfile
@@ -232,24 +170,6 @@ def test_a_save_that_fails_after_training_keeps_the_model_elsewhere(registry, tm
     assert list(root.iterdir()) == []                # no empty run folder left in the runs folder
 
 
-def test_a_job_is_found_by_id_and_any_session_can_cancel_it(registry, tmp_path):
-    job = registry.submit("s1", [("long", tiny(epochs=1000))], root=tmp_path)
-    assert registry.get(job.id) is job and registry.get(job.id, "train") is job
-    assert registry.get(job.id, "sweep") is None and registry.get("nope") is None and registry.get(None) is None
-    assert registry.active() == [job] and registry.active("sweep") == [] and registry.recent("train") == [job]
-    assert "shown on the Train page" in registry.busy_message("s2")
-    while not job.snapshot().runs[0].progress:
-        time.sleep(0.02)
-    registry.get(job.id).cancel(session="s2")              # another tab's Cancel: a new session, the job's id
-    view = wait_done(job)
-    run = view.runs[0]
-    assert run.status == "cancelled" and run.reason.startswith("cancelled from another session at step ")
-    assert read_card(run.run_dir)["reason"] == run.reason and view.stop_reason == "cancelled from another session"
-    assert registry.active() == [] and registry.recent() == [job]
-    later = wait_done(registry.submit("s2", [("later", tiny())], root=tmp_path))
-    assert [j.id for j in registry.recent()] == [later.id, job.id]          # newest first
-
-
 def test_the_time_cap_stops_a_job_and_saves_it_as_partial_with_its_reason(tmp_path):
     # cap 0.3 s: the first run (20,000 tiny steps, ~10 s) is stopped at the cap; the second never starts
     reg = JobRegistry(max_jobs=1, eval_limit=100, max_seconds=0.3)
@@ -270,15 +190,9 @@ def test_the_time_cap_stops_a_job_and_saves_it_as_partial_with_its_reason(tmp_pa
     assert view.stop_reason == cap and view.cap == 0.3
 
 
-def test_the_registry_takes_its_time_cap_from_env(monkeypatch):
-    for value, want in (("2.5", 2.5), ("abc", MAX_JOB_SECONDS)):
-        monkeypatch.setenv("PONDER_MAX_JOB_SECONDS", value)
-        assert JobRegistry(max_jobs=1).max_seconds == want
-
-
 @pytest.mark.parametrize("env, want", [(None, 1), ("2", 2), ("junk", 1)])
 def test_a_job_trains_with_one_torch_thread_unless_told(tmp_path, monkeypatch, env, want):
-    """Two intra-op threads on the loaded 2-core machine: 4 steps in 8 s against 69 with one (issue 15 item 4)."""
+    """Two intra-op threads on the loaded 2-core machine: 4 steps in 8 s against 69 with one (bench/job_timing.py)."""
     import torch
     from explorer import jobs
     if env is None:

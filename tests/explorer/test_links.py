@@ -6,7 +6,7 @@ from explorer import links
 TASKS = {"mnist-default": "mnist", "mnist-rot22": "mnist", "parity-15": "parity"}
 
 
-def test_the_issue_links_by_hand():
+def test_bad_links_by_hand():
     # ?model=../../etc&lp=abc on the digit page (page=nope is reported by the caller, which knows it asked)
     keep, ignored = links.check_params({"model": ["../../etc"], "lp": ["abc"], "page": ["nope"]}, "digit", TASKS)
     assert keep == {"page": ["nope"]}

@@ -90,7 +90,7 @@ def test_sweep_grid_text_panels_sit_in_their_own_panel():
         assert xd[0] < a.x < xd[1] and yd[0] < a.y < yd[1], (key, a.x, a.y, xd, yd)
     assert fig.layout.legend.yref == "container"                  # under the panels, not over their titles
     shared = {a.text for a in fig.layout.annotations if not a.text.startswith("λp=")}
-    assert {"step n", "p_n (halt at n)"} <= shared                # axis titles of the small multiples (issue 15)
+    assert {"step n", "p_n (halt at n)"} <= shared                # axis titles of the small multiples
 
 
 def test_every_trace_has_hover_text():

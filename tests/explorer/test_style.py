@@ -61,7 +61,7 @@ def test_prior_trace_is_the_renormalised_prior():
 
 
 def test_the_legend_sits_under_the_plot_and_the_figure_grows_by_its_rows():
-    # issue 15, item 3: legends and Plotly's toolbar covered the titles
+    # a legend beside or over the plot covers the titles: it goes under the plot
     fig = go.Figure([go.Scatter(x=[1], y=[1], name="λ_n"), go.Scatter(x=[1], y=[1], name="prior's constant λp = 0.5"),
                      go.Scatter(x=[1], y=[1], name="halted at step 11")])
     # widths 45 + 6.5 × characters: 64.5, 207.5, 155.5 px; at 330 px a row: [λ_n, prior's] then [halted]: 2 rows

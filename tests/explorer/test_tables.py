@@ -6,12 +6,15 @@ from explorer import tables
 
 def test_sweep_rows_and_card_description():
     card = {"name": "r", "task": "mnist", "lambda_p": 0.3, "max_steps": 20, "status": "failed", "reason": "NaN",
-            "train": {"beta": 0.01, "hidden": 64}, "metrics": {}}
+            "model": {"reader": "cnn"}, "train": {"beta": 0.01, "hidden": 64, "regulariser": "kl"}, "metrics": {}}
     row = tables.sweep_row("r", card)
     assert row["status"] == "failed" and row["reason"] == "NaN" and row["accuracy"] is None and row["lambda_p"] == 0.3
     text = tables.describe_card(card)
     assert "λp = 0.3" in text and "failed" in text and "NaN" in text
-    assert "regulariser KL(p ‖ p_G)" in text and "reader cnn" in text      # a card from before both choices
+    assert "regulariser KL(p ‖ p_G)" in text and "reader cnn" in text
+    # a card that does not say is not given the defaults: '?' for the regulariser, no reader
+    bare = tables.describe_card({**card, "model": {}, "train": {"beta": 0.01}})
+    assert "regulariser ?" in bare and "reader" not in bare
 
 
 def test_regulariser_and_reader_names_and_new_metric_shape():
@@ -31,19 +34,19 @@ def test_training_eta_uses_the_training_clock_and_the_budget():
     row = dict(step=100, total_steps=1000, elapsed=10.0, wall=50.0, max_seconds=None)
     assert tables.training_eta(row, now=52.0) == ("step 100 of 1,000", 88.0)
     # a 15 s budget ends it first: 15 − 10 = 5 s left at the report, 3 s now; about 150 steps in all
-    text, left = tables.training_eta(dict(row, max_seconds=15.0), now=52.0)
+    text, left = tables.training_eta(dict(row, max_seconds=15.0, forecast_steps=150), now=52.0)
     assert text == "step 100 of about 150 (15 s budget)" and left == 3.0
-    # a budget longer than the epochs need changes nothing
-    assert tables.training_eta(dict(row, max_seconds=600.0), now=52.0) == ("step 100 of 1,000", 88.0)
+    # a budget longer than the epochs need changes nothing (the forecast is the plan's 1,000 steps)
+    assert tables.training_eta(dict(row, max_seconds=600.0, forecast_steps=1000), now=52.0) == ("step 100 of 1,000", 88.0)
     # before the first timed step there is no estimate; past the end it is 0, never negative
     assert tables.training_eta(dict(row, step=0, elapsed=0.0), now=52.0)[1] is None
-    assert tables.training_eta(dict(row, max_seconds=15.0), now=60.0)[1] == 0.0
+    assert tables.training_eta(dict(row, max_seconds=15.0, forecast_steps=150), now=60.0)[1] == 0.0
 
 
 def test_training_eta_shows_the_librarys_forecast_and_never_a_count_below_the_step():
     row = dict(step=84, total_steps=1290, elapsed=14.0, wall=50.0, max_seconds=15.0)
-    # issue 15: the old estimate from steps so far / seconds so far fell below the step it was at
-    assert tables.training_eta(dict(row, elapsed=17.7), now=50.0)[0] == "step 84 of about 84 (15 s budget)"
+    # a forecast below the step it is at (steps so far / seconds so far, past the budget) shows the step
+    assert tables.training_eta(dict(row, elapsed=17.7, forecast_steps=80), now=50.0)[0] == "step 84 of about 84 (15 s budget)"
     assert tables.training_eta(dict(row, forecast_steps=90), now=51.0) == ("step 84 of about 90 (15 s budget)", 0.0)
     # a forecast at the plan: the epochs end it, time left from the steps per second so far
     text, left = tables.training_eta(dict(row, forecast_steps=1290, max_seconds=600.0), now=50.0)
@@ -92,7 +95,8 @@ def test_renamed_says_what_a_name_became_and_why():
 def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_column():
     from pathlib import Path
     from ponder.runs import ModelEntry
-    card = {"task": "mnist", "lambda_p": 0.2, "max_steps": 20, "status": "completed", "device": "cpu"}
+    card = {"task": "mnist", "lambda_p": 0.2, "max_steps": 20, "status": "completed", "device": "cpu",
+            "train": {"regulariser": "kl"}}
     a, b = ModelEntry("a", Path("a"), "run", card), ModelEntry("b", Path("b"), "run", {**card, "train_seconds": 7.5})
     rows = tables.compare_rows([a, b], {"a": {"accuracy": 0.5, "mean_steps": 2.0, "n": 8}, "b": {}})
     assert "sweep" not in rows[0] and rows[0]["accuracy"] == 0.5 and rows[0]["train s"] is None

@@ -121,3 +121,40 @@ def test_verdict_on_two_fixed_angles():
     grow = [rows[0], dict(rows[1], mean_steps=6.0)]                          # +29%: longer
     assert studies.rotation_verdict(grow)[0] == "longer"
     assert studies.rotation_verdict([rows[0], dict(rows[1], mean_steps=3.0)])[0] == "shorter"    # -36%
+
+
+def test_prior_mean_by_hand():
+    # lambda_p = 0.5, N = 3: prior (4/7, 2/7, 1/7), mean 1*4/7 + 2*2/7 + 3/7 = 11/7
+    assert studies.prior_mean(0.5, 3) == pytest.approx(11 / 7, abs=1e-6)
+    assert studies.prior_mean(0.5, 200) == pytest.approx(2.0, abs=1e-6)          # 1/lambda_p for large N
+    assert studies.prior_mean(0.2, 20) == pytest.approx(4.77, abs=0.005)        # docs/results.md's sweep table
+    assert studies.prior_mean(1.0, 20) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_box_stats_by_hand():
+    # 1..8 and an outlier 40: 9 values, so q1 and q3 are the 3rd and 7th (3 and 7), IQR 4; whiskers reach the
+    # data inside [3 - 6, 7 + 6] = [-3, 13]: 1 and 8 (40 is an outlier)
+    b = studies.box_stats(np.array([1, 2, 3, 4, 5, 6, 7, 8, 40], float))
+    assert b == {"q1": 3.0, "q3": 7.0, "lo": 1.0, "hi": 8.0}
+
+
+def test_seen_at_steps_follows_the_reader():
+    x = torch.randn(1, 1, 28, 28)
+    assert studies.seen_at_steps(tiny_model("mnist", max_steps=4), x) is None       # "cnn": the whole image every step
+    views = studies.seen_at_steps(tiny_model("mnist", max_steps=16, reader="rows", rows_per_step=2), x)
+    assert views.shape == (16, 1, 28, 28)
+    rows_shown = [(v[0] != x.min()).any(1).nonzero().max().item() + 1 if (v[0] != x.min()).any() else 0 for v in views]
+    assert rows_shown[0] <= 2 and rows_shown == sorted(rows_shown)        # more rows each step
+    assert torch.equal(views[-1], x[0])                                    # all 28 rows by step 14
+
+
+def test_pondering_gallery_is_sorted_by_expected_steps():
+    model = tiny_model("mnist", max_steps=8, lambda_std=3.0)
+    x, y = torch.randn(50, 1, 28, 28), torch.randint(0, 10, (50,))
+    g = studies.pondering_gallery(model, x, y, k=5)
+    least, most = [r["expected_steps"] for r in g["least"]], [r["expected_steps"] for r in g["most"]]
+    assert least == sorted(least) and most == sorted(most, reverse=True) and least[-1] <= most[-1]
+    with torch.no_grad():
+        en = studies.expected_steps(model(x).log_p)
+    assert least[0] == pytest.approx(en.min().item(), abs=1e-5) and most[0] == pytest.approx(en.max().item(), abs=1e-5)
+    assert all(r["label"] == int(y[r["index"]]) and 0 <= r["pred"] < 10 for r in g["least"] + g["most"])

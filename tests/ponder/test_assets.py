@@ -57,7 +57,7 @@ def test_shipped_parity_models_measure_what_their_cards_say(name):
 
 
 def test_parity_15_ponders_longer_on_hard_vectors():
-    """The shipped n = 15 model (README Results §5; issue 13's goal): at >= 99% accuracy, vectors with 11-15
+    """The shipped n = 15 model (docs/findings.md, Parity): at >= 99% accuracy, vectors with 11-15
     non-zeros take at least one expected step E[n] more than vectors with 1-4 (+2.00 in its card)."""
     test = load_checkpoint(ASSETS / "parity-15").card["metrics"]["test"]
     assert test["n"] == 10000 and test["accuracy"] >= 0.99

@@ -207,6 +207,20 @@ def test_metric_lists_pages_chart_are_checked(tiny_run, key, kind):
     assert_one_line(e, f"metrics.test.{key}")
 
 
+@pytest.mark.parametrize("en", [4.65, {"mean": 4.65}, {"mean": 4.65, "std": "wide", "min": 1.0, "max": 9.0}])
+def test_expected_steps_must_be_its_spread(tiny_run, en):
+    """metrics.test.expected_steps is E[n] over the test inputs as {mean, std, min, max}: a plain mean or a
+    partial spread is refused in one line."""
+    d, _ = tiny_run
+    edit_card(d, lambda card: card.update(metrics={"test": {"accuracy": 0.9, "expected_steps": en}}))
+    with pytest.raises(CheckpointError) as e:
+        read_card(d)
+    assert_one_line(e, "metrics.test.expected_steps must be {mean, std, min, max}")
+    spread = {"mean": 4.65, "std": 0.06, "min": 4.41, "max": 4.91}                  # within N = 5
+    edit_card(d, lambda card: card.update(metrics={"test": {"accuracy": 0.9, "expected_steps": spread}}))
+    assert K.mean_expected_steps(read_card(d)["metrics"]["test"]) == 4.65
+
+
 def test_good_metric_lists_are_kept(tiny_run):
     d, _ = tiny_run
     edit_card(d, lambda card: card.update(

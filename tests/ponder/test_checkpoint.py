@@ -59,8 +59,8 @@ def test_no_temporary_files_left(tmp_path):
 
 
 def test_a_killed_saves_temporary_files_go_at_the_next_save(tmp_path):
-    """Issue 16 cause 12: a save holds the folder's lock, so fresh .tmp files of the run files are a killed
-    writer's and go at once (they used to stay until a save an hour later); other files stay."""
+    """A save holds the folder's lock, so fresh .tmp files of the run files are a killed writer's and go at
+    once (not only once they are an hour old); other files stay."""
     d, model = make_run(tmp_path)
     left = [d / f".{f}.killed.tmp" for f in (WEIGHTS, CARD, HISTORY)]
     for p in left:
@@ -85,7 +85,7 @@ def test_a_save_into_a_folder_another_writer_holds_is_refused(tmp_path):
 
 @pytest.mark.parametrize("exists", [False, True])
 def test_a_failed_save_leaves_no_empty_run_folder(tmp_path, monkeypatch, exists):
-    """Issue 16 cause 12: a save that fails (here a full disk) removes the folder it created, not one it found."""
+    """A save that fails (here a full disk) removes the folder it created, not one it found."""
     def full(files):
         raise A.SaveError(next(iter(files)), OSError(28, "No space left on device"))
     monkeypatch.setattr(C, "write_files", full)

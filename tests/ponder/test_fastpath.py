@@ -1,6 +1,6 @@
-"""Issue 14: the training step with no host sync, and the CUDA-graph step's selection and fallback.
+"""ponder/fastpath.py: the training step with no host sync, and the CUDA-graph step's selection and fallback.
 
-On CPU: the sync-free loop trains exactly the weights of the old per-step-sync loop and reports the
+On CPU: the sync-free loop trains exactly the weights of a reference loop that syncs every step and reports the
 same metrics at log points; a divergence is found within check_every steps with the last good
 weights kept and the right step reported; the CUDA-graph path is not chosen off CUDA, is chosen on
 CUDA unless switched off, caches one graph per batch shape, and falls back to eager steps (with the
@@ -41,8 +41,9 @@ def same_weights(a, b):
 # ----------------------------------------------------------------------------- the old loop, as a reference
 
 def reference_train(cfg, model, mnist=None):
-    """The loop before issue 14, reduced to its arithmetic: it reads loss, gradient norm and the
-    log-point metrics from the device at every step. Returns (weights, rows at log points)."""
+    """A reference training loop, reduced to its arithmetic: it reads loss, gradient norm and the
+    log-point metrics from the device at every step, the plain way the sync-free loop must match.
+    Returns (weights, rows at log points)."""
     torch.manual_seed(cfg.seed)
     batches = get_task(cfg.task).batches(cfg, "cpu", mnist)
     total = max(1, math.ceil(cfg.epochs * batches.per_epoch))

@@ -16,7 +16,8 @@ from ponder.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read
 from ponder.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
 from ponder.manage import delete_run, delete_sweep, export_run, import_zip, own_run, rename_run, run_identity
-from ponder.runs import RunNameError, import_checkpoint, list_models, new_run_dir, safe_name
+from ponder.runs import RunNameError, list_models, new_run_dir, safe_name
+from ponder.uploads import import_checkpoint
 
 
 def runs_folder(tmp_path, *names):

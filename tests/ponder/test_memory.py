@@ -1,5 +1,5 @@
 """ponder/memory.py: a training run's peak memory estimated from its sizes, and the refusal of what does not
-fit (issue 16, cause 5: the Train form's own maxima got the server OOM-killed)."""
+fit (a run at hidden 1024, batch 4096, N 200 would get the server OOM-killed)."""
 import sys
 
 import pytest
@@ -35,8 +35,8 @@ def test_the_parameter_count_is_the_built_models(kw):
     assert memory.parameter_count(cfg) == sum(p.numel() for p in model.parameters())
 
 
-def test_the_issues_config_is_tens_of_gigabytes():
-    """Issue 16: hidden 1024, batch 4096, N 200 is ~8 MiB a sample, ~32 GiB in all (its authors' reckoning)."""
+def test_hidden_1024_batch_4096_n_200_is_tens_of_gigabytes():
+    """hidden 1024, batch 4096, N 200 is ~8 MiB a sample, ~32 GiB in all (a rough count of its tensors)."""
     est = memory.estimate(TrainConfig(hidden=1024, batch_size=4096, max_steps=200))
     assert 20 * 2**30 < est.total < 64 * 2**30
     assert 5 * 2**20 < est.train / 4096 < 16 * 2**20

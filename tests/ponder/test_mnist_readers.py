@@ -144,7 +144,8 @@ def test_view_labels_say_what_each_step_has_seen():
 def test_config_round_trip_and_validation():
     cfg = TrainConfig(reader="rows", rows_per_step=4).validate()
     model = build_model("mnist", cfg.model_config(), 20, 0.2)
-    assert isinstance(model.step_fn, RowReader) and model.step_fn.levels() == 7
+    assert isinstance(model.step_fn, RowReader)
+    assert model.step_fn.encode(torch.zeros(2, 1, 28, 28)).shape == (2, 7, 3 * cfg.hidden)   # 28 rows / 4 = 7 levels
     from ponder.tasks import model_config_dict
     again = build_model("mnist", model_config_dict(model), 20, 0.2)
     assert again.load_state_dict(model.state_dict()) is not None
@@ -153,7 +154,7 @@ def test_config_round_trip_and_validation():
         TrainConfig(reader="glimpse").validate()
     with pytest.raises(ConfigError, match="rows_per_step"):
         model_config_from_dict("mnist", {"reader": "rows", "rows_per_step": 3})
-    # a card written before readers existed loads as the whole-image reader
+    # a model config that leaves a field out gets its default: the whole-image reader
     assert model_config_from_dict("mnist", {"hidden": 64}).reader == "cnn"
 
 

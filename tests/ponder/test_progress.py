@@ -1,4 +1,4 @@
-"""ponder/progress.py: the step forecast ("step k of about K") and the time budget's stop rule (issue 15, item 4)."""
+"""ponder/progress.py: the step forecast ("step k of about K") and the time budget's stop rule."""
 import itertools
 
 from hypothesis import given, settings, strategies as st
@@ -50,9 +50,9 @@ def test_at_a_steady_or_slowing_rate_the_forecast_only_goes_down(d, slowdown, ev
     assert all(b <= a for a, b in zip(ks, ks[1:]))
 
 
-def test_the_issues_sequence_no_longer_jumps_or_passes_its_own_total():
-    """Issue 15 item 4: 20 fast steps (37 a second) then a loaded machine (5.6 a second), 15 s budget. The
-    old estimate (steps so far / seconds so far x budget) said 562 at step 20 and 71 at step 84. The forecast
+def test_a_machine_that_slows_down_brings_the_forecast_down_without_jumps():
+    """20 fast steps (37 a second) then a loaded machine (5.6 a second), 15 s budget. The plain estimate
+    (steps so far / seconds so far x budget) would say 562 at step 20 and 71 at step 84. The forecast
     starts at the plan (1,290 steps), uses no rate from the first report (start-up), then comes down as the
     slow steps really lose time, and ends on the last step."""
     ds = [1 / 37] * 20 + [1 / 5.6] * 2000

@@ -32,10 +32,10 @@ def test_every_section_is_rendered_from_the_measured_results():
     en = {row.split(" | ")[0].strip("| "): float(row.split(" | ")[4].strip(" |")) for row in
           md.split("## Parity `parity-15`")[1].split("\n\n")[1].splitlines()[2:]}
     assert en["hard"] > en["easy"]
-    assert "| fixed 90 deg | 0.2079 | 4.70 | 3 | 4.03 |" in md                 # README's rotation table
+    assert "| fixed 90 deg | 0.2079 | 4.70 | 3 | 4.03 |" in md                 # docs/results.md's rotation table
     # the rotation verdict (ponder.analysis.studies.rotation_verdict, the Rotation page's): steps flat (4.66-4.73)
     assert "No: this model does not ponder longer on harder inputs" in md and "between 4.66 and 4.73" in md
-    # the sweep's prior mean truncated at N = 20, as README's table: 7.23 for lambda_p 0.1, 4.77 for 0.2
+    # the sweep's prior mean truncated at N = 20, as docs/results.md's table: 7.23 for lambda_p 0.1, 4.77 for 0.2
     assert "| 0.1 | 10.00 | 7.23 |" in md and "| 0.2 | 5.00 | 4.77 |" in md
 
 

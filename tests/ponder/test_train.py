@@ -81,8 +81,8 @@ def slow(seconds, validation_seconds=0.0):
 
 
 def test_the_budget_bounds_the_training_loop_and_the_final_validation_comes_after(monkeypatch):
-    """0.3 s steps and a 1.0 s budget: the loop used to start a 4th step at 0.9 s and end at 1.2 s, then add
-    the final validation pass (here 0.5 s) to the seconds: 1.7 s against a 1 s budget. Now it stops before
+    """0.3 s steps and a 1.0 s budget: a loop that started a 4th step at 0.9 s would end at 1.2 s and, adding
+    the final validation pass (here 0.5 s) to the seconds, report 1.7 s against a 1 s budget. It stops before
     a step expected to end past the budget (0.9 + 0.3 > 1.0), after 3 steps, and the validation is apart."""
     model, val = slow(0.3, validation_seconds=0.5)
     monkeypatch.setattr(T, "validation_accuracy", val)
@@ -97,8 +97,8 @@ def test_the_budget_bounds_the_training_loop_and_the_final_validation_comes_afte
 
 
 def test_a_cancel_returns_within_a_step_without_a_validation_pass(monkeypatch):
-    """A cancel used to wait for the final validation pass (5,000 MNIST images: 3 to 5 s on the loaded 2-core
-    machine, issue 15 item 4; here a 2 s stand-in): train() now returns within one step of the cancel."""
+    """A cancel skips the final validation pass (5,000 MNIST images: 3 to 5 s on the loaded 2-core machine;
+    here a 2 s stand-in): train() returns within one step of the cancel."""
     model, val = slow(0.05, validation_seconds=2.0)
     monkeypatch.setattr(T, "validation_accuracy", val)
     cancel, set_at = threading.Event(), []
@@ -220,8 +220,8 @@ def test_real_configs_that_overflow_at_the_first_step(kw):
 
 @pytest.mark.parametrize("kw", [dict(lambda_p=0.9, lr=1.0), dict(lambda_p=0.7, lr=1.0), dict(lambda_p=1.0, lr=1.0)],
                          ids=["lp0.9-lr1", "lp0.7-lr1", "lp1-lr1"])
-def test_issue_example_high_lambda_high_lr_ends_cleanly(kw):
-    """The issue's example (lambda_p >= 0.7, high lr): lr is capped at 1 and Adam + clipping keep it finite
+def test_high_lambda_high_lr_ends_cleanly(kw):
+    """lambda_p >= 0.7 with a high lr: lr is capped at 1 and Adam + clipping keep it finite
     here; whichever way it ends, it must end cleanly."""
     res = train(cfg(lr_schedule="constant", **kw))
     if res.status == "failed":
@@ -232,7 +232,7 @@ def test_issue_example_high_lambda_high_lr_ends_cleanly(kw):
 
 
 def test_weight_decay_that_would_poison_the_weights_is_refused():
-    """Adam adds weight_decay * w after clipping: 3e38 turned the weights NaN in one step; now refused."""
+    """Adam adds weight_decay * w after clipping: 3e38 would turn the weights NaN in one step, so it is refused."""
     with pytest.raises(ConfigError, match="weight_decay"):
         cfg(weight_decay=3e38).validate()
 

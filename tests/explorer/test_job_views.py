@@ -1,4 +1,4 @@
-"""explorer/views.py: what the Train page says during and after the training loop."""
+"""explorer/job_views.py: what the Train page says during and after the training loop."""
 from streamlit.testing.v1 import AppTest
 
 
@@ -7,7 +7,7 @@ def progress_app():
 
     import streamlit as st
 
-    from explorer import views
+    from explorer import job_views
     from explorer.jobs import RunState
     from ponder.config import TrainConfig
     phase, step, forecast = st.session_state.get("case", ("training", 50, 190))
@@ -16,7 +16,7 @@ def progress_app():
                reg=0.0, accuracy=0.5, mean_steps=1.5, val_accuracy=None, epoch=0.1, lr=0.002)
     run = RunState(name="r", config=TrainConfig(max_steps=2, max_seconds=15.0), status="running", phase=phase,
                    progress=[row], started=time.time() - 20)
-    views.run_progress_ui(run, key="k")
+    job_views.run_progress_ui(run, key="k")
 
 
 def progress_text(case):
@@ -40,11 +40,11 @@ def test_the_progress_line_shows_the_forecast_while_training_and_the_phase_after
 def result_app():
     import streamlit as st
 
-    from explorer import views
+    from explorer import job_views
     from explorer.jobs import RunState
     from ponder.config import TrainConfig
     steps, reason, run_dir = st.session_state["case"]
-    views.run_result_ui(RunState(name="r", config=TrainConfig(max_steps=2), status="cancelled", reason=reason,
+    job_views.run_result_ui(RunState(name="r", config=TrainConfig(max_steps=2), status="cancelled", reason=reason,
                                  steps=steps, seconds=0.0, run_dir=run_dir))
 
 

@@ -1,0 +1,101 @@
+"""λp sweep results on the λp sweep page: rows from a running sweep job, from run cards or from a sweep
+folder, and the table and charts over them (Streamlit layout around explorer.study_figures)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from ponder.card import CheckpointError, read_card, test_metrics
+from ponder.config import ConfigError
+from ponder.sweep import read_sweep
+
+from . import loaders, study_figures, tables
+from .job_views import run_name
+from .jobs import JobView
+from .tables import plain
+from .ui import chart
+
+
+def job_sweep_rows(view: JobView) -> list:
+    rows = []
+    for run in view.runs:
+        card = None
+        if run.run_dir:
+            try:
+                card = read_card(run.run_dir)
+            except CheckpointError:
+                card = None
+        status = run.status
+        if status == "running":
+            last = run.progress[-1] if run.progress else None
+            status = f"running {last['fraction']:.0%}" if last else "running"
+        row = tables.sweep_row(run_name(run.run_dir) if run.run_dir else run.name, card,
+                                status=status, reason=run.reason, lambda_p=run.config.lambda_p)
+        rows.append(row)
+    return rows
+
+
+def entry_sweep_rows(entries) -> list:
+    rows = []
+    for e in entries:
+        card = dict(e.card)
+        card.setdefault("metrics", {})
+        try:
+            t = loaders.test_metrics(e) if card.get("status") != "failed" else test_metrics(card)
+        except (CheckpointError, ConfigError, OSError) as err:       # a run that cannot be loaded any more
+            card.update(status="failed", reason=" ".join(str(err).split()))
+            t = {}
+        card["metrics"] = {**(card["metrics"] if isinstance(card["metrics"], dict) else {}), "test": t}
+        rows.append(tables.sweep_row(e.name, card))
+    return rows
+
+
+def folder_sweep_rows(folder) -> list:
+    """A sweep folder's trials in sweep.json's order: from each trial's card where it has one (as
+    entry_sweep_rows reads it), else from its record there (running, or failed before it was saved)."""
+    entries = {e.path.name: e for e in loaders.models() if e.path.parent == Path(folder)}
+    rows = []
+    for r in (read_sweep(folder) or {}).get("trials", []):
+        if r.get("name") in entries:
+            rows += entry_sweep_rows([entries[r["name"]]])
+        else:
+            rows.append(tables.sweep_row(str(r.get("name")), None, status=r.get("status"), reason=r.get("reason", ""),
+                                         lambda_p=(r.get("config") or {}).get("lambda_p")))
+    return rows
+
+
+def folder_sweep_ui(folder) -> None:
+    """A sweep folder's results: where it is, its table, and the sweep charts over its trials."""
+    records = (read_sweep(folder) or {}).get("trials", [])
+    n_steps = max([int((r.get("config") or {}).get("max_steps") or 0) for r in records] + [1])
+    st.caption(f"{folder}: {len(records)} trials (sweep.json, sweep.md and a run folder per trial); each trial is "
+               f"also in every model picker as runs/{Path(folder).name}/<trial>.")
+    sweep_results_ui(folder_sweep_rows(folder), n_steps, key="sweep_dir")
+
+
+def sweep_results_ui(rows: list, n_steps: int = 20, key: str = "sweep") -> None:
+    if not rows:
+        st.info("No sweep runs to show yet.")
+        return
+    rows = sorted(rows, key=lambda r: r["lambda_p"])
+    table = [{"run": r["name"], "λp": r["lambda_p"], "1/λp": round(1 / r["lambda_p"], 2), "status": r["status"],
+              "accuracy": r["accuracy"], "mean steps": r["mean_steps"], "E[n]": r["expected_steps"],
+              "reason": r["reason"]} for r in rows]
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={"accuracy": st.column_config.NumberColumn(format="%.4f"),
+                                "mean steps": st.column_config.NumberColumn(format="%.2f"),
+                                "E[n]": st.column_config.NumberColumn(format="%.2f")})
+    failed = [r for r in rows if r["status"] == "failed"]
+    for r in failed:
+        st.error(f"{plain(r['name'])} (λp {r['lambda_p']:g}) failed: {plain(r['reason'] or 'no reason recorded')}")
+    chart(study_figures.sweep_grid_fig(rows), "Each finished run's learned halting distribution (bars, mean over test "
+          "images) over the geometric prior of its λp (line); failed or unfinished runs say why.",
+          key=f"{key}_grid")
+    c1, c2 = st.columns(2)
+    with c1:
+        chart(study_figures.sweep_steps_fig(rows, n_steps), "Mean sampled halting step per run against λp; the dashed "
+              "curve is the prior's mean 1/λp, the dotted one that mean truncated at N.", key=f"{key}_steps")
+    with c2:
+        chart(study_figures.sweep_accuracy_fig(rows), "Test accuracy of each finished run against its λp.",
+              key=f"{key}_acc")
