@@ -302,7 +302,8 @@ def cmd_evaluate(args) -> int:
     from .checkpoint import load_checkpoint
     from .config import PARITY_PRESETS
     from .evaluate import evaluate_mnist, evaluate_parity, mnist_split
-    from .studies import rotation_study
+    from .analysis.baselines import summary_lines
+    from .studies import rotation_label, rotation_study
     from .train import pick_device
 
     ck = load_checkpoint(args.run, device=pick_device(args.device))
@@ -313,6 +314,7 @@ def cmd_evaluate(args) -> int:
                               args.mode, args.seed)
         res["rotations"] = [r for r in rows if r["kind"] == "fixed"]
         res["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
+        res["per_step_accuracy_by_group"].update({f"rotation {rotation_label(r)}": r["per_step_accuracy"] for r in rows})
     else:
         n = ck.card["model"]["n_elems"]
         preset = PARITY_PRESETS[ck.card["train"]["parity_preset"]]
@@ -344,6 +346,11 @@ def cmd_evaluate(args) -> int:
         label = f"{row['angle']:g} deg" if row["kind"] == "fixed" else f"U(+-{row['angle']:g}) deg"
         print(f"rotation {label:>14}: accuracy {row['accuracy']:.4f}  {what} {row['mean_steps']:.2f} +- "
               f"{row['std_steps']:.2f}  E[n] {row['expected_steps']:.2f}")
+    for text in summary_lines(res["baselines"]["at_equal_steps"]):
+        print(text)
+    st = res["settle"]
+    print(f"settle step (answers right from then on): mean {two_decimals(st['mean_settle_step'])}, E[n] - settle "
+          f"{two_decimals(st['mean_expected_minus_settle'])}, never settled {st['never_settled']}")
     if "easy" in res:
         for k in ("easy", "hard"):
             r = res[k]

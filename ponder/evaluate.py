@@ -14,6 +14,7 @@ import torch
 from . import data as D
 from .halting import PonderNet, expected_steps, first_true, halt_mask, draw_uniforms
 from .losses import log_geometric_prior
+from .analysis.baselines import class_groups, quartile_groups, range_groups, worth_it
 
 
 @torch.no_grad()
@@ -22,13 +23,13 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
     """Per-sample results for inputs x [B, ...] and labels [B] (tensors on the model's device).
 
     Returns tensors (CPU): pred, halt_step (float: E[n] for 'expected'), correct, confidence,
-    per_step_correct [N, B], p [N, B].
+    per_step_correct [N, B], per_step_confidence [N, B] (the top class's probability at step n), p [N, B].
     """
     model.eval()
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     use_amp = dev.type == "cuda"
-    rows = {k: [] for k in ("pred", "halt_step", "correct", "confidence", "per_step_correct", "p")}
+    rows = {k: [] for k in ("pred", "halt_step", "correct", "confidence", "per_step_correct", "per_step_confidence", "p")}
     for i in range(0, len(target), batch_size):
         xb, yb = x[i:i + batch_size].to(dev), target[i:i + batch_size].to(dev).long()
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
@@ -48,9 +49,11 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
         rows["halt_step"].append(steps.float().cpu())
         rows["correct"].append((pred == yb).cpu())
         rows["confidence"].append(conf.cpu())
-        rows["per_step_correct"].append((probs.argmax(2) == yb.unsqueeze(0)).cpu())
+        top, top_class = probs.max(2)                                                # [N, B]
+        rows["per_step_correct"].append((top_class == yb.unsqueeze(0)).cpu())
+        rows["per_step_confidence"].append(top.cpu())
         rows["p"].append(p.cpu())
-    cat_dims = {"per_step_correct": 1, "p": 1}
+    cat_dims = {"per_step_correct": 1, "per_step_confidence": 1, "p": 1}
     return {k: torch.cat(v, cat_dims.get(k, 0)) for k, v in rows.items()}
 
 
@@ -117,9 +120,12 @@ def evaluate(model: PonderNet, x: torch.Tensor, y: torch.Tensor, mode: str = "sa
 
 def evaluate_mnist(model: PonderNet, mnist: D.Mnist, mode: str = "sample", split: str = "test",
                    limit: Optional[int] = None, seed: int = 0, batch_size: int = 1000) -> dict:
-    """Metrics on an MNIST split (rotated test sets: ponder.studies.rotation_study)."""
+    """Metrics on an MNIST split (rotated test sets: ponder.studies.rotation_study), with the fixed-depth and
+    confidence-exit baselines and per-step accuracy by class and by quartile of E[n]."""
     xs, ys = mnist_split(mnist, split, limit)
-    res = evaluate(model, D.mnist_inputs(xs), ys, mode, seed, batch_size)
+    stats = unroll_stats(model, D.mnist_inputs(xs), ys, mode, batch_size, seed)
+    res = summarize(stats, ys, model.lambda_p)
+    res.update(worth_it(stats, {**quartile_groups(expected_steps_per_input(stats)), **class_groups(ys.long(), "digit")}))
     res["split"], res["mode"] = split, mode
     return res
 
@@ -159,7 +165,8 @@ def by_k_rows(stats: dict, k: torch.Tensor) -> list:
 def evaluate_parity(model: PonderNet, preset: dict, mode: str = "sample", seed: int = 0,
                     size: int = 10000, batch_size: int = 2000) -> dict:
     """Parity on the preset's fixed test set, with `easy` and `hard` blocks over the preset's ranges of
-    k (its `easy` / `hard`, else the two halves of the test range) and one row per k."""
+    k (its `easy` / `hard`, else the two halves of the test range) and one row per k; with the fixed-depth and
+    confidence-exit baselines and per-step accuracy for easy, hard and each k."""
     n = preset["n_elems"]
     k_lo, k_hi = preset["test_k"]
     x, y, k = D.parity_eval_set(n, k_lo, k_hi, size)
@@ -171,4 +178,5 @@ def evaluate_parity(model: PonderNet, preset: dict, mode: str = "sample", seed: 
         m = (k >= lo) & (k <= hi)
         res[name] = {"k_range": [lo, hi], **group_stats(stats, m)}
     res["by_k"] = by_k_rows(stats, k)
+    res.update(worth_it(stats, range_groups(k, dict(zip(("easy", "hard"), ranges)))))
     return res

@@ -22,7 +22,7 @@ from .evaluate import evaluate_mnist, evaluate_parity
 from .halting import PonderNet
 from .train import Progress, TrainResult, device_name, train
 
-BREAKDOWNS = ("by_class", "by_k")          # per-class / per-k rows: in results, not in a card
+BREAKDOWNS = ("by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group")   # in results, not in a card
 
 
 @dataclass
