@@ -300,8 +300,7 @@ def cmd_evaluate(args) -> int:
     from . import data as D
     from .atomic import jsonable
     from .checkpoint import load_checkpoint
-    from .config import PARITY_PRESETS
-    from .evaluate import evaluate_mnist, evaluate_parity, mnist_split
+    from .evaluate import evaluate_mnist, evaluate_parity, mnist_split, parity_eval_preset
     from .analysis.baselines import summary_lines
     from .studies import rotation_label, rotation_study
     from .train import pick_device
@@ -316,11 +315,8 @@ def cmd_evaluate(args) -> int:
         res["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
         res["per_step_accuracy_by_group"].update({f"rotation {rotation_label(r)}": r["per_step_accuracy"] for r in rows})
     else:
-        n = ck.card["model"]["n_elems"]
-        preset = PARITY_PRESETS[ck.card["train"]["parity_preset"]]
-        if preset["n_elems"] != n:           # an edited or imported card: every k of the model's own n
-            preset = dict(n_elems=n, train_k=(1, n), test_k=(1, n))
-        res = evaluate_parity(ck.model, preset, args.mode, seed=args.seed, size=args.limit or 10000)
+        res = evaluate_parity(ck.model, parity_eval_preset(ck.card), args.mode, seed=args.seed,
+                              size=args.limit or 10000)
         res["rotations"], res["uniform_rotations"] = [], []
     res["run"] = str(ck.path)
     if args.json:                           # strict JSON: NaN / inf are written as null

@@ -13,6 +13,7 @@ import torch
 
 from . import data as D
 from .halting import PonderNet, expected_steps, first_true, halt_mask, draw_uniforms
+from .config import PARITY_PRESETS
 from .losses import log_geometric_prior
 from .analysis.baselines import class_groups, quartile_groups, range_groups, worth_it
 
@@ -160,6 +161,14 @@ def by_k_rows(stats: dict, k: torch.Tensor) -> list:
              "mean_steps": stats["halt_step"][m].mean().item(), "expected_steps": en[m].mean().item(),
              "expected_steps_std": en[m].std().item() if m.sum() > 1 else 0.0}
             for v in k.unique() for m in [k == v]]
+
+
+def parity_eval_preset(card: dict) -> dict:
+    """The parity preset a run is measured on: its training preset, or every k of the model's own n when the
+    card's preset does not fit the model (an edited or imported card)."""
+    n = card["model"]["n_elems"]
+    preset = PARITY_PRESETS.get(card.get("train", {}).get("parity_preset"), {})
+    return preset if preset.get("n_elems") == n else dict(n_elems=n, train_k=(1, n), test_k=(1, n))
 
 
 def evaluate_parity(model: PonderNet, preset: dict, mode: str = "sample", seed: int = 0,

@@ -24,7 +24,8 @@ from helpers import (APP, ASSETS, charts, encode_image, fake_history, lock_held_
 from ponder.card import CARD, WEIGHTS, read_card
 from ponder.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
-from ponder.evaluate import evaluate_mnist, evaluate_parity
+from ponder.analysis.baselines import worth_sentence
+from ponder.evaluate import evaluate_mnist, evaluate_parity, parity_eval_preset
 from ponder.lifecycle import card_metrics
 
 TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",
@@ -90,7 +91,7 @@ def test_digit_page_blank_canvas_hint_then_pick_and_rotate_a_test_digit(runs):
     metrics = {m.label: m.value for m in at.metric}
     assert set(metrics) >= {"Prediction", "Halted at step", "E[n]"} and metrics["Prediction"] in list("0123456789")
     figs = charts(at)
-    assert len(figs) == 5                                   # the answer's top 3 and the four per-step charts
+    assert len(figs) == 7           # the answer's top 3, the four per-step charts and the "worth it?" pair
     heat = next(f for f in figs if f["data"][0]["type"] == "heatmap")
     assert np.allclose(np.sum(heat["data"][0]["z"], axis=1), 1, atol=1e-5)
     # the seed is visible and 'Sample again' draws a new one; other modes run too
@@ -765,7 +766,7 @@ def test_rotation_page_states_the_answer_from_the_numbers(runs):
     assert "Does it ponder longer" in at.subheader[0].value
     assert "test sets" in verdict and "Accuracy goes from" in verdict
     figs = charts(at)
-    assert len(figs) == 4 and any(t["type"] == "box" for f in figs for t in f["data"])
+    assert len(figs) == 6 and any(t["type"] == "box" for f in figs for t in f["data"])      # 4 + the "worth it?" pair
     df = at.dataframe[0].value
     assert list(df["rotation"]) == ["0°", "90°", "±45°"] and "E[n]" in df.columns
     assert df["accuracy"].between(0, 100).all()                         # shown as a percentage
@@ -816,7 +817,7 @@ def test_compare_page_overlays_two_runs(runs):
     at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/tiny-mnist-b"])
     run_ok(at)
     figs = charts(at)
-    assert len(figs) == 5
+    assert len(figs) == 6                                   # with the "worth it?" overlay
     halting = figs[0]
     names = [t["name"] for t in halting["data"]]
     assert "runs/tiny-mnist" in names and "runs/tiny-mnist-b" in names and any(n.startswith("prior") for n in names)
@@ -922,7 +923,7 @@ def test_parity_page_generated_and_typed_vectors(runs):
     at.text_input(key="par_text").input("1 0 1")
     run_ok(at)
     assert "takes 8 values" in at.error[0].value
-    assert len(at.dataframe[0].value) == 2 and len(charts(at)) == 2      # easy vs hard still shows
+    assert len(at.dataframe[0].value) == 2 and len(charts(at)) == 4      # easy vs hard (and "worth it?") still show
 
 
 def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
@@ -932,6 +933,82 @@ def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
     t = read_card(ASSETS / "parity-15")["metrics"]["test"]
     gap = t["hard"]["expected_steps"] - t["easy"]["expected_steps"]
     assert any(f"hard − easy {gap:+.2f}" in c.value and "10,000 problems" in c.value for c in at.caption)
+
+
+# ----------------------------------------------------------------------------- is the extra thought worth it?
+# The digit, parity, rotation and Compare pages: accuracy against mean steps for a fixed depth, a confidence exit
+# and the learned halting, the sentence under it, and per-step accuracy by group; numbers as ponder.evaluate
+# gives them on the same first 2,000 test items (explorer.worth.ITEMS).
+
+
+def _worth(at):
+    return [f for f in charts(at) if "worth it" in f["layout"].get("title", {}).get("text", "")]
+
+
+def _by_group(at):
+    return next(f for f in charts(at) if f["layout"].get("title", {}).get("text", "").startswith("Accuracy if it stopped at step n, by"))
+
+
+def _learned(fig, name="learned halting"):
+    return next(t for t in fig["data"] if t.get("name") == name)
+
+
+def test_digit_page_worth_it_chart_sentence_groups_and_where_the_answer_settled(runs, mnist):
+    from explorer.worth import ITEMS
+    at = open_app(model="runs/tiny-mnist")
+    at.segmented_control(key="digit_source").set_value("MNIST test digit")
+    run_ok(at)
+    want = evaluate_mnist(load_checkpoint(runs / "tiny-mnist").model, mnist, limit=ITEMS)
+    eq = want["baselines"]["at_equal_steps"]
+    (fig,) = _worth(at)
+    point = _learned(fig)
+    assert point["x"][0] == pytest.approx(eq["mean_steps"]) and point["y"][0] == pytest.approx(eq["learned"])
+    assert {t.get("name") for t in fig["data"]} >= {"fixed depth", "confidence exit"}
+    assert worth_sentence(eq) in texts(at) and "2,000 test items" in texts(at)
+    groups = _by_group(at)
+    assert [t["name"] for t in groups["data"]] == ["E[n] Q1", "E[n] Q2", "E[n] Q3", "E[n] Q4"]
+    assert list(groups["data"][0]["y"]) == pytest.approx(want["per_step_accuracy_by_group"]["E[n] Q1"])
+    halted = {m.label: m.value for m in at.metric}["Halted at step"].split(" / ")[0]          # "3 / 5"
+    said = [c.value for c in at.caption if "settled" in c.value]
+    assert len(said) == 1 and f"halted at step {halted}" in said[0]
+
+
+def test_parity_page_worth_it_chart_and_easy_hard_per_step_accuracy(runs):
+    from explorer.worth import ITEMS
+    at = open_app(page="parity", model="runs/tiny-parity")
+    ck = load_checkpoint(runs / "tiny-parity")
+    want = evaluate_parity(ck.model, parity_eval_preset(ck.card), size=ITEMS)
+    eq = want["baselines"]["at_equal_steps"]
+    (fig,) = _worth(at)
+    assert _learned(fig)["y"][0] == pytest.approx(eq["learned"])
+    assert worth_sentence(eq) in texts(at)
+    groups = _by_group(at)
+    assert [t["name"] for t in groups["data"]] == ["easy", "hard"]
+    assert list(groups["data"][1]["y"]) == pytest.approx(want["per_step_accuracy_by_group"]["hard"])
+
+
+def test_rotation_page_per_step_accuracy_by_rotation(runs):
+    at = open_app("pages/rotation.py", model="runs/tiny-mnist")
+    at.text_input(key="rot_angles").input("0, 90")
+    at.text_input(key="rot_ranges").input("45")
+    at.number_input(key="rot_limit").set_value(100)
+    at.button(key="rot_go").click()
+    run_ok(at)
+    assert len(_worth(at)) == 1 and "At equal compute" in texts(at)
+    groups = _by_group(at)
+    assert [t["name"] for t in groups["data"]] == ["0°", "90°", "±45°"] and all(len(t["y"]) == 5 for t in groups["data"])
+    assert "100 test images per rotation" in texts(at)
+
+
+def test_compare_page_overlays_the_worth_it_chart_with_a_sentence_per_model(runs):
+    at = open_app("pages/compare.py")
+    at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/tiny-parity"])
+    run_ok(at)
+    (fig,) = _worth(at)
+    names = [t.get("name") for t in fig["data"]]
+    assert "runs/tiny-mnist: learned halting" in names and "runs/tiny-parity: learned halting" in names
+    said = texts(at)
+    assert said.count("At equal compute") == 2 and "runs/tiny-parity" in said
 
 
 # ----------------------------------------------------------------------------- any page: a run that cannot be loaded
