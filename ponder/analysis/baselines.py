@@ -45,45 +45,56 @@ def confidence_exit(correct: torch.Tensor, conf: torch.Tensor, tau: float) -> tu
     return s.double().mean().item(), right.double().mean().item()
 
 
-def default_thresholds(conf: torch.Tensor, k: int = 25) -> list:
-    """k thresholds spread over the answers' probabilities (their quantiles, so the curve has points where the
-    probabilities lie: for a confident model most are above 0.99), from 0 (every input answers at step 1)
-    to one above any probability (every input runs N steps)."""
+def default_thresholds(conf: torch.Tensor, correct: Optional[torch.Tensor] = None, k: int = 25) -> list:
+    """Thresholds spread over the answers' probabilities (k quantiles, so the curve has points where the
+    probabilities lie: for a confident model most are above 0.99), from 0 (every input answers at step 1) to one
+    above any probability (every input runs N steps); with `correct`, also the two thresholds that bracket every
+    half step of mean steps, so that no stretch of the curve between two points is longer than half a step."""
     flat = conf.flatten().double()
     if len(flat) > 1_000_000:                                                   # torch.quantile's size limit
         flat = flat[torch.linspace(0, len(flat) - 1, 1_000_000).long()]
-    qs = torch.quantile(flat, torch.linspace(0, 1, k - 2, dtype=torch.float64)).tolist()
-    return sorted({0.0, *qs, 1.01})
+    taus = {0.0, 1.01, *torch.quantile(flat, torch.linspace(0, 1, k - 2, dtype=torch.float64)).tolist()}
+    if correct is not None:
+        N = conf.shape[0]
+        for m in torch.linspace(1, N, 2 * (N - 1) + 1).tolist():
+            taus.update(_bracket(correct, conf, m)[:2])
+    return sorted(taus)
 
 
 def confidence_curve(correct: torch.Tensor, conf: torch.Tensor, thresholds=None) -> list:
     """[{threshold, mean_steps, accuracy}] of the confidence exit, in order of the threshold."""
     rows = []
-    for tau in (default_thresholds(conf) if thresholds is None else thresholds):
+    for tau in (default_thresholds(conf, correct) if thresholds is None else thresholds):
         ms, acc = confidence_exit(correct, conf, float(tau))
         rows.append({"threshold": float(tau), "mean_steps": ms, "accuracy": acc})
     return rows
 
 
-def confidence_exit_at(correct: torch.Tensor, conf: torch.Tensor, mean_steps: float) -> dict:
-    """The confidence exit at a given mean number of steps: {accuracy, threshold}. Mean steps rise with the
-    threshold, so a bisection over the answers' distinct probabilities finds the two neighbouring thresholds
-    whose mean steps bracket `mean_steps`; the accuracy is interpolated between them (threshold: the lower)."""
+def _bracket(correct: torch.Tensor, conf: torch.Tensor, mean_steps: float) -> tuple:
+    """(τ_lo, τ_hi, (steps, accuracy) at τ_lo, at τ_hi): two neighbouring thresholds among the answers' distinct
+    probabilities (and 0, 2) whose mean steps bracket `mean_steps` (both ends the same outside the range).
+    Mean steps rise with the threshold, so a bisection finds them."""
     taus = torch.cat([torch.zeros(1, dtype=torch.float64), conf.double().flatten().unique(),
                       torch.tensor([2.0], dtype=torch.float64)])                # sorted; 0 -> step 1, 2 -> step N
     lo, hi = 0, len(taus) - 1
     at = {i: confidence_exit(correct, conf, taus[i].item()) for i in (lo, hi)}
     if mean_steps <= at[lo][0]:
-        return {"accuracy": at[lo][1], "threshold": taus[lo].item()}
-    if mean_steps >= at[hi][0]:
-        return {"accuracy": at[hi][1], "threshold": taus[hi].item()}
+        hi = lo
+    elif mean_steps >= at[hi][0]:
+        lo = hi
     while hi - lo > 1:                                                          # at[lo] < mean_steps <= at[hi]
         mid = (lo + hi) // 2
         at[mid] = confidence_exit(correct, conf, taus[mid].item())
         lo, hi = (mid, hi) if at[mid][0] < mean_steps else (lo, mid)
-    (m0, a0), (m1, a1) = at[lo], at[hi]
-    w = (mean_steps - m0) / (m1 - m0)
-    return {"accuracy": a0 + w * (a1 - a0), "threshold": taus[lo].item()}
+    return taus[lo].item(), taus[hi].item(), at[lo], at[hi]
+
+
+def confidence_exit_at(correct: torch.Tensor, conf: torch.Tensor, mean_steps: float) -> dict:
+    """The confidence exit at a given mean number of steps: {accuracy, threshold}, the accuracy interpolated
+    between the two neighbouring thresholds whose mean steps bracket `mean_steps` (threshold: the lower)."""
+    t0, _, (m0, a0), (m1, a1) = _bracket(correct, conf, mean_steps)
+    w = 0.0 if m1 == m0 else (mean_steps - m0) / (m1 - m0)
+    return {"accuracy": a0 + w * (a1 - a0), "threshold": t0}
 
 
 def interpolate(steps, accuracy, mean_steps: float) -> float:
