@@ -159,8 +159,9 @@ def stats_cells(r: dict, expected: bool = False) -> str:
 
 
 def table(title: str, header: str) -> list:
-    """A section heading and a table header: '| a | b |' -> heading, blank, header, separator."""
-    return [f"## {title}", "", header, "|" + "---|" * header.count(" | ") + "---|"]
+    """A section heading and a table header: '| a | b |' -> heading, blank, header, separator (no heading
+    for an empty title)."""
+    return ([f"## {title}", ""] if title else []) + [header, "|" + "---|" * header.count(" | ") + "---|"]
 
 
 def default_section(name: str, m: dict) -> list:
@@ -254,9 +255,14 @@ def worth_section(models: dict) -> list:
     rows = [(n, m["metrics"]) for n, m in models.items() if "baselines" in m.get("metrics", {})]
     if not rows:
         return []
-    lines = table("Is the extra thought worth it? Three halting policies at equal compute",
-                  "| model | mean steps (E[n]) | learned halting (95% sampling interval; one sampled pass) | "
-                  "fixed depth | confidence exit (threshold) | settle step | E[n] − settle | never settled |")
+    lines = ["## Is the extra thought worth it? Three halting policies at equal compute", "",
+             "One full unroll of each test set ('sample' mode, seed 0; `python -m ponder evaluate RUN --json`: "
+             "`baselines`, `settle`). Learned halting: its expected accuracy Σ p_n·correct_n at its mean E[n]; fixed "
+             "depth: always answering at step n, interpolated to the same mean steps; confidence exit: answering at "
+             "the first step whose answer's probability reaches the threshold, the threshold set so the mean steps "
+             "are the same. Settle step: the first step from which every later answer is right.", ""]
+    lines += table("", "| model | mean steps (E[n]) | learned halting (95% sampling interval; one sampled pass) | "
+                       "fixed depth | confidence exit (threshold) | settle step | E[n] − settle | never settled |")
     for name, t in rows:
         a, st = t["baselines"]["at_equal_steps"], t["settle"]
         (lo, hi), sampled = a["learned_interval"], a.get("learned_sampled")
