@@ -69,7 +69,7 @@ def worth_fig(series: Sequence[dict], title: str = "") -> go.Figure:
             hovertemplate=f"{prefix}%{{text}} at %{{x:.2f}} mean steps<br>accuracy %{{y:.4f}}<extra></extra>"))
     set_layout(fig, xaxis={**step_axis(n_max, title="mean steps per input"), "tickformat": None},
                yaxis=dict(title="test accuracy", range=y_range(series)))
-    return layout(fig, title or "Is the extra thought worth it? Accuracy at equal compute")
+    return layout(fig, title or "Accuracy at equal compute: learned halting vs two rules")
 
 
 def by_group_fig(groups: dict, title: str = "Accuracy if it stopped at step n, by group") -> go.Figure:

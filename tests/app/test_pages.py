@@ -942,7 +942,7 @@ def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
 
 
 def _worth(at):
-    return [f for f in charts(at) if "worth it" in f["layout"].get("title", {}).get("text", "")]
+    return [f for f in charts(at) if "equal compute" in f["layout"].get("title", {}).get("text", "")]
 
 
 def _by_group(at):
