@@ -30,18 +30,19 @@ def fixed_depth(correct: torch.Tensor) -> torch.Tensor:
     return correct.double().mean(1)
 
 
-def exit_steps(conf: torch.Tensor, tau: float) -> torch.Tensor:
-    """1-based step of the first answer with probability >= tau, N where none is. [B]"""
-    N = conf.shape[0]
-    hit = (conf >= tau).clone()                                                 # [N, B]
-    hit[-1] = True                                                              # the last step answers anyway
-    return hit.double().argmax(0) + 1                                           # first True
+def exit_steps(conf: torch.Tensor, tau: float, peak: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """1-based step of the first answer with probability >= tau, N where none is. [B]
+    peak: conf.cummax(0).values if already computed (the first step whose running maximum reaches tau is the
+    first step that reaches it, and the steps below it are counted, not searched)."""
+    peak = conf.cummax(0).values if peak is None else peak                      # [N, B] nondecreasing in n
+    return ((peak < tau).sum(0) + 1).clamp(max=conf.shape[0])                  # [B]
 
 
-def confidence_exit(correct: torch.Tensor, conf: torch.Tensor, tau: float) -> tuple:
-    """(mean steps, accuracy) of the confidence exit at threshold tau."""
-    s = exit_steps(conf, tau)                                                   # [B]
-    right = correct.gather(0, (s - 1).long().unsqueeze(0))[0]                  # [B]
+def confidence_exit(correct: torch.Tensor, conf: torch.Tensor, tau: float,
+                    peak: Optional[torch.Tensor] = None) -> tuple:
+    """(mean steps, accuracy) of the confidence exit at threshold tau (peak: as exit_steps)."""
+    s = exit_steps(conf, tau, peak)                                             # [B]
+    right = correct.gather(0, (s - 1).unsqueeze(0))[0]                         # [B]
     return s.double().mean().item(), right.double().mean().item()
 
 
@@ -55,36 +56,42 @@ def default_thresholds(conf: torch.Tensor, correct: Optional[torch.Tensor] = Non
         flat = flat[torch.linspace(0, len(flat) - 1, 1_000_000).long()]
     taus = {0.0, 1.01, *torch.quantile(flat, torch.linspace(0, 1, k - 2, dtype=torch.float64)).tolist()}
     if correct is not None:
-        N = conf.shape[0]
+        N, cands = conf.shape[0], candidates(conf)
         for m in torch.linspace(1, N, 2 * (N - 1) + 1).tolist():
-            taus.update(_bracket(correct, conf, m)[:2])
+            taus.update(_bracket(correct, conf, m, cands)[:2])
     return sorted(taus)
 
 
 def confidence_curve(correct: torch.Tensor, conf: torch.Tensor, thresholds=None) -> list:
     """[{threshold, mean_steps, accuracy}] of the confidence exit, in order of the threshold."""
-    rows = []
+    rows, peak = [], conf.cummax(0).values
     for tau in (default_thresholds(conf, correct) if thresholds is None else thresholds):
-        ms, acc = confidence_exit(correct, conf, float(tau))
+        ms, acc = confidence_exit(correct, conf, float(tau), peak)
         rows.append({"threshold": float(tau), "mean_steps": ms, "accuracy": acc})
     return rows
 
 
-def _bracket(correct: torch.Tensor, conf: torch.Tensor, mean_steps: float) -> tuple:
-    """(τ_lo, τ_hi, (steps, accuracy) at τ_lo, at τ_hi): two neighbouring thresholds among the answers' distinct
-    probabilities (and 0, 2) whose mean steps bracket `mean_steps` (both ends the same outside the range).
-    Mean steps rise with the threshold, so a bisection finds them."""
-    taus = torch.cat([torch.zeros(1, dtype=torch.float64), conf.double().flatten().unique(),
-                      torch.tensor([2.0], dtype=torch.float64)])                # sorted; 0 -> step 1, 2 -> step N
+def candidates(conf: torch.Tensor) -> torch.Tensor:
+    """Every threshold that makes a different policy: 0 (step 1), the answers' distinct probabilities, 2 (step N)."""
+    return torch.cat([torch.zeros(1, dtype=torch.float64), conf.double().flatten().unique(),
+                      torch.tensor([2.0], dtype=torch.float64)])                # sorted
+
+
+def _bracket(correct: torch.Tensor, conf: torch.Tensor, mean_steps: float, taus: Optional[torch.Tensor] = None) -> tuple:
+    """(τ_lo, τ_hi, (steps, accuracy) at τ_lo, at τ_hi): two neighbouring thresholds among the candidates whose
+    mean steps bracket `mean_steps` (both ends the same outside the range). Mean steps rise with the threshold,
+    so a bisection finds them."""
+    taus = candidates(conf) if taus is None else taus
+    peak = conf.cummax(0).values
     lo, hi = 0, len(taus) - 1
-    at = {i: confidence_exit(correct, conf, taus[i].item()) for i in (lo, hi)}
+    at = {i: confidence_exit(correct, conf, taus[i].item(), peak) for i in (lo, hi)}
     if mean_steps <= at[lo][0]:
         hi = lo
     elif mean_steps >= at[hi][0]:
         lo = hi
     while hi - lo > 1:                                                          # at[lo] < mean_steps <= at[hi]
         mid = (lo + hi) // 2
-        at[mid] = confidence_exit(correct, conf, taus[mid].item())
+        at[mid] = confidence_exit(correct, conf, taus[mid].item(), peak)
         lo, hi = (mid, hi) if at[mid][0] < mean_steps else (lo, mid)
     return taus[lo].item(), taus[hi].item(), at[lo], at[hi]
 

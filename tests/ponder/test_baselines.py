@@ -108,6 +108,16 @@ def test_fixed_depth_at_n_and_the_two_extreme_thresholds(u):
 
 
 @settings(max_examples=150, deadline=None)
+@given(unrolls(), st.floats(0, 1.1))
+def test_the_exit_step_is_the_first_step_at_or_above_the_threshold(u, tau):
+    _, conf, _ = u
+    N = conf.shape[0]
+    for b, s in enumerate(exit_steps(conf, tau).tolist()):
+        col = conf[:, b].tolist()
+        assert s == next((n for n, c in enumerate(col, 1) if c >= tau), N)
+
+
+@settings(max_examples=150, deadline=None)
 @given(unrolls(), st.floats(0, 1), st.floats(0, 1))
 def test_a_higher_threshold_never_exits_earlier(u, t1, t2):
     _, conf, _ = u
