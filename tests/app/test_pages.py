@@ -142,7 +142,7 @@ def test_digit_page_reads_a_drawing_injected_through_session_state(runs):
     run_ok(at)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Prediction"] == "7", texts(at)   # the shipped model reads the drawn 7
-    assert len(charts(at)) == 5 and not at.info
+    assert len(charts(at)) == 7 and not at.info                  # 5 and the "worth it?" pair
 
 
 def test_the_drawing_survives_a_page_switch(runs):
@@ -234,7 +234,7 @@ def test_digit_page_drawings_and_uploads_give_a_hint_or_a_prediction(runs):
     at.file_uploader(key="digit_upload").set_value(("seven.png", encode_image(seven_picture((400, 300)), "PNG"), "image/png"))
     at.slider(key="angle").set_value(-90)
     run_ok(at)
-    assert len(charts(at)) == 5 and "rotated -90°" in at.image[0].captions[0]
+    assert len(charts(at)) == 7 and "rotated -90°" in at.image[0].captions[0]        # 5 and the "worth it?" pair
 
 
 def _metric(at, label):
@@ -299,7 +299,7 @@ def test_digit_page_two_models_side_by_side(runs):
     at.sidebar.selectbox(key="second_model").set_value("runs/broken-mnist")      # its weights cannot be read
     run_ok(at)
     assert len(at.error) == 1 and "\n" not in at.error[0].value                     # one red line, and the rest
-    assert len(_metric(at, "E[n]")) == 1 and len(charts(at)) == 5                   # of the page still there
+    assert len(_metric(at, "E[n]")) == 1 and len(charts(at)) == 7                   # of the page still there
 
 
 def test_digit_page_introduces_pondernet(runs):
@@ -871,7 +871,7 @@ def test_import_on_the_compare_page_validates_uploads(runs):
                for s in at.sidebar.success)
     assert "runs/from-upload" in at.multiselect(key="compare_models").value        # and it joins the comparison
     load_checkpoint(runs / "from-upload")
-    assert len(charts(at)) == 5
+    assert len(charts(at)) == 6                                            # 5 and the "worth it?" overlay
 
 
 def test_compare_and_sweep_pages_with_a_broken_run(runs):
@@ -897,7 +897,7 @@ def test_compare_page_measures_a_run_whose_card_has_no_metrics(runs):
     df = at.dataframe[0].value
     row = df[df["model"] == "runs/plain-mnist"].iloc[0]
     assert row["test n"] == 1000 and 0 <= row["accuracy"] <= 1          # measured now on 1,000 test images
-    assert "No test metrics for" not in texts(at) and len(charts(at)) == 5
+    assert "No test metrics for" not in texts(at) and len(charts(at)) == 6      # 5 and the "worth it?" overlay
 
 
 # ----------------------------------------------------------------------------- 6. Parity
