@@ -1,7 +1,7 @@
 """Compare runs: halting distributions, per-step accuracy and training curves of several models."""
 import streamlit as st
 
-from explorer import figures, forms, loaders, tables, ui
+from explorer import figures, forms, loaders, tables, ui, worth
 
 ui.app_guard("compare")
 st.title("Compare runs")
@@ -38,6 +38,9 @@ with c2:
     ui.chart(figures.overlay_steps_fig(acc, "per_step_accuracy", "Accuracy if it stopped at step n",
                                        "accuracy", [max(0.0, low - 0.02), 1.0]),
              "Test accuracy of the answer each model would give if forced to stop at step n.")
+
+st.subheader("Is the extra thought worth it?")
+worth.compare_ui(entries)
 
 histories = {k: v for k, v in histories.items() if v}
 st.subheader("Training curves")

@@ -1,7 +1,7 @@
 """Ponder a digit: draw, pick or upload a digit, rotate it, and watch the network decide when to stop."""
 import streamlit as st
 
-from explorer import canvas, digit_page, links, loaders, ui, views
+from explorer import canvas, digit_page, links, loaders, ui, views, worth
 from ponder.ood import unlike_digits
 from ponder.analysis.studies import seen_at_steps, trace_input, view_labels
 
@@ -31,6 +31,7 @@ with right:
         views.seen_image_ui(canvas.seen_image(x), f"What the model sees (28×28{f', rotated {angle:g}°' if angle else ''})")
     with c2:
         views.answer_ui(trace, CLASSES, truth)
+        worth.settle_ui(trace, truth)
     # the drawing as drawn (a rotation is the user's own study), and this model's confidence
     digit_page.unlike_digit_ui(unlike_digits(digit, trace.confidence))
 
@@ -46,3 +47,4 @@ st.divider()
 views.trace_charts_ui(trace, CLASSES, truth)
 with st.expander("Test digits it ponders least and most (E[n] over the first 2,000 test digits)"):
     views.pondering_gallery_ui(loaders.pondering_gallery(str(entry.path), loaders.stamp(entry.path)), CLASSES)
+worth.section_ui(entry, "digit")

@@ -1,7 +1,7 @@
 """Parity: one input vector step by step, then easy vs hard (vs extrapolation) test sets."""
 import streamlit as st
 
-from explorer import inputs, links, loaders, study_figures, tables, ui, views
+from explorer import inputs, links, loaders, study_figures, tables, ui, views, worth
 from ponder.data import parity_target
 from ponder.analysis.studies import trace_input
 
@@ -57,3 +57,4 @@ with c2:
              key="par_byk")
 st.dataframe([{"set": k, "accuracy": v["accuracy"], "mean steps": v["mean_steps"], "E[n]": v["expected_steps"],
                "problems": v["count"]} for k, v in sets.items()], hide_index=True)
+worth.section_ui(entry, "par")

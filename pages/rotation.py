@@ -1,7 +1,7 @@
 """Rotation study: accuracy and halting steps of an MNIST model on rotated test digits."""
 import streamlit as st
 
-from explorer import inputs, links, loaders, study_figures, ui
+from explorer import inputs, links, loaders, study_figures, ui, worth
 from ponder.halting import MODES
 from ponder.analysis.studies import rotation_verdict, rotation_label
 
@@ -69,3 +69,4 @@ with c2:
              "One dot per test image: the step it halted at (jittered) and the probability of its answer; "
              "green right, red wrong.")
 ui.rotation_table_ui(labels, rows)
+worth.rotation_section_ui(entry, rows, n_images)

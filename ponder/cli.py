@@ -319,7 +319,8 @@ class _ctrl_c_cancels:
 
 
 def cmd_evaluate(args) -> int:
-    from .analysis.studies import rotation_study
+    from .analysis.baselines import summary_lines
+    from .analysis.studies import rotation_label, rotation_study
     from .analysis.unroll import measure_test
     from .atomic import jsonable
     from .checkpoint import load_checkpoint
@@ -334,6 +335,7 @@ def cmd_evaluate(args) -> int:
     rows = rotation_study(ck.model, *images, args.rotations, args.uniform, args.mode, args.seed) if images else []
     res["rotations"] = [r for r in rows if r["kind"] == "fixed"]
     res["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
+    res["per_step_accuracy_by_group"].update({f"rotation {rotation_label(r)}": r["per_step_accuracy"] for r in rows})
     res["run"] = str(ck.path)
     if args.json:                           # strict JSON: NaN / inf are written as null
         print(json.dumps(jsonable(res), allow_nan=False))
@@ -358,6 +360,11 @@ def cmd_evaluate(args) -> int:
         label = f"{row['angle']:g} deg" if row["kind"] == "fixed" else f"U(+-{row['angle']:g}) deg"
         print(f"rotation {label:>14}: accuracy {row['accuracy']:.4f}  {what} {row['mean_steps']:.2f} +- "
               f"{row['std_steps']:.2f}  E[n] {row['expected_steps']:.2f}")
+    for text in summary_lines(res["baselines"]["at_equal_steps"]):
+        print(text)
+    st = res["settle"]
+    print(f"settle step (answers right from then on): mean {two_decimals(st['mean_settle_step'])}, E[n] - settle "
+          f"{two_decimals(st['mean_expected_minus_settle'])}, never settled {st['never_settled']}")
     if "easy" in res:
         for k in ("easy", "hard"):
             r = res[k]

@@ -22,7 +22,7 @@ from .halting import PonderNet
 from .tasks import get_task
 from .train import Progress, TrainResult, device_name, train
 
-BREAKDOWNS = ("by_class", "by_k")          # per-class / per-k rows: in results, not in a card
+BREAKDOWNS = ("by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group")   # in results, not in a card
 QUICK_TEST_ITEMS = 2000    # test items measured where the whole test set would keep a person waiting: a run the
                            # explorer trains, and a run listed there whose card has no test metrics
 

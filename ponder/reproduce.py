@@ -17,6 +17,7 @@ import torch
 from . import data as D, lifecycle
 from .card import mean_expected_steps, two_decimals, update_card
 from .checkpoint import load_checkpoint
+from .analysis.baselines import worth_sentence
 from .analysis.studies import prior_mean, rotation_study, rotation_verdict
 from .analysis.unroll import measure_test
 from .config import ConfigError, TrainConfig
@@ -164,8 +165,9 @@ def stats_cells(r: dict, expected: bool = False) -> str:
 
 
 def table(title: str, header: str) -> list:
-    """A section heading and a table header: '| a | b |' -> heading, blank, header, separator."""
-    return [f"## {title}", "", header, "|" + "---|" * header.count(" | ") + "---|"]
+    """A section heading and a table header: '| a | b |' -> heading, blank, header, separator (no heading
+    for an empty title)."""
+    return ([f"## {title}", ""] if title else []) + [header, "|" + "---|" * header.count(" | ") + "---|"]
 
 
 def default_section(name: str, m: dict) -> list:
@@ -238,6 +240,7 @@ def results_markdown(r: dict) -> str:
         failed = [n for n, m in sweep if m["status"] == "failed"]
         lines += ["", f"Failed runs: {', '.join(failed) if failed else 'none (every run finished with a finite loss)'}.", ""]
     lines += [line for name, m in models.items() if "by_k" in m["metrics"] for line in parity_section(name, m)]
+    lines += worth_section(models)
     return "\n".join(lines) + "\n"
 
 
@@ -250,4 +253,35 @@ def parity_section(name: str, m: dict) -> list:
     for k, r in (("all", dict(t, k_range=t["test_k"])), ("easy", t["easy"]), ("hard", t["hard"])):
         lines.append(f"| {k} | {r['k_range']} | {r['accuracy']:.4f} | {r['mean_steps']:.2f} | "
                      f"{two_decimals(mean_expected_steps(r))} |")
+    return lines + [""]
+
+
+def worth_section(models: dict) -> list:
+    """The learned halting against a fixed depth and a confidence exit at equal mean steps, every model
+    (ponder.analysis.baselines; models measured before the baselines existed are left out)."""
+    rows = [(n, m["metrics"]) for n, m in models.items() if "baselines" in m.get("metrics", {})]
+    if not rows:
+        return []
+    lines = ["## Is the extra thought worth it? Three halting policies at equal compute", "",
+             "One full unroll of each test set ('sample' mode, seed 0; `python -m ponder evaluate RUN --json`: "
+             "`baselines`, `settle`). Learned halting: its expected accuracy Σ p_n·correct_n at its mean E[n]; fixed "
+             "depth: always answering at step n, interpolated to the same mean steps; confidence exit: answering at "
+             "the first step whose answer's probability reaches the threshold, the threshold set so the mean steps "
+             "are the same. Settle step: the first step from which every later answer is right.", ""]
+    lines += table("", "| model | mean steps (E[n]) | learned halting (95% sampling interval; one sampled pass) | "
+                       "fixed depth | confidence exit (threshold) | settle step | E[n] − settle | never settled |")
+    for name, t in rows:
+        a, st = t["baselines"]["at_equal_steps"], t["settle"]
+        (lo, hi), sampled = a["learned_interval"], a.get("learned_sampled")
+        lines.append(f"| {name} | {a['mean_steps']:.2f} | {a['learned']:.4f} ({lo:.4f}–{hi:.4f}; "
+                     f"{'-' if sampled is None else format(sampled, '.4f')}) | "
+                     f"{a['fixed_depth']:.4f} | {a['confidence_exit']:.4f} ({a['confidence_threshold']:.5f}) | "
+                     f"{two_decimals(st['mean_settle_step'])} | {two_decimals(st['mean_expected_minus_settle'])} | "
+                     f"{st['never_settled']} of {st['count']} |")
+    lines += [""] + [f"- {name}: {worth_sentence(t['baselines']['at_equal_steps'])}" for name, t in rows]
+    groups = [(n, g) for n, t in rows for g, v in t["settle"].get("by_group", {}).items() if g in ("easy", "hard")]
+    if groups:
+        lines += ["", "| parity model | set | E[n] − settle |", "|---|---|---|"]
+        lines += [f"| {n} | {g} | {two_decimals(dict(rows)[n]['settle']['by_group'][g]['mean_expected_minus_settle'])} |"
+                  for n, g in groups]
     return lines + [""]

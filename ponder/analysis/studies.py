@@ -129,7 +129,7 @@ def rotation_study(model: PonderNet, x_uint8: torch.Tensor, y: torch.Tensor, ang
     angle ~ U(−d, d), drawn with seed + 1).
 
     Row: kind ('fixed' / 'uniform'), angle, n, accuracy, mean/median/std steps, halting_distribution
-    [N] (mean p_n). per_sample adds steps, confidence, correct (lists) and q1, q3, lo, hi (box).
+    [N] (mean p_n), per_step_accuracy [N]. per_sample adds steps, confidence, correct (lists) and q1, q3, lo, hi (box).
     """
     rows = []
     for kind, a in [("fixed", float(a)) for a in angles] + [("uniform", float(d)) for d in ranges]:
@@ -140,7 +140,8 @@ def rotation_study(model: PonderNet, x_uint8: torch.Tensor, y: torch.Tensor, ang
         stats = unroll_stats(model, x, y, mode, batch_size, seed)
         s = summarize(stats, y, model.lambda_p, by_class=False)
         row = dict(kind=kind, angle=a, expected_steps=s["expected_steps"]["mean"],
-                   **{k: s[k] for k in ("n", "accuracy", "mean_steps", "median_steps", "std_steps", "halting_distribution")})
+                   **{k: s[k] for k in ("n", "accuracy", "mean_steps", "median_steps", "std_steps", "halting_distribution",
+                                   "per_step_accuracy")})
         if per_sample:
             steps = stats["halt_step"].numpy().astype(np.float64)
             row.update(steps=steps.tolist(), confidence=stats["confidence"].numpy().astype(np.float64).tolist(),

@@ -17,6 +17,7 @@ from ..config import TrainConfig
 from ..halting import PonderNet, answer_mixture, expected_steps, first_true, halt_mask, draw_uniforms
 from ..losses import log_geometric_prior
 from ..tasks import TASKS, get_task
+from .baselines import quartile_groups, worth_it
 
 
 @torch.no_grad()
@@ -25,13 +26,13 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
     """Per-sample results for inputs x [B, ...] and labels [B] (tensors on the model's device).
 
     Returns tensors (CPU): pred, halt_step (float: E[n] for 'expected'), correct, confidence,
-    per_step_correct [N, B], p [N, B].
+    per_step_correct [N, B], per_step_confidence [N, B] (the top class's probability at step n), p [N, B].
     """
     model.eval()
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     use_amp = dev.type == "cuda"
-    rows = {k: [] for k in ("pred", "halt_step", "correct", "confidence", "per_step_correct", "p")}
+    rows = {k: [] for k in ("pred", "halt_step", "correct", "confidence", "per_step_correct", "per_step_confidence", "p")}
     for i in range(0, len(target), batch_size):
         xb, yb = x[i:i + batch_size].to(dev), target[i:i + batch_size].to(dev).long()
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
@@ -51,9 +52,11 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
         rows["halt_step"].append(steps.float().cpu())
         rows["correct"].append((pred == yb).cpu())
         rows["confidence"].append(conf.cpu())
-        rows["per_step_correct"].append((probs.argmax(2) == yb.unsqueeze(0)).cpu())
+        top, top_class = probs.max(2)                                                # [N, B]
+        rows["per_step_correct"].append((top_class == yb.unsqueeze(0)).cpu())
+        rows["per_step_confidence"].append(top.cpu())
         rows["p"].append(p.cpu())
-    cat_dims = {"per_step_correct": 1, "p": 1}
+    cat_dims = {"per_step_correct": 1, "per_step_confidence": 1, "p": 1}
     return {k: torch.cat(v, cat_dims.get(k, 0)) for k, v in rows.items()}
 
 
@@ -143,8 +146,9 @@ def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[
                  seed: int = 0, batch_size: Optional[int] = None) -> dict:
     """The standard test measurement of a run of cfg: its task's test set (the first `limit` items when given;
     `n` in the result says how many), summarize()'s metrics, `mode`, the task's info (split / test_k), a
-    block per difficulty group (parity's easy and hard) and a row per value of its breakdown (by_class, by_k).
-    data: the task's data set (MNIST) when it uses one."""
+    block per difficulty group (parity's easy and hard), a row per value of its breakdown (by_class, by_k), and
+    ponder.analysis.baselines.worth_it over those groups and the quartiles of E[n] (baselines, settle,
+    per_step_accuracy_by_group). data: the task's data set (MNIST) when it uses one."""
     ts = get_task(cfg.task).test_set(model, cfg, data, limit)
     stats = unroll_stats(model, ts.x, ts.y, mode, batch_size or ts.batch_size, seed)
     res = summarize(stats, ts.y, model.lambda_p, by_class=False)
@@ -152,7 +156,11 @@ def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[
     res.update(ts.info)
     for name, (extra, mask) in ts.blocks.items():
         res[name] = {**extra, **group_stats(stats, mask)}
+    groups = {name: mask for name, (_, mask) in ts.blocks.items()}        # per-step accuracy by these groups
     if ts.rows is not None:
         name, key, values = ts.rows
         res[name] = rows_by(stats, values, key)
+        groups.update({ts.row_group.format(key=key, value=int(v)): values == v for v in values.unique()})
+    groups.update(quartile_groups(expected_steps_per_input(stats)))
+    res.update(worth_it(stats, groups))           # the fixed-depth and confidence-exit baselines, settle steps
     return res

@@ -30,6 +30,7 @@ class EvalSet:
     blocks: dict = field(default_factory=dict)   # {name: (extra fields, mask [M])}: one metrics block each,
                                                  # e.g. parity's {"easy": ({"k_range": [1, 4]}, k <= 4), ...}
     batch_size: int = 1000                  # items per forward pass (a sampled halting step's draws follow it)
+    row_group: str = "{key}={value}"        # the name of a rows value's group in per-step accuracy by group
 
 
 class Batches:
@@ -55,6 +56,8 @@ class Task:
     reads: tuple = ()               # the task-specific TrainConfig fields it reads (the forms enable those)
     pages: tuple = ()               # explorer pages with a single-model picker that show this task's models
     default_model: str = ""         # the shipped model those pickers start on
+    shown_groups: tuple = ("E[n] Q", "by quartile of E[n] (Q1: the quarter of inputs it ponders least)")
+                                    # per-step accuracy by group on its pages: a name prefix (or names), in words
     budget_seconds: int = 60        # the training form's default time budget
     data_bytes: int = 0             # bytes of data the training loop holds (ponder.memory's estimate)
     infer_states: int = 0           # floats per hidden unit and step a no-grad unroll keeps alive (ponder.memory)

@@ -83,6 +83,7 @@ class MnistTask(Task):
     reads = ("reader", "rows_per_step", "rotate_train")
     pages = ("digit", "rotation")
     default_model = "mnist-adaptive"
+    shown_groups = ("E[n] Q", "by quartile of E[n] (Q1: the quarter of digits it ponders least)")
     budget_seconds = 60
     data_bytes = 60_000 * (28 * 28 + 8)      # training + validation images (uint8) and labels (int64)
     infer_states = 2                         # the readers keep all N hidden states (one stacked [N, B, H] tensor)
@@ -118,7 +119,8 @@ class MnistTask(Task):
 
     def test_set(self, model, cfg: TrainConfig, data: D.Mnist, limit: Optional[int] = None) -> EvalSet:
         xs, ys = mnist_split(data, "test", limit)
-        return EvalSet(D.mnist_inputs(xs), ys, info={"split": "test"}, rows=("by_class", "label", ys))
+        return EvalSet(D.mnist_inputs(xs), ys, info={"split": "test"}, rows=("by_class", "label", ys),
+                       row_group="digit {value}")
 
     def rotation_inputs(self, data: D.Mnist, limit: Optional[int] = None):
         return mnist_split(data, "test", limit)

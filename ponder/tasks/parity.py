@@ -130,6 +130,7 @@ class ParityTask(Task):
     reads = ("parity_preset", "steps_per_epoch")
     pages = ("parity",)
     default_model = "parity-15"
+    shown_groups = (("easy", "hard"), "on easy and hard problems (the preset's ranges of the number of non-zeros k)")
     budget_seconds = 120
 
     def model_config(self, cfg: TrainConfig) -> ParityConfig:

@@ -25,6 +25,7 @@ from helpers import (APP, ASSETS, charts, edit_card, encode_image, fake_history,
 from ponder.card import CARD, WEIGHTS, read_card
 from ponder.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
+from ponder.analysis.baselines import worth_sentence
 from ponder.analysis.unroll import measure_test
 from ponder.lifecycle import card_metrics
 
@@ -91,7 +92,7 @@ def test_digit_page_blank_canvas_hint_then_pick_and_rotate_a_test_digit(runs):
     metrics = {m.label: m.value for m in at.metric}
     assert set(metrics) >= {"Prediction", "Halted at step", "E[n]"} and metrics["Prediction"] in list("0123456789")
     figs = charts(at)
-    assert len(figs) == 5                                   # the answer's top 3 and the four per-step charts
+    assert len(figs) == 7           # the answer's top 3, the four per-step charts and the "worth it?" pair
     heat = next(f for f in figs if f["data"][0]["type"] == "heatmap")
     assert np.allclose(np.sum(heat["data"][0]["z"], axis=1), 1, atol=1e-5)
     # the seed is visible and 'Sample again' draws a new one; other modes run too
@@ -142,7 +143,7 @@ def test_digit_page_reads_a_drawing_injected_through_session_state(runs):
     run_ok(at)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Prediction"] == "7", texts(at)   # the shipped model reads the drawn 7
-    assert len(charts(at)) == 5 and not at.info
+    assert len(charts(at)) == 7 and not at.info                  # 5 and the "worth it?" pair
 
 
 def test_the_drawing_survives_a_page_switch(runs):
@@ -234,7 +235,7 @@ def test_digit_page_drawings_and_uploads_give_a_hint_or_a_prediction(runs):
     at.file_uploader(key="digit_upload").set_value(("seven.png", encode_image(seven_picture((400, 300)), "PNG"), "image/png"))
     at.slider(key="angle").set_value(-90)
     run_ok(at)
-    assert len(charts(at)) == 5 and "rotated -90°" in at.image[0].captions[0]
+    assert len(charts(at)) == 7 and "rotated -90°" in at.image[0].captions[0]        # 5 and the "worth it?" pair
 
 
 def _metric(at, label):
@@ -299,7 +300,7 @@ def test_digit_page_two_models_side_by_side(runs):
     at.sidebar.selectbox(key="second_model").set_value("runs/broken-mnist")      # its weights cannot be read
     run_ok(at)
     assert len(at.error) == 1 and "\n" not in at.error[0].value                     # one red line, and the rest
-    assert len(_metric(at, "E[n]")) == 1 and len(charts(at)) == 5                   # of the page still there
+    assert len(_metric(at, "E[n]")) == 1 and len(charts(at)) == 7                   # of the page still there
 
 
 def test_digit_page_introduces_pondernet(runs):
@@ -788,7 +789,7 @@ def test_rotation_page_states_the_answer_from_the_numbers(runs):
     assert "Does it ponder longer" in at.subheader[0].value
     assert "test sets" in verdict and "Accuracy goes from" in verdict
     figs = charts(at)
-    assert len(figs) == 4 and any(t["type"] == "box" for f in figs for t in f["data"])
+    assert len(figs) == 6 and any(t["type"] == "box" for f in figs for t in f["data"])      # 4 + the "worth it?" pair
     df = at.dataframe[0].value
     assert list(df["rotation"]) == ["0°", "90°", "±45°"] and "E[n]" in df.columns
     assert df["accuracy"].between(0, 100).all()                         # shown as a percentage
@@ -839,7 +840,7 @@ def test_compare_page_overlays_two_runs(runs):
     at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/tiny-mnist-b"])
     run_ok(at)
     figs = charts(at)
-    assert len(figs) == 5
+    assert len(figs) == 6                                   # with the "worth it?" overlay
     halting = figs[0]
     names = [t["name"] for t in halting["data"]]
     assert "runs/tiny-mnist" in names and "runs/tiny-mnist-b" in names and any(n.startswith("prior") for n in names)
@@ -893,7 +894,7 @@ def test_import_on_the_compare_page_validates_uploads(runs):
                for s in at.sidebar.success)
     assert "runs/from-upload" in at.multiselect(key="compare_models").value        # and it joins the comparison
     load_checkpoint(runs / "from-upload")
-    assert len(charts(at)) == 5
+    assert len(charts(at)) == 6                                            # 5 and the "worth it?" overlay
 
 
 def test_compare_and_sweep_pages_with_a_broken_run(runs):
@@ -920,7 +921,7 @@ def test_compare_page_measures_a_run_whose_card_has_no_metrics(runs):
     row = df[df["model"] == "runs/plain-mnist"].iloc[0]
     # measured now on the first lifecycle.QUICK_TEST_ITEMS (2,000) test images, as a run trained here is
     assert row["test n"] == 2000 and 0 <= row["accuracy"] <= 1
-    assert "No test metrics for" not in texts(at) and len(charts(at)) == 5
+    assert "No test metrics for" not in texts(at) and len(charts(at)) == 6      # 5 and the "worth it?" overlay
 
 
 # ----------------------------------------------------------------------------- 6. Parity
@@ -946,7 +947,7 @@ def test_parity_page_generated_and_typed_vectors(runs):
     at.text_input(key="par_text").input("1 0 1")
     run_ok(at)
     assert "takes 8 values" in at.error[0].value
-    assert len(at.dataframe[0].value) == 2 and len(charts(at)) == 2      # easy vs hard still shows
+    assert len(at.dataframe[0].value) == 2 and len(charts(at)) == 4      # easy vs hard (and "worth it?") still show
 
 
 def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
@@ -956,6 +957,83 @@ def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
     t = read_card(ASSETS / "parity-15")["metrics"]["test"]
     gap = t["hard"]["expected_steps"] - t["easy"]["expected_steps"]
     assert any(f"hard − easy {gap:+.2f}" in c.value and "10,000 problems" in c.value for c in at.caption)
+
+
+# ----------------------------------------------------------------------------- is the extra thought worth it?
+# The digit, parity, rotation and Compare pages: accuracy against mean steps for a fixed depth, a confidence exit
+# and the learned halting, the sentence under it, and per-step accuracy by group; numbers as ponder.analysis.unroll.measure_test
+# gives them on the same first 2,000 test items (explorer.worth.ITEMS).
+
+
+def _worth(at):
+    return [f for f in charts(at) if "equal compute" in f["layout"].get("title", {}).get("text", "")]
+
+
+def _by_group(at):
+    return next(f for f in charts(at) if f["layout"].get("title", {}).get("text", "").startswith("Accuracy if it stopped at step n, by"))
+
+
+def _learned(fig, name="learned halting"):
+    return next(t for t in fig["data"] if t.get("name") == name)
+
+
+def test_digit_page_worth_it_chart_sentence_groups_and_where_the_answer_settled(runs, mnist):
+    from explorer.worth import ITEMS
+    at = open_app(model="runs/tiny-mnist")
+    at.segmented_control(key="digit_source").set_value("MNIST test digit")
+    run_ok(at)
+    ck = load_checkpoint(runs / "tiny-mnist")
+    want = measure_test(ck.model, TrainConfig.from_dict(ck.card["train"]), mnist, ITEMS)
+    eq = want["baselines"]["at_equal_steps"]
+    (fig,) = _worth(at)
+    point = _learned(fig)
+    assert point["x"][0] == pytest.approx(eq["mean_steps"]) and point["y"][0] == pytest.approx(eq["learned"])
+    assert {t.get("name") for t in fig["data"]} >= {"fixed depth", "confidence exit"}
+    assert worth_sentence(eq) in texts(at) and "2,000 test items" in texts(at)
+    groups = _by_group(at)
+    assert [t["name"] for t in groups["data"]] == ["E[n] Q1", "E[n] Q2", "E[n] Q3", "E[n] Q4"]
+    assert list(groups["data"][0]["y"]) == pytest.approx(want["per_step_accuracy_by_group"]["E[n] Q1"])
+    halted = {m.label: m.value for m in at.metric}["Halted at step"].split(" / ")[0]          # "3 / 5"
+    said = [c.value for c in at.caption if "settled" in c.value]
+    assert len(said) == 1 and f"halted at step {halted}" in said[0]
+
+
+def test_parity_page_worth_it_chart_and_easy_hard_per_step_accuracy(runs):
+    from explorer.worth import ITEMS
+    at = open_app(page="parity", model="runs/tiny-parity")
+    ck = load_checkpoint(runs / "tiny-parity")
+    want = measure_test(ck.model, TrainConfig.from_dict(ck.card["train"]), None, ITEMS)
+    eq = want["baselines"]["at_equal_steps"]
+    (fig,) = _worth(at)
+    assert _learned(fig)["y"][0] == pytest.approx(eq["learned"])
+    assert worth_sentence(eq) in texts(at)
+    groups = _by_group(at)
+    assert [t["name"] for t in groups["data"]] == ["easy", "hard"]
+    assert list(groups["data"][1]["y"]) == pytest.approx(want["per_step_accuracy_by_group"]["hard"])
+
+
+def test_rotation_page_per_step_accuracy_by_rotation(runs):
+    at = open_app("pages/rotation.py", model="runs/tiny-mnist")
+    at.text_input(key="rot_angles").input("0, 90")
+    at.text_input(key="rot_ranges").input("45")
+    at.number_input(key="rot_limit").set_value(100)
+    at.button(key="rot_go").click()
+    run_ok(at)
+    assert len(_worth(at)) == 1 and "At equal compute" in texts(at)
+    groups = _by_group(at)
+    assert [t["name"] for t in groups["data"]] == ["0°", "90°", "±45°"] and all(len(t["y"]) == 5 for t in groups["data"])
+    assert "100 test images per rotation" in texts(at)
+
+
+def test_compare_page_overlays_the_worth_it_chart_with_a_sentence_per_model(runs):
+    at = open_app("pages/compare.py")
+    at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/tiny-parity"])
+    run_ok(at)
+    (fig,) = _worth(at)
+    names = [t.get("name") for t in fig["data"]]
+    assert "runs/tiny-mnist: learned halting" in names and "runs/tiny-parity: learned halting" in names
+    said = texts(at)
+    assert said.count("At equal compute") == 2 and "runs/tiny-parity" in said
 
 
 # ----------------------------------------------------------------------------- any page: a run that cannot be loaded

@@ -45,8 +45,21 @@ def test_train_then_evaluate_json_and_text(tmp_path, capsys):
     for key in ("accuracy", "mean_steps", "per_step_accuracy", "halting_distribution", "rotations", "easy", "hard"):
         assert key in res
     assert len(res["per_step_accuracy"]) == 6 and res["n"] == 500 and res["run"] == str(run)
+    b = res["baselines"]                     # the three halting policies, with the names the docs use
+    assert [r["steps"] for r in b["fixed_depth"]] == list(range(1, 7))
+    assert [r["accuracy"] for r in b["fixed_depth"]] == pytest.approx(res["per_step_accuracy"])
+    assert len(b["confidence_exit"]) >= 5 and {"threshold", "mean_steps", "accuracy"} == set(b["confidence_exit"][0])
+    assert {"mean_steps", "learned", "fixed_depth", "confidence_exit"} <= set(b["at_equal_steps"])
+    assert b["at_equal_steps"]["mean_steps"] == pytest.approx(res["expected_steps"]["mean"])
+    assert {"mean_settle_step", "mean_expected_minus_settle", "never_settled"} <= set(res["settle"])
+    groups = res["per_step_accuracy_by_group"]
+    assert {"easy", "hard", "k=1"} <= set(groups) and all(len(v) == 6 for v in groups.values())
     rc, out, _ = run_cli(["evaluate", str(run), "--limit", "500"], capsys)
     assert rc == 0 and "halting step mean" in out and "easy (k in [1, 4])" in out
+    at = b["at_equal_steps"]                 # one line per policy
+    assert f"learned halting:  accuracy {at['learned']:.4f}" in out
+    assert f"fixed depth:      accuracy {at['fixed_depth']:.4f}" in out
+    assert f"confidence exit:  accuracy {at['confidence_exit']:.4f}" in out
 
 
 def test_expected_mode_says_all_steps_run_and_labels_e_n(tmp_path, capsys):
@@ -74,6 +87,9 @@ def test_mnist_evaluate_rotations_json(tmp_path, capsys):
     assert all({"angle", "accuracy", "mean_steps"} <= set(row) for row in res["rotations"])
     assert res["rotations"][0]["accuracy"] == res["accuracy"]            # 0 deg is the unrotated test set
     assert res["uniform_rotations"][0]["angle"] == 22.5 and res["uniform_rotations"][0]["kind"] == "uniform"
+    groups = res["per_step_accuracy_by_group"]           # by E[n] quartile, digit and the rotations asked for
+    assert {"E[n] Q1", "E[n] Q4", "rotation 0°", "rotation 45°", "rotation ±22.5°"} <= set(groups)
+    assert groups["rotation 0°"] == pytest.approx(res["per_step_accuracy"])
     rc, out, _ = run_cli(["evaluate", str(run), "--data-dir", DATA_DIR, "--limit", "300", "--rotations", "90"], capsys)
     assert rc == 0 and "accuracy" in out and "rotation         90 deg: accuracy" in out
 

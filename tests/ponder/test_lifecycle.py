@@ -26,9 +26,11 @@ def test_a_run_is_trained_saved_measured_and_recorded(tmp_path):
     assert done.run_dir == tmp_path / "r" and [p.step for p in reports] == [5, 10, 15, 20]
     card = read_card(done.run_dir)
     assert card["status"] == "completed" and card["steps"] == 20 and len(read_history(done.run_dir)) == 4
-    # one metrics shape: {'test': the full metrics less the per-class / per-k breakdowns}
+    # one metrics shape: {'test': the full metrics less the per-class / per-k breakdowns and the baselines}
     assert set(card["metrics"]) == {"test"}
-    assert card["metrics"]["test"] == {k: v for k, v in done.metrics.items() if k not in ("by_class", "by_k")}
+    assert card["metrics"]["test"] == {k: v for k, v in done.metrics.items() if k not in (
+        "by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group")}
+    assert "baselines" in done.metrics and "baselines" not in card["metrics"]["test"]
     assert "by_k" in done.metrics and card["metrics"]["test"]["n"] == 500
     assert card["metrics"] == lifecycle.card_metrics(done.metrics) == done.recorded
 

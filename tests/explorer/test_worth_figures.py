@@ -1,0 +1,74 @@
+"""explorer/worth_figures.py: the data inside the "worth it?" and by-group figures, and the settle sentence."""
+import numpy as np
+import pytest
+import torch
+
+from explorer import worth_figures as wf
+from ponder.analysis.baselines import worth_it
+
+# a toy unroll (tests/ponder/test_baselines.py works its numbers out by hand)
+STATS = {"per_step_correct": torch.tensor([[0, 1, 0], [1, 0, 0], [1, 1, 0]]).bool(),
+         "per_step_confidence": torch.tensor([[0.5, 0.6, 0.6], [0.8, 0.8, 0.95], [0.99, 0.7, 0.7]], dtype=torch.float64),
+         "p": torch.tensor([[0.2, 0.5, 0.1], [0.5, 0.25, 0.4], [0.3, 0.25, 0.5]], dtype=torch.float64)}
+
+
+def _series(name="toy"):
+    b = worth_it(STATS)["baselines"]
+    return {"name": name, "fixed_depth": b["fixed_depth"], "confidence_exit": b["confidence_exit"],
+            "at": b["at_equal_steps"]}
+
+
+def test_one_model_draws_three_policies_and_the_baselines_at_equal_steps():
+    s = _series()
+    fig = wf.worth_fig([s])
+    by = {t.name: t for t in fig.data if t.name}
+    assert set(by) == {"fixed depth", "confidence exit", "learned halting"}
+    assert list(by["fixed depth"].x) == [1, 2, 3] and list(by["fixed depth"].y) == pytest.approx([1 / 3, 1 / 3, 2 / 3])
+    ce = by["confidence exit"]
+    assert list(ce.x) == sorted(ce.x) and len(ce.x) == len(s["confidence_exit"])
+    learned = by["learned halting"]
+    at = s["at"]
+    assert (learned.x[0], learned.y[0]) == pytest.approx((at["mean_steps"], at["learned"]))
+    lo, hi = at["learned_interval"]
+    assert learned.error_y.array[0] == pytest.approx(hi - at["learned"])
+    assert learned.error_y.arrayminus[0] == pytest.approx(at["learned"] - lo)
+    (open_,) = [t for t in fig.data if not t.name]                      # the two rules at the learned mean steps
+    assert list(open_.y) == pytest.approx([at["fixed_depth"], at["confidence_exit"]])
+    y0, y1 = fig.layout.yaxis.range
+    assert y0 <= min(at["fixed_depth"], at["confidence_exit"], lo) and y1 >= max(at["learned"], 2 / 3)
+
+
+def test_several_models_a_colour_each_and_named_in_the_legend():
+    fig = wf.worth_fig([_series("a"), _series("b")])
+    names = [t.name for t in fig.data if t.name]
+    assert names == ["a: fixed depth", "a: confidence exit", "a: learned halting",
+                     "b: fixed depth", "b: confidence exit", "b: learned halting"]
+    colours = {t.name.split(":")[0]: t.line.color for t in fig.data if t.name and t.name.endswith("fixed depth")}
+    assert colours["a"] != colours["b"]
+
+
+def test_by_group_figure_and_families():
+    groups = {"E[n] Q1": [0.5, 0.9, 1.0], "E[n] Q2": [0.4, 0.8, 0.9], "digit 3": [0.1, 0.2, 0.3]}
+    assert list(wf.family(groups, "E[n] Q")) == ["E[n] Q1", "E[n] Q2"]
+    fig = wf.by_group_fig(wf.family(groups, "E[n] Q"))
+    assert [t.name for t in fig.data] == ["E[n] Q1", "E[n] Q2"] and list(fig.data[1].y) == [0.4, 0.8, 0.9]
+    assert fig.layout.yaxis.range[0] <= 0.4
+
+
+def _probs(answers, classes=3):
+    return np.eye(classes)[answers] * 0.8 + 0.2 / classes        # [N, C], the answer at step n on top
+
+
+@pytest.mark.parametrize("answers, target, known, says", [
+    ([1, 0, 2, 2], 2, True, "settled at step 3 (right from then on); it halted at step 4, and E[n] = 4.50 is 1.50 "
+                            "steps after it settled"),
+    ([2, 2, 2, 2], 2, True, "settled at step 1"),
+    ([1, 0, 2, 0], 2, True, "never settled on the right answer"),
+    ([1, 0, 2, 2], 2, False, "settled at step 3 (its final answer (2) from then on)"),
+])
+def test_the_settle_sentence(answers, target, known, says):
+    assert says in wf.settle_sentence(_probs(answers), target, 4, 4.5, known)
+
+
+def test_the_settle_sentence_when_it_halts_before_it_settles():
+    assert "0.50 steps before it settled" in wf.settle_sentence(_probs([0, 1, 1, 2]), 2, 2, 3.5)

@@ -1,0 +1,202 @@
+"""ponder/analysis/baselines.py: fixed depth, confidence exit and the learned halting at equal compute; settle
+steps; per-step accuracy by group; the sentence under the "worth it?" chart."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from helpers import tiny_model
+from ponder import data as D
+from ponder.analysis.baselines import (at_equal_steps, class_groups, confidence_curve, confidence_exit,
+                                       confidence_exit_at, exit_steps, fixed_depth, learned, quartile_groups,
+                                       range_groups, settle, settle_steps, worth_it, worth_sentence)
+from ponder.analysis.unroll import unroll_stats
+
+# The toy: three inputs a, b, c (columns), N = 3 steps (rows).
+CORRECT = torch.tensor([[0, 1, 0],        # step 1: only b right
+                        [1, 0, 0],        # step 2: only a right
+                        [1, 1, 0]]).bool()  # step 3: a and b right; c is never right
+CONF = torch.tensor([[0.5, 0.6, 0.6],
+                     [0.8, 0.8, 0.95],
+                     [0.99, 0.7, 0.7]], dtype=torch.float64)
+P = torch.tensor([[0.2, 0.5, 0.1],
+                  [0.5, 0.25, 0.4],
+                  [0.3, 0.25, 0.5]], dtype=torch.float64)
+# Worked by hand:
+# fixed depth: step 1 1/3, step 2 1/3, step 3 2/3.
+# E[n]: a 0.2 + 2·0.5 + 3·0.3 = 2.1; b 0.5 + 0.5 + 0.75 = 1.75; c 0.1 + 0.8 + 1.5 = 2.4; mean 6.25/3 = 2.083333.
+# learned expected accuracy Σ p_n·correct_n: a 0.5 + 0.3 = 0.8; b 0.5 + 0.25 = 0.75; c 0; mean 1.55/3 = 0.516667;
+#   95 % half width 1.959964·sqrt(0.8·0.2 + 0.75·0.25 + 0)/3 = 1.959964·0.589491/3 = 0.385127.
+# confidence exit τ = 0.7: a 0.5 < τ, 0.8 >= τ -> step 2 (right); b 0.6, 0.8 -> 2 (wrong); c 0.6, 0.95 -> 2 (wrong):
+#   mean steps 2, accuracy 1/3.
+# τ = 0.95: a -> 3 (0.99, right); b never -> 3 (right); c -> 2 (0.95, wrong): mean steps 8/3, accuracy 2/3.
+# at the learned mean 2.083333: fixed depth between step 2 (1/3) and step 3 (2/3): 1/3 + 0.083333·1/3 = 0.361111;
+#   confidence exit: the distinct probabilities as thresholds give mean steps 1 (0.5), 4/3 (0.6), 2 (0.7, 0.8),
+#   8/3 (0.95), 3 (0.99); 2.083333 lies between τ = 0.8 (2, 1/3) and τ = 0.95 (8/3, 2/3):
+#   w = 0.083333/0.666667 = 0.125, accuracy 1/3 + 0.125·1/3 = 0.375, threshold 0.8.
+# settle: a right at steps 2 and 3 -> 2; b wrong at 2, right at 3 -> 3; c never. Mean settle 2.5;
+#   E[n] − settle: a 0.1, b −1.25, mean −0.575; never settled 1.
+
+
+def test_the_toy_worked_by_hand():
+    assert fixed_depth(CORRECT).tolist() == pytest.approx([1 / 3, 1 / 3, 2 / 3])
+    assert exit_steps(CONF, 0.7).tolist() == [2, 2, 2]
+    assert confidence_exit(CORRECT, CONF, 0.7) == pytest.approx((2.0, 1 / 3))
+    assert exit_steps(CONF, 0.95).tolist() == [3, 3, 2]
+    assert confidence_exit(CORRECT, CONF, 0.95) == pytest.approx((8 / 3, 2 / 3))
+    ln = learned(CORRECT, P)
+    assert ln["mean_steps"] == pytest.approx(2.083333, abs=1e-6)
+    assert ln["accuracy"] == pytest.approx(0.516667, abs=1e-6)
+    assert ln["interval"] == pytest.approx([0.516667 - 0.385127, 0.516667 + 0.385127], abs=1e-6)
+    at = at_equal_steps(CORRECT, CONF, P)
+    assert at["mean_steps"] == pytest.approx(2.083333, abs=1e-6)
+    assert at["fixed_depth"] == pytest.approx(0.361111, abs=1e-6)
+    assert at["confidence_exit"] == pytest.approx(0.375)
+    assert at["confidence_threshold"] == pytest.approx(0.8)
+    assert settle_steps(CORRECT).tolist() == [2, 3, 0]
+    s = settle(CORRECT, P)
+    assert s["mean_settle_step"] == pytest.approx(2.5)
+    assert s["mean_expected_minus_settle"] == pytest.approx(-0.575)
+    assert (s["never_settled"], s["count"]) == (1, 3)
+
+
+def test_the_toy_through_worth_it_with_groups():
+    stats = {"per_step_correct": CORRECT, "per_step_confidence": CONF, "p": P,
+             "correct": torch.tensor([True, True, False])}
+    w = worth_it(stats, {"ab": torch.tensor([True, True, False]), "none": torch.zeros(3, dtype=torch.bool)})
+    assert [r["steps"] for r in w["baselines"]["fixed_depth"]] == [1, 2, 3]
+    assert len(w["baselines"]["confidence_exit"]) >= 5
+    assert w["baselines"]["at_equal_steps"]["learned_sampled"] == pytest.approx(2 / 3)
+    assert list(w["per_step_accuracy_by_group"]) == ["ab"]                    # an empty group is left out
+    assert w["per_step_accuracy_by_group"]["ab"] == pytest.approx([0.5, 0.5, 1.0])
+    assert w["settle"]["by_group"]["ab"]["never_settled"] == 0
+
+
+# ----------------------------------------------------------------------------- invariants, over random unrolls
+
+@st.composite
+def unrolls(draw):
+    """(correct [N, B], conf [N, B], p [N, B]) with p a distribution over the N steps of each input."""
+    N, B = draw(st.integers(1, 6)), draw(st.integers(1, 8))
+    seed = draw(st.integers(0, 2**31 - 1))
+    g = torch.Generator().manual_seed(seed)
+    correct = torch.rand(N, B, generator=g) < draw(st.floats(0, 1))
+    conf = torch.rand(N, B, generator=g, dtype=torch.float64).round(decimals=1)   # ties happen
+    p = torch.rand(N, B, generator=g, dtype=torch.float64) ** 3
+    return correct, conf, p / p.sum(0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(unrolls())
+def test_expected_accuracy_is_the_sum_of_p_n_times_correct_n(u):
+    correct, _, p = u
+    N, B = p.shape
+    by_hand = sum(p[n, b].item() * bool(correct[n, b]) for n in range(N) for b in range(B)) / B
+    assert learned(correct, p)["accuracy"] == pytest.approx(by_hand, abs=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(unrolls())
+def test_fixed_depth_at_n_and_the_two_extreme_thresholds(u):
+    correct, conf, p = u
+    N = correct.shape[0]
+    fd = fixed_depth(correct)
+    assert fd[-1].item() == pytest.approx(correct[-1].double().mean().item())
+    assert confidence_exit(correct, conf, 0.0) == pytest.approx((1.0, fd[0].item()))      # everything exits at 1
+    assert confidence_exit(correct, conf, 1.5) == pytest.approx((float(N), fd[-1].item()))  # nothing is that sure
+
+
+@settings(max_examples=150, deadline=None)
+@given(unrolls(), st.floats(0, 1.1))
+def test_the_exit_step_is_the_first_step_at_or_above_the_threshold(u, tau):
+    _, conf, _ = u
+    N = conf.shape[0]
+    for b, s in enumerate(exit_steps(conf, tau).tolist()):
+        col = conf[:, b].tolist()
+        assert s == next((n for n, c in enumerate(col, 1) if c >= tau), N)
+
+
+@settings(max_examples=150, deadline=None)
+@given(unrolls(), st.floats(0, 1), st.floats(0, 1))
+def test_a_higher_threshold_never_exits_earlier(u, t1, t2):
+    _, conf, _ = u
+    lo, hi = sorted((t1, t2))
+    assert (exit_steps(conf, lo) <= exit_steps(conf, hi)).all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(unrolls())
+def test_at_equal_steps_lies_between_its_neighbours_on_each_curve(u):
+    correct, conf, p = u
+    at = at_equal_steps(correct, conf, p)
+    m = at["mean_steps"]
+    fd = fixed_depth(correct).tolist()
+    lo, hi = fd[math.floor(m) - 1], fd[min(math.ceil(m), len(fd)) - 1]
+    assert min(lo, hi) - 1e-12 <= at["fixed_depth"] <= max(lo, hi) + 1e-12
+    curve = confidence_curve(correct, conf, [0.0, *conf.flatten().unique().tolist(), 2.0])   # every distinct policy
+    below = [r for r in curve if r["mean_steps"] <= m + 1e-12][-1]
+    above = [r for r in curve if r["mean_steps"] >= m - 1e-12][0]
+    assert min(below["accuracy"], above["accuracy"]) - 1e-12 <= at["confidence_exit"] <= \
+        max(below["accuracy"], above["accuracy"]) + 1e-12
+
+
+@settings(max_examples=150, deadline=None)
+@given(unrolls())
+def test_settle_step_is_where_the_answers_stay_right(u):
+    correct = u[0]
+    for b, s in enumerate(settle_steps(correct).tolist()):
+        col = correct[:, b].tolist()
+        if s == 0:
+            assert not col[-1]
+        else:
+            assert all(col[s - 1:]) and (s == 1 or not col[s - 2])
+
+
+@settings(max_examples=100, deadline=None)
+@given(unrolls())
+def test_a_group_of_every_input_is_the_fixed_depth_curve(u):
+    correct, conf, p = u
+    stats = {"per_step_correct": correct, "per_step_confidence": conf, "p": p}
+    w = worth_it(stats, {"all": torch.ones(correct.shape[1], dtype=torch.bool)})
+    assert w["per_step_accuracy_by_group"]["all"] == pytest.approx([r["accuracy"] for r in w["baselines"]["fixed_depth"]])
+    assert w["settle"]["by_group"]["all"] == {k: v for k, v in w["settle"].items() if k != "by_group"}
+
+
+def test_groups_quartiles_classes_and_k_ranges():
+    q = quartile_groups(torch.arange(1.0, 9.0))                     # E[n] 1..8: two inputs per quartile
+    assert [m.nonzero().flatten().tolist() for m in q.values()] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert list(class_groups(torch.tensor([3, 1, 3]), "digit")) == ["digit 1", "digit 3"]
+    g = range_groups(torch.tensor([1, 2, 5, 6]), {"easy": (1, 2), "hard": (5, 6)})
+    assert g["easy"].tolist() == [True, True, False, False] and g["hard"].tolist() == [False, False, True, True]
+    assert g["k=5"].tolist() == [False, False, True, False]
+
+
+def test_a_sampled_pass_averages_to_the_expected_accuracy_on_a_model():
+    """The expected accuracy is what the sampled halting gets on average: 40 seeds of halting draws on a tiny
+    parity model, within 5 standard errors of the mean of 40 passes."""
+    model = tiny_model("parity", max_steps=6, n_elems=8)
+    x, y, _ = D.parity_eval_set(8, 1, 8, 400)
+    runs = [unroll_stats(model, x, y, "sample", seed=s) for s in range(40)]
+    ln = learned(runs[0]["per_step_correct"], runs[0]["p"])
+    mean_sampled = torch.stack([r["correct"].double().mean() for r in runs]).mean().item()
+    se = (ln["interval"][1] - ln["interval"][0]) / 2 / 1.959964 / math.sqrt(40)
+    assert abs(mean_sampled - ln["accuracy"]) <= 5 * se + 1e-9
+    assert runs[0]["per_step_confidence"].shape == runs[0]["p"].shape
+    assert (runs[0]["per_step_confidence"] >= 0.5 - 1e-6).all()                # two classes: the top one has >= 1/2
+
+
+def _at(learned_acc, conf, fixed, half=0.001):
+    return {"mean_steps": 10.57, "learned": learned_acc, "learned_interval": [learned_acc - half, learned_acc + half],
+            "fixed_depth": fixed, "confidence_exit": conf}
+
+
+@pytest.mark.parametrize("at, says", [
+    (_at(0.9915, 0.9928, 0.9759), ["is 0.0013 below a confidence rule", "is 0.0156 above a fixed depth", "10.57"]),
+    (_at(0.9930, 0.9925, 0.9760), ["matches a confidence rule", "is 0.0170 above a fixed depth"]),   # 0.0005 <= 0.001
+    (_at(0.90, 0.80, 0.95), ["is 0.1000 above a confidence rule", "is 0.0500 below a fixed depth"]),
+])
+def test_the_sentence_says_what_the_numbers_say(at, says):
+    s = worth_sentence(at)
+    for part in says:
+        assert part in s
