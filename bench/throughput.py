@@ -12,7 +12,7 @@
     (e) compiled    (a) with TrainConfig.compile = True (only with --compile)
     (a0) plain      (a)'s network computed the plain way (NCHW activations, relu before max-pool,
                     nn.GRUCell re-projecting the embedding at every step, both heads applied step
-                    by step): same weights, same loop, so (a0) / (a) is what ponder/models.py's
+                    by step): same weights, same loop, so (a0) / (a) is what ponder/tasks/mnist_readers.py's
                     channels-last, pool-first, projection-once computation buys
 
 Each variant runs `warm` steps untimed, then `steps` timed steps, one after the other in one
