@@ -126,17 +126,15 @@ def link_params_ui(page: str, asked: Optional[str] = None, pages: Sequence[str] 
 def lambda_p_ui(label: str = "λp (prior's halting probability per step)", key: str = "lp") -> float:
     """The λp slider, kept in the URL (?lp=0.2) and across pages."""
     if key not in st.session_state:
-        st.session_state[key] = query_float("lp", 0.01, 1.0) or st.session_state.get("_lp", 0.2)
-    lp = st.slider(label, 0.01, 1.0, step=0.01, key=key,
-                    help="The geometric prior p_G(n) = λp(1−λp)^(n−1) says 'halt with probability λp at each "
-                         "step'; its mean is 1/λp steps.")
+        st.session_state[key] = query_float("lp", *links.LP_RANGE) or st.session_state.get("_lp", 0.2)
+    lp = st.slider(label, *links.LP_RANGE, step=0.01, key=key, help=links.LP_HELP)
     st.session_state["_lp"] = lp
     st.query_params["lp"] = f"{lp:g}"
     return lp
 
 
 def remembered_lambda_p() -> float:
-    return query_float("lp", 0.01, 1.0) or st.session_state.get("_lp", 0.2)
+    return query_float("lp", *links.LP_RANGE) or st.session_state.get("_lp", 0.2)
 
 
 # ----------------------------------------------------------------------------- model pickers

@@ -344,6 +344,14 @@ def test_train_page_runs_a_tiny_job_until_it_finishes(runs):
     card = read_card(runs / "apptest-parity")
     assert card["status"] == "completed" and card["steps"] == 20 and card["train"]["hidden"] == 16
     assert len(charts(at)) == 2                             # training curves and the halting distribution
+    # "Try it" opens its task's page with the new run chosen (and Compare with it)
+    links = {l.proto.label: l.proto for l in at.get("page_link")}
+    try_it = links["Try runs/apptest-parity on the Parity page"]
+    assert try_it.page == "parity" and try_it.query_string == "model=runs%2Fapptest-parity"
+    assert links["Compare it with other runs"].query_string == "models=runs%2Fapptest-parity"
+    # the form keeps what this run was started with (its widgets' own state was dropped on the digit page)
+    assert [at.number_input(key=f"tf_parity_{k}").value for k in ("epochs", "hidden", "batch", "n")] == [0.04, 16, 32, 6]
+    assert at.text_input(key="tf_parity_name").value == "apptest parity"
     at.switch_page("pages/parity.py")
     run_ok(at)
     options = at.sidebar.selectbox(key="pick_model_parity").options
