@@ -251,3 +251,20 @@ def test_parity_at_1280px_shows_the_whole_mode_control_and_one_metric_size_a_row
     assert scroll <= width and last["x"] + last["width"] <= box["x"] + box["width"], (scroll, width, last, box)
     sizes = values.evaluate_all("es => es.map(e => getComputedStyle(e).fontSize)")
     assert len(sizes) == 3 and len(set(sizes)) == 1, sizes                      # odd, 13 / 20, 9.87
+
+
+def test_enter_in_a_train_form_field_starts_nothing(server, new_page):
+    # Enter in the run name or time budget started a job with whatever the form held; only the button starts one
+    page = new_page(1280, 800)
+    page.goto(server + "/?page=train")
+    sidebar = page.locator("[data-testid=stSidebar]")
+    sidebar.get_by_role("button", name="Start training").wait_for(timeout=60000)
+    for field in (sidebar.locator("[data-testid=stTextInput] input").first,
+                  sidebar.get_by_label("Time budget (s, 0 = none)", exact=True)):
+        field.click()
+        field.press("End")
+        field.type("1")
+        field.press("Enter")
+    page.wait_for_timeout(2000)                                   # a submitted form reruns within a second
+    assert page.locator("[data-testid=stProgress]").count() == 0 and page.get_by_text("Training job").count() == 0
+    assert page.locator("[data-testid=stException]").count() == 0
