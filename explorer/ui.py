@@ -31,7 +31,8 @@ USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
 
 # Plotly's toolbar covers titles and legends: off. Drag still zooms, a double
 # click resets, and Streamlit's own toolbar (hover, above the chart) shows it full screen.
-PLOTLY_CONFIG = {"displayModeBar": False, "displaylogo": False}
+PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtons": [["toImage"]],     # one button: the chart as a PNG
+                 "toImageButtonOptions": {"format": "png", "scale": 2, "filename": "ponder-chart"}}
 MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inference; a seeded draw). "
              "deterministic: halt at the median of the halting distribution (first n with P(halted by n) ≥ 0.5). "
              "expected: run all N steps and answer the p-weighted mixture Σ p_n · y_n.")

@@ -2,14 +2,17 @@
 stepping through the steps, the inputs pondered least and most (Streamlit layout around explorer.figures)."""
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+import json
 from typing import Optional, Sequence
 
 import numpy as np
 import streamlit as st
 from PIL import Image
 
-from ponder.analysis.studies import Trace
+from ponder.analysis.studies import Trace, trace_rows
 
 from . import figures
 from .ui import chart
@@ -68,6 +71,22 @@ def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] 
               "definition); the dashed line is the prior's constant λp.", key=f"{key}_lambda")
         chart(figs["cdf"], f"Probability of having halted by step n; deterministic mode stops where it crosses "
               f"0.5. E[n] = {tr.expected_steps:.2f}.", key=f"{key}_cdf")
+
+
+def trace_downloads_ui(tr: Trace, class_names: Sequence[str], name: str, key: str = "trace") -> None:
+    """The per-step numbers of one input (ponder.analysis.studies.trace_rows) as CSV and as JSON."""
+    rows = trace_rows(tr, class_names)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    meta = {"model": name, "mode": tr.mode, "seed": tr.seed, "halt_step": tr.halt_step, "answer": class_names[tr.pred],
+            "expected_steps": tr.expected_steps, "lambda_p": tr.lambda_p, "max_steps": tr.max_steps}
+    c1, c2, _ = st.columns([1, 1, 3])
+    c1.download_button("Per-step numbers (CSV)", out.getvalue(), file_name="ponder-steps.csv", mime="text/csv",
+                       on_click="ignore", icon=":material/download:", key=f"{key}_csv")
+    c2.download_button("… (JSON)", json.dumps({**meta, "steps": rows}, indent=1), file_name="ponder-steps.json",
+                       mime="application/json", on_click="ignore", icon=":material/download:", key=f"{key}_json")
 
 
 def step_through_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], key: str = "step",

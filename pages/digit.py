@@ -45,6 +45,7 @@ views.step_through_ui(trace, None if seen is None else [canvas.seen_image(v[None
                       labels=view_labels(model))
 st.divider()
 views.trace_charts_ui(trace, CLASSES, truth)
+views.trace_downloads_ui(trace, CLASSES, entry.name)
 with st.expander("Test digits it ponders least and most (E[n] over the first 2,000 test digits)"):
     views.pondering_gallery_ui(loaders.pondering_gallery(str(entry.path), loaders.stamp(entry.path)), CLASSES)
 worth.section_ui(entry, "digit")

@@ -37,6 +37,7 @@ if x is not None:
                  "whether the number of +1s is odd.", key="par_input")
         views.answer_ui(trace, CLASSES, truth)
     views.trace_charts_ui(trace, CLASSES, truth, key="par")
+    views.trace_downloads_ui(trace, CLASSES, entry.name, key="par")
 
 st.subheader("Easy vs hard inputs")
 if line := tables.parity_card_line(ck.card):

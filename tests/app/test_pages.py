@@ -1242,3 +1242,17 @@ def test_runs_page_refuses_to_delete_a_run_being_written(own_runs):
     assert len(errs) == 2 and all(e.startswith("runs/beta: in use (a training is writing it") or
                                   e.startswith("beta: in use (a training is writing it") for e in errs), errs
     assert (own_runs / "beta" / CARD).is_file()
+
+
+@pytest.mark.parametrize("page", ["digit", "parity"])
+def test_per_step_numbers_download_and_every_chart_has_a_png_button(runs, mnist, page):
+    at = open_app(page=page, model="runs/tiny-mnist" if page == "digit" else "runs/tiny-parity")
+    if page == "digit":
+        at.segmented_control(key="digit_source").set_value("MNIST test digit")
+    run_ok(at)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "Per-step numbers (CSV)" in labels and "… (JSON)" in labels
+    configs = [json.loads(c.proto.config) for c in at.get("plotly_chart")]
+    assert configs and all(c["modeBarButtons"] == [["toImage"]] and c["toImageButtonOptions"]["format"] == "png"
+                           for c in configs)
+
