@@ -196,8 +196,11 @@ def overlay_training_fig(histories: dict, key: str, title: str, ytitle: str, log
 
 # ----------------------------------------------------------------------------- several models
 
+PRIOR_DASHES = ("dash", "dot", "dashdot", "longdash")     # one per distinct prior on an overlay
+
 def overlay_halting_fig(series: Sequence[dict], title: str = "") -> go.Figure:
-    """Several halting distributions as lines: series = [{name, p, lambda_p}]; priors in the prior colour."""
+    """Several halting distributions as lines: series = [{name, p, lambda_p}]; each distinct prior (λp, N)
+    once, dashed, in the colour of the first model that has it and with a dash pattern of its own."""
     fig = go.Figure()
     n_max = 1
     shown_priors = set()
@@ -207,11 +210,13 @@ def overlay_halting_fig(series: Sequence[dict], title: str = "") -> go.Figure:
         fig.add_trace(go.Scatter(x=steps(len(p)), y=p, name=s["name"], mode="lines+markers",
                                  line=dict(color=PALETTE[i % len(PALETTE)], width=2.5), marker=dict(size=6),
                                  hovertemplate=s["name"] + "<br>step %{x}<br>p_n = %{y:.4f}<extra></extra>"))
-    for s in series:
+    for i, s in enumerate(series):
         key = (s.get("lambda_p"), len(arr(s["p"])))
         if s.get("lambda_p") and key not in shown_priors:
+            dash = PRIOR_DASHES[len(shown_priors) % len(PRIOR_DASHES)]
             shown_priors.add(key)
-            fig.add_trace(prior_trace(s["lambda_p"], key[1], name=f"prior λp={s['lambda_p']:g}, N={key[1]}"))
+            fig.add_trace(prior_trace(s["lambda_p"], key[1], name=f"prior λp={s['lambda_p']:g}, N={key[1]}",
+                                      color=PALETTE[i % len(PALETTE)], dash=dash))
     set_layout(fig, xaxis=step_axis(n_max),
                yaxis=dict(title="p_n", rangemode="tozero"))
     return layout(fig, title or "Halting distributions")

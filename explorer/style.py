@@ -155,16 +155,17 @@ def halt_marker(fig: go.Figure, halt_step: Optional[int]) -> None:
 
 # ----------------------------------------------------------------------------- halting distributions
 
-def prior_trace(lambda_p: float, n: int, as_bars: bool = False, name: Optional[str] = None, **kw):
+def prior_trace(lambda_p: float, n: int, as_bars: bool = False, name: Optional[str] = None,
+                color: str = PRIOR_COLOR, dash: str = "dash", **kw):
     """The prior p_G(n) ∝ λp(1−λp)^(n−1), renormalised over N steps (the KL term's target), as bars
-    or as a line with markers."""
+    or as a line with markers (dashed, in the prior's colour unless told otherwise)."""
     p = log_geometric_prior(lambda_p, n).exp().numpy()                       # [N]
     name = name or f"prior λp={lambda_p:g}"
     hover = "step %{x}<br>prior p_G = %{y:.4f}<extra>" + name + "</extra>"
     if as_bars:
-        return go.Bar(x=steps(n), y=p, name=name, marker_color=PRIOR_COLOR, hovertemplate=hover, **kw)
+        return go.Bar(x=steps(n), y=p, name=name, marker_color=color, hovertemplate=hover, **kw)
     return go.Scatter(x=steps(n), y=p, name=name, mode="lines+markers",
-                      line=dict(color=PRIOR_COLOR, width=2, dash="dash"), marker=dict(size=6),
+                      line=dict(color=color, width=2, dash=dash), marker=dict(size=6),
                       hovertemplate=hover, **kw)
 
 

@@ -153,7 +153,14 @@ def test_overlays_of_several_runs():
               {"name": "b", "p": [0.2, 0.8], "lambda_p": 0.5, "per_step_accuracy": [0.8, 0.97]}]
     fig = figs.overlay_halting_fig(series)
     assert [t.name for t in fig.data][:2] == ["a", "b"]
-    assert len(_prior_traces(fig)) == 1                                              # one prior per λp
+    priors = [t for t in fig.data if t.name.startswith("prior")]
+    assert len(priors) == 1 and priors[0].line.color == fig.data[0].line.color          # one prior per λp, a's colour
+    # three λp: three priors, each in its first model's colour and with a dash pattern of its own
+    three = figs.overlay_halting_fig([dict(s, name=n, lambda_p=lp) for s, n, lp in
+                                      zip(series * 2, "abc", (0.2, 0.5, 0.8))])
+    priors = [t for t in three.data if t.name.startswith("prior")]
+    assert [t.line.color for t in priors] == [t.line.color for t in three.data[:3]]
+    assert len({t.line.color for t in priors}) == 3 and len({t.line.dash for t in priors}) == 3
     fig = figs.overlay_steps_fig(series, "per_step_accuracy", "t", "accuracy")
     assert list(fig.data[1].y) == [0.8, 0.97]
 
