@@ -74,7 +74,7 @@ def train_form_ui(task: str) -> Optional[tuple]:
         name = st.text_input("Run name", value=v("name", f"{task}-lp{remembered_lambda_p():g}"), max_chars=64,
                              key=k + "name")
         lp = st.slider("λp (prior)", *LP_RANGE, float(remembered_lambda_p()), 0.01, key=k + "lp", help=LP_HELP)
-        beta = st.number_input("β (weight of the KL term)", 0.0, 10.0, v("beta", float(d.beta)), 0.005, format="%.3f",
+        beta = st.number_input("β (weight of the KL term)", 0.0, 10.0, v("beta", float(d.beta)), 0.005, format="%g",
                                key=k + "beta")
         reg = st.selectbox("Regulariser", REGULARISERS, index=REGULARISERS.index(v("reg", d.regulariser)), key=k + "reg",
                            format_func=REGULARISER_LABELS.get,
@@ -92,7 +92,7 @@ def train_form_ui(task: str) -> Optional[tuple]:
         batch = st.number_input("Batch size", 8, MAX_BATCH, v("batch", int(d.batch_size)), 16, key=k + "batch",
                                 help=SIZE_HELP)
         lr = st.number_input("Learning rate", 1e-5, 1.0, v("lr", float(d.lr)), 1e-4, format="%.4f", key=k + "lr")
-        epochs = st.number_input("Epochs", 0.001, 100.0, v("epochs", float(d.epochs)), 0.5, format="%.3f",
+        epochs = st.number_input("Epochs", 0.001, 100.0, v("epochs", float(d.epochs)), 0.5, format="%g",
                                  key=k + "epochs", help="MNIST: passes over 55,000 images. Parity: blocks of 500 batches.")
         seconds = st.number_input("Time budget (s, 0 = none)", 0, 24 * 3600, v("seconds", t.budget_seconds), 10,
                                   key=k + "seconds",
@@ -150,11 +150,11 @@ def sweep_form_ui() -> Optional[tuple]:
                               help="Parity only. The video seed swept λp 0.1–0.9 on its n = 15 (video-15).")
         reg = t3.selectbox("Regulariser", REGULARISERS, key="sw_reg", format_func=REGULARISER_LABELS.get)
         c1, c2, c3, c4, c5 = st.columns(5)
-        epochs = c1.number_input("Epochs per run", 0.001, 20.0, 0.5, 0.25, format="%.3f", key="sw_epochs")
+        epochs = c1.number_input("Epochs per run", 0.001, 20.0, 0.5, 0.25, format="%g", key="sw_epochs")
         seconds = c2.number_input("Time budget per run (s)", 0, 3600, 20, 5, key="sw_seconds",
                                   help="Each run stops at its epochs or this budget, whichever comes first.")
         n = c3.number_input("N", 1, MAX_STEPS, 20, 1, key="sw_n", help=SIZE_HELP)
-        beta = c4.number_input("β", 0.0, 10.0, 0.01, 0.005, format="%.3f", key="sw_beta")
+        beta = c4.number_input("β", 0.0, 10.0, 0.01, 0.005, format="%g", key="sw_beta")
         seeds = c5.number_input("Seeds per λp", 1, 10, 1, 1, key="sw_seeds", help="Seeds 0, 1, … for each λp.")
         name = st.text_input("Sweep folder (in the runs folder)", "", max_chars=64, key="sw_name",
                              placeholder="a new sweep-<task>", help="Empty: a new folder. An earlier sweep's folder: its "
