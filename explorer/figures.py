@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 from ponder.analysis.studies import prior_mean
 
 from .style import (CORRECT_COLOR, LEARNED_COLOR, NEUTRAL_COLOR, PALETTE, PRIOR_COLOR, arr, count_axis, halt_marker,
-                    layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_dtick, steps)
+                    layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_cursor, step_dtick, steps)
 
 
 def prior_fig(lambda_p: float, n_steps: int, title: str = "") -> go.Figure:
@@ -97,15 +97,19 @@ def step_probs_heatmap(probs, class_names: Optional[Sequence[str]] = None, title
     return layout(fig, title or "Class probabilities at each step")
 
 
-def trace_figures(tr, class_names: Sequence[str], truth: Optional[int] = None) -> dict:
+def trace_figures(tr, class_names: Sequence[str], truth: Optional[int] = None, cursor: Optional[int] = None) -> dict:
     """The four per-step figures of one input (a ponder.analysis.studies.Trace), as the digit and parity
-    pages show them: {"heat", "p", "lambda", "cdf"}. No halt marker in expected mode (it runs all N)."""
+    pages show them: {"heat", "p", "lambda", "cdf"}. No halt marker in expected mode (it runs all N);
+    cursor: the step the step slider is on, marked on each."""
     halt = tr.halt_step if tr.mode != "expected" else None
-    return {"heat": step_probs_heatmap(tr.probs, class_names, halt_step=halt, truth=truth,
+    figs = {"heat": step_probs_heatmap(tr.probs, class_names, halt_step=halt, truth=truth,
                                        title="Per-step answer: class probabilities at step n"),
             "p": halting_fig(tr.p, tr.lambda_p, halt_step=halt, title="Learned p_n vs prior"),
             "lambda": lambda_fig(tr.lambdas, tr.lambda_p, halt_step=halt),
             "cdf": cumulative_fig(tr.p, halt_step=halt)}
+    for name, fig in figs.items():
+        step_cursor(fig, cursor, across="y" if name == "heat" else "x")
+    return figs
 
 
 def topk_fig(probs: Sequence[float], class_names: Sequence[str], k: int = 3, truth: Optional[int] = None,

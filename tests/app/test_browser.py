@@ -268,3 +268,18 @@ def test_enter_in_a_train_form_field_starts_nothing(server, new_page):
     page.wait_for_timeout(2000)                                   # a submitted form reruns within a second
     assert page.locator("[data-testid=stProgress]").count() == 0 and page.get_by_text("Training job").count() == 0
     assert page.locator("[data-testid=stException]").count() == 0
+
+
+def test_play_moves_the_step_slider_by_itself(server, new_page):
+    # the fragment's timer is the browser's: only a real browser shows the steps playing on their own
+    page = new_page(1280, 1000)
+    page.goto(server + "/?page=parity")
+    play = page.get_by_role("button", name="Play through the steps")
+    play.wait_for(timeout=60000)
+    thumb = page.get_by_role("slider", name="Step through the steps")
+    start = int(thumb.input_value())
+    play.click()
+    _wait(page, lambda: int(thumb.input_value()) >= min(start + 2, 20), timeout=30,
+          what="two steps played")
+    page.get_by_role("button", name="Pause").click()
+    assert page.locator("[data-testid=stException]").count() == 0

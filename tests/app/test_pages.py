@@ -25,6 +25,7 @@ from helpers import (APP, ASSETS, charts, edit_card, encode_image, fake_history,
 from ponder.card import CARD, WEIGHTS, read_card
 from ponder.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
+from explorer.style import CURSOR_COLOR
 from ponder.analysis.baselines import worth_sentence
 from ponder.analysis.unroll import measure_test
 from ponder.lifecycle import card_metrics
@@ -1255,4 +1256,26 @@ def test_per_step_numbers_download_and_every_chart_has_a_png_button(runs, mnist,
     configs = [json.loads(c.proto.config) for c in at.get("plotly_chart")]
     assert configs and all(c["modeBarButtons"] == [["toImage"]] and c["toImageButtonOptions"]["format"] == "png"
                            for c in configs)
+
+
+def test_play_steps_through_the_steps_and_the_band_follows_the_slider(runs):
+    # the step slider moves a band on every per-step chart; Play moves it one step a rerun until step N
+    at = open_app(page="parity", model="runs/tiny-parity")
+    slider = next(s for s in at.slider if s.label == "Step through the steps")
+    slider.set_value(2)
+    run_ok(at)
+
+    def band(a):                                          # where the band is on the p_n chart
+        fig = next(f for f in charts(a) if f["layout"].get("title", {}).get("text") == "Learned p_n vs prior")
+        (rect,) = [s for s in fig["layout"]["shapes"] if s.get("fillcolor") == CURSOR_COLOR]
+        return (rect["x0"] + rect["x1"]) / 2
+    assert band(at) == 2
+    at.button(key="par_step_play").click()
+    run_ok(at)                                            # Play, then one step (the page's rerun)
+    assert next(s for s in at.slider if s.label == "Step through the steps").value == 3 and band(at) == 3
+    assert at.button(key="par_step_play").label == "Pause"
+    for _ in range(5):                                    # N = 5: it stops there, and says Play again
+        run_ok(at)
+    assert next(s for s in at.slider if s.label == "Step through the steps").value == 5
+    assert at.button(key="par_step_play").label == "Play through the steps"
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from explorer import figures as figs
-from explorer.style import CORRECT_COLOR, LEARNED_COLOR, PRIOR_COLOR
+from explorer.style import CORRECT_COLOR, CURSOR_COLOR, LEARNED_COLOR, PRIOR_COLOR
 from helpers import tiny_model
 from ponder.analysis.studies import prior_mean, trace_input
 
@@ -173,3 +173,15 @@ def test_topk_fig_shows_the_three_most_probable_classes_in_order():
     assert list(bars.marker.color) == [LEARNED_COLOR, CORRECT_COLOR, LEARNED_COLOR]       # green: the true label
     tie = figs.topk_fig([0.5, 0.5, 0.0], ["a", "b", "c"], k=2).data[0]
     assert list(tie.y) == ["a", "b"]                                       # ties keep the class order
+
+
+def test_the_step_slider_is_a_band_on_every_per_step_chart():
+    from ponder.analysis.studies import trace_input
+    tr = trace_input(tiny_model("mnist", max_steps=5), torch.zeros(1, 1, 28, 28), "deterministic")
+    figs_ = figs.trace_figures(tr, [str(c) for c in range(10)], cursor=3)
+    for name, fig in figs_.items():
+        band = [s for s in fig.layout.shapes if s.type == "rect" and s.fillcolor == CURSOR_COLOR or
+                s.type == "rect" and s.line.color == "rgb(255, 170, 0)"]
+        lo, hi = ("y0", "y1") if name == "heat" else ("x0", "x1")               # the heatmap's steps are its rows
+        assert len(band) == 1 and (band[0][lo], band[0][hi]) == (2.5, 3.5), name
+    assert not any(s.fillcolor == CURSOR_COLOR for s in figs.trace_figures(tr, list("0123456789"))["p"].layout.shapes)
