@@ -233,7 +233,8 @@ def test_reload_during_training_comes_back_and_a_new_tab_cancels_the_run(server,
           what="a logged training step")
     other.get_by_role("button", name="Cancel").dispatch_event("click")    # the live view redraws every second
     other.get_by_text("cancelled from another session at step").wait_for(timeout=60000)
-    assert other.get_by_text("Partial run").count() == 1 and other.get_by_text("runs/browser-reload").count() == 1
+    assert other.get_by_text("Partial run").count() == 1 and other.get_by_text("runs/browser-reload", exact=True).count() == 1
+    assert other.get_by_role("link", name="Try runs/browser-reload on the Parity page").count() == 1
     assert page.locator("[data-testid=stException]").count() == other.locator("[data-testid=stException]").count() == 0
 
 
@@ -250,7 +251,7 @@ def test_parity_at_1280px_shows_the_whole_mode_control_and_one_metric_size_a_row
     scroll, width = group.evaluate("e => [e.scrollWidth, e.clientWidth]")
     assert scroll <= width and last["x"] + last["width"] <= box["x"] + box["width"], (scroll, width, last, box)
     sizes = values.evaluate_all("es => es.map(e => getComputedStyle(e).fontSize)")
-    assert len(sizes) == 3 and len(set(sizes)) == 1, sizes                      # odd, 13 / 20, 9.87
+    assert len(sizes) == 7 and len(set(sizes)) == 1, sizes     # odd, 13 / 20, 9.87; the step slider's four
 
 
 def test_enter_in_a_train_form_field_starts_nothing(server, new_page):
