@@ -123,7 +123,7 @@ def test_row_reader_step_outputs_depend_only_on_the_rows_read(rows_per_step, ste
     assert a.y.shape == (8, 4, 10) and a.lambda_logits.shape == (8, 4)
     assert torch.allclose(a.y[:step + 1], b.y[:step + 1], atol=1e-5)
     assert torch.allclose(a.lambda_logits[:step + 1], b.lambda_logits[:step + 1], atol=1e-5)
-    if read < 28:                                   # and the next step, which reads new rows, does see them
+    if read < 28 and step + 1 < 8:                  # and the next step, which reads new rows, does see them
         assert not torch.allclose(a.y[step + 1], b.y[step + 1], atol=1e-5)
 
 
@@ -141,6 +141,8 @@ def test_growing_readers_equal_grucell_on_each_level(reader, monkeypatch):
     (out.y.square().sum() + out.lambda_logits.sin().sum()).backward()
     fast = {k: p.grad.clone() for k, p in model.named_parameters()}
     model.zero_grad()
+    seen.clear()
+    fn.encode(x)                                                    # a fresh graph for the reference
     e = seen[0]                                                     # [B, L, E] the embedding of each level
     h, ys, ls = torch.zeros(5, 16), [], []
     for n in range(9):
