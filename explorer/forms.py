@@ -53,7 +53,7 @@ REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G 
 READER_LABELS = {"rows": "rows: 2 more a step (ponders)", "coarse": "coarse to fine",
                  "cnn": "cnn: whole image (the article's)"}
 # E[n] std over the test digits, 3-epoch runs (README's reader table; docs/results.md, "The default MNIST design")
-READER_NOTE = ("Which ponder: rows most (E[n] std ~1.7 steps over digits), coarse less (~1.0); cnn, the article's, "
+READER_NOTE = ("Which ponder: rows most (E[n] std ~1.6 steps over digits), coarse less (~1.0); cnn, the article's, "
                "sees the whole digit at step 1 and halts by the prior.")
 
 
