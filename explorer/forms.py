@@ -57,7 +57,11 @@ MAX_STEPS, MAX_HIDDEN, MAX_BATCH = IMPORT_MAX_STEPS, IMPORT_MAX_HIDDEN, 512   # 
 SIZE_HELP = "The form's limits keep a run under ~2.5 GB of memory; a run that does not fit in the memory free now is refused."
 
 REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G ‖ p), reverse"}
-READER_LABELS = {"rows": "rows: 2 more a step", "coarse": "coarse to fine", "cnn": "cnn: whole image"}
+READER_LABELS = {"rows": "rows: 2 more a step (ponders)", "coarse": "coarse to fine",
+                 "cnn": "cnn: whole image (the article's)"}
+# E[n] std over the test digits, 3-epoch runs (README's reader table; docs/results.md, "The default MNIST design")
+READER_NOTE = ("Which ponder: rows most (E[n] std ~1.6 steps over digits), coarse less (~1.0); cnn, the article's, "
+               "sees the whole digit at step 1 and halts by the prior.")
 
 
 def train_form_ui(task: str) -> Optional[tuple]:
@@ -71,9 +75,9 @@ def train_form_ui(task: str) -> Optional[tuple]:
     kept = st.session_state.setdefault(f"_kept_{k}", {})     # the values of its last Start, per task: a widget's
     v = kept.get                                              # own state is dropped on a page that does not draw it
     with st.sidebar.form(f"train_form_{task}", enter_to_submit=False):       # only the button starts a run
-        name = st.text_input("Run name", value=v("name", f"{task}-lp{remembered_lambda_p():g}"), max_chars=64,
-                             key=k + "name")
-        lp = st.slider("λp (prior)", *LP_RANGE, float(remembered_lambda_p()), 0.01, key=k + "lp", help=LP_HELP)
+        lp0 = float(remembered_lambda_p(d.lambda_p))              # the link's or this session's λp, else the task's
+        name = st.text_input("Run name", value=v("name", f"{task}-lp{lp0:g}"), max_chars=64, key=k + "name")
+        lp = st.slider("λp (prior)", *LP_RANGE, lp0, 0.01, key=k + "lp", help=LP_HELP)
         beta = st.number_input("β (weight of the KL term)", 0.0, 10.0, v("beta", float(d.beta)), 0.005, format="%g",
                                key=k + "beta")
         reg = st.selectbox("Regulariser", REGULARISERS, index=REGULARISERS.index(v("reg", d.regulariser)), key=k + "reg",
@@ -83,9 +87,12 @@ def train_form_ui(task: str) -> Optional[tuple]:
         reader = st.selectbox("What each step sees (MNIST)", MNIST_READERS,
                               index=MNIST_READERS.index(v("reader", d.reader)),
                               disabled="reader" not in t.reads, key=k + "reader", format_func=READER_LABELS.get,
-                              help="rows: 2 more image rows each step, so extra steps bring evidence and halting "
-                                   "varies by digit (how mnist-adaptive was trained; λp 0.5 and 6 epochs there); "
-                                   "cnn: the whole image every step (step 1 is already a classifier, fastest).")
+                              help="rows (the default): 2 more image rows each step, so extra steps bring evidence "
+                                   "and halting varies by digit (λp 0.5 pulls halting to the earliest step a digit "
+                                   "allows); cnn, the article's: the whole image every step (step 1 is already a "
+                                   "classifier).")
+        if "reader" in t.reads:
+            st.caption(READER_NOTE)
         n = st.number_input("N (most steps)", 1, MAX_STEPS, v("n", int(d.max_steps)), 1, key=k + "n", help=SIZE_HELP)
         hidden = st.number_input("Hidden size", 4, MAX_HIDDEN, v("hidden", int(d.hidden)), 8, key=k + "hidden",
                                  help=SIZE_HELP)

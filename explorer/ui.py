@@ -134,8 +134,9 @@ def lambda_p_ui(label: str = "λp (prior's halting probability per step)", key: 
     return lp
 
 
-def remembered_lambda_p() -> float:
-    return query_float("lp", *links.LP_RANGE) or st.session_state.get("_lp", 0.2)
+def remembered_lambda_p(default: float = 0.2) -> float:
+    """λp the user last chose (the link's lp, then this session's), else `default` (the task's)."""
+    return query_float("lp", *links.LP_RANGE) or st.session_state.get("_lp", default)
 
 
 # ----------------------------------------------------------------------------- model pickers

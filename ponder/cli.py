@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_flags(t, d)
     t.add_argument("--no-eval", action="store_true", help="skip the test-set evaluation after training")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--threads", type=_positive_int, default=None,
+                   help="torch CPU threads (default: $OMP_NUM_THREADS if set, else the cores the machine's "
+                        "load leaves free, at least 1)")
 
     w = sub.add_parser("sweep", help="train a grid of configs x seeds, each trial a run folder (local or on Ray)")
     w.add_argument("--task", default=d.task, help=f"one of {', '.join(TASKS)} (default {d.task})")
@@ -125,14 +128,15 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
     t.add_argument("--epochs", type=float, default=None, help=f"passes over the training set, or steps-per-epoch "
                    f"batches of a task that generates its data (default: {defaults('epochs')})")
     t.add_argument("--max-seconds", type=float, default=None, help="time budget; stops cleanly when used")
-    t.add_argument("--lambda-p", type=float, default=d.lambda_p, help=f"prior lambda_p in (0, 1] (default {d.lambda_p})")
+    t.add_argument("--lambda-p", type=float, default=None, help=f"prior lambda_p in (0, 1] (default: {defaults('lambda_p')})")
     t.add_argument("--beta", type=float, default=d.beta, help=f"regulariser weight (default {d.beta})")
     t.add_argument("--regulariser", default=None, choices=REGULARISERS,
                    help="kl: KL(p || p_G), the paper's direction; kl-reverse: KL(p_G || p), the prior first "
                         f"(default: {defaults('regulariser')})")
     t.add_argument("--reader", default=None, choices=MNIST_READERS,
-                   help="MNIST step function: cnn (whole image every step), rows (rows_per_step more rows each step), "
-                        f"coarse (growing resolution) (default {d.reader})")
+                   help="MNIST step function: rows (rows_per_step more rows each step: evidence grows, so halting "
+                        "varies by digit), cnn (the article's: the whole image every step, halting follows the "
+                        f"prior), coarse (growing resolution) (default {TrainConfig.for_task('mnist').reader})")
     t.add_argument("--rows-per-step", type=int, default=None, help=f"rows reader: image rows per step (default {d.rows_per_step})")
     t.add_argument("--max-steps", type=int, default=d.max_steps, help=f"N, most pondering steps (default {d.max_steps})")
     t.add_argument("--hidden", type=int, default=None, help=f"GRU hidden size (default: {defaults('hidden')})")
@@ -232,7 +236,11 @@ def _train_into(args, cfg, out, created: bool) -> int:
 
     from . import lifecycle
     from .atomic import SaveError
+    from .progress import intra_op_threads
 
+    threads, why = train_threads(args.threads)
+    if not args.quiet:
+        print(f"torch threads: {threads} ({why}; --threads N to choose)", file=sys.stderr)
     bar = None if args.quiet else tqdm(total=100, unit="%", bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
 
     def on_progress(p):
@@ -251,7 +259,7 @@ def _train_into(args, cfg, out, created: bool) -> int:
         print(f"ponder: warning: {too_big}", file=sys.stderr)
     cancel = threading.Event()
     try:
-        with _ctrl_c_cancels(cancel):
+        with _ctrl_c_cancels(cancel), intra_op_threads(threads):
             done = lifecycle.run(cfg, out, load_data=lambda: get_task(cfg.task).load_data(args.data_dir),
                                  callback=on_progress,
                                  cancel=cancel, evaluate=not args.no_eval, rescue=True)
@@ -266,7 +274,7 @@ def _train_into(args, cfg, out, created: bool) -> int:
         if bar is not None:
             bar.close()
     res = done.result
-    line = f"{res.status}: {res.steps} steps in {res.seconds:.1f} s on {res.device}"
+    line = f"{res.status}: {res.steps} steps in {res.seconds:.1f} s on {res.device}, {threads} thread(s)"
     if res.reason:
         line += f" ({res.reason})"
     print(line)
@@ -286,6 +294,21 @@ def _train_into(args, cfg, out, created: bool) -> int:
         _remove_if_empty(out, created)
         return 4                    # saved, but not where asked
     return 0 if res.status != "failed" else 3
+
+
+def train_threads(given=None, environ=None) -> tuple:
+    """(torch threads for `train`, why): --threads when given, else $OMP_NUM_THREADS when set (torch
+    already follows it), else the cores the load average leaves free (ponder.progress.free_cores)."""
+    import os
+
+    from .progress import PROCESS_THREADS, free_cores, machine_cores_and_load
+    env = os.environ if environ is None else environ
+    if given:
+        return int(given), "--threads"
+    if env.get("OMP_NUM_THREADS", "").strip():
+        return PROCESS_THREADS, "$OMP_NUM_THREADS"
+    cores, load = machine_cores_and_load()
+    return free_cores(cores, load), f"{cores} cores, load average {load:.1f}"
 
 
 def _remove_if_empty(out, created: bool) -> None:

@@ -14,6 +14,7 @@ What a user is promised (README, Train page, docs/development.md):
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import deque
 from typing import Optional
 
@@ -79,6 +80,27 @@ class StepTimer:
 
     def out_of_time(self, elapsed: float) -> bool:
         return self.budget is not None and elapsed + self.next_step() >= self.budget
+
+
+def free_cores(cores: int, load: float) -> int:
+    """Torch threads for a run on a machine with `cores` cores and 1-minute load average `load`: the cores
+    the other work leaves free, at least one. Two threads where only one core is free wait on each other
+    (a CLI run on a loaded 2-core machine got 202 steps in 60 s with 2 threads, the explorer's 1-thread
+    jobs 491 in 15 s)."""
+    return min(cores, max(1, cores - round(load)))
+
+
+def machine_cores_and_load() -> tuple:
+    """(cores this process may run on, the 1-minute load average)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):          # not on Linux
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):          # no load average (Windows)
+        load = 0.0
+    return cores, load
 
 
 PROCESS_THREADS = torch.get_num_threads()      # torch's intra-op threads when this module was imported

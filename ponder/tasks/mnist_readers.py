@@ -115,31 +115,41 @@ class GrowingEvidence(nn.Module):
     """Shared by the readers whose input changes with n: encode() returns the GRU input projection
     of one embedding per evidence level, ctx [B, L, 3H]; step n feeds level min(n, L - 1).
     Steps past the last level see the whole image and keep refining the state.
+
+    As in MnistStep, ctx has the r and z gates' hidden biases folded in (ctx_l = W_ih e_l + b_ih +
+    [b_hr, b_hz, 0]) and a step runs MnistStep's fused update: nn.GRUCell's parameters and equations.
     """
 
     def init_hidden(self, ctx):
         return ctx.new_zeros(ctx.shape[0], self.cfg.hidden)     # [B, H]
 
-    def _update(self, gi, h):
-        """One GRUCell update from a precomputed input projection gi = W_ih e + b_ih. [B, 3H], [B, H] -> [B, H]."""
-        gh = F.linear(h, self.cell.weight_hh, self.cell.bias_hh)             # [B, 3H]
-        i_r, i_z, i_n = gi.chunk(3, 1)
-        h_r, h_z, h_n = gh.chunk(3, 1)
-        r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
-        return torch.lerp(torch.tanh(i_n + r * h_n), h, z)                   # (1 - z) n + z h
+    def project(self, e):
+        """GRU input projection of embeddings e [..., E], r/z hidden biases folded in -> [..., 3H]."""
+        H = self.cfg.hidden
+        bias = self.cell.bias_ih + F.pad(self.cell.bias_hh[:2 * H], (0, H))     # b_ih + [b_hr, b_hz, 0]
+        return F.linear(e, self.cell.weight_ih, bias)
 
-    def _level(self, ctx, n: int):
-        return ctx[:, min(n, ctx.shape[1] - 1)]                              # [B, 3H]
+    def _weights(self):
+        H, w = self.cfg.hidden, self.cell.weight_hh             # w [3H, H]
+        return w[:2 * H].t(), w[2 * H:].t(), self.cell.bias_hh[2 * H:]
 
     def step(self, ctx, h, n=0):
-        h = self._update(self._level(ctx, n), h)
+        H, level = self.cfg.hidden, ctx[:, min(n, ctx.shape[1] - 1)]          # [B, 3H]
+        h = MnistStep._update(h, level[:, :2 * H], level[:, 2 * H:], *self._weights())
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
 
     def unroll(self, ctx, h, n_steps: int):
-        """All steps: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls."""
+        """All steps: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls.
+
+        The levels are split off once (unbind: one gradient op in the backward pass, not a zero-filled
+        [B, L, 3H] buffer per step as ctx[:, n] would cost)."""
+        H, w = self.cfg.hidden, self._weights()
+        rz = ctx[..., :2 * H].transpose(0, 1).unbind(0)         # L x [B, 2H]
+        nn_ = ctx[..., 2 * H:].transpose(0, 1).unbind(0)        # L x [B, H]
         hs = []
         for n in range(n_steps):
-            h = self._update(self._level(ctx, n), h)
+            level = min(n, len(rz) - 1)
+            h = MnistStep._update(h, rz[level], nn_[level], *w)
             hs.append(h)
         hs = torch.stack(hs)                                                 # [N, B, H]
         return self.out_head(hs), self.lambda_head(hs).squeeze(-1)
@@ -169,14 +179,18 @@ class RowReader(GrowingEvidence):
         add_cell_and_heads(self, cfg, lambda_p, cfg.channels2 * 14 * 7)
 
     def encode(self, x):
-        z = F.max_pool2d(F.relu(self.conv1(_causal_rows(x))), 2)            # [B, C1, 14, 14] row r <- image rows <= 2r+1
-        z = F.max_pool2d(F.relu(self.conv2(_causal_rows(z))), (1, 2))       # [B, C2, 14, 7]  row r <- image rows <= 2r+1
+        if x.device.type == "cpu" and x.dim() == 4:
+            # channels-last on CPU, as in MnistStep.embed: oneDNN's max-pool is ~6x faster on it; the same values.
+            # Set before the padding (F.pad keeps it; a 1-channel tensor made contiguous afterwards would not)
+            x = x.to(memory_format=torch.channels_last)
+        # relu after the max-pool: the same values (relu is monotone), on fewer elements
+        z = F.relu(F.max_pool2d(self.conv1(_causal_rows(x)), 2))            # [B, C1, 14, 14] row r <- image rows <= 2r+1
+        z = F.relu(F.max_pool2d(self.conv2(_causal_rows(z)), (1, 2)))       # [B, C2, 14, 7]  row r <- image rows <= 2r+1
         w = self.fc.weight.view(-1, *z.shape[1:])                           # [E, C2, 14, 7]
         per_row = torch.einsum("bcrw,ecrw->bre", z, w)                      # [B, 14, E] each feature row's share
         k = self.cfg.rows_per_step // 2                                     # feature rows per level
         e = per_row.cumsum(1)[:, k - 1::k] + self.fc.bias                   # [B, L, E] after reading level l
-        e = self.drop(F.relu(e))
-        return F.linear(e, self.cell.weight_ih, self.cell.bias_ih)          # [B, L, 3H]
+        return self.project(self.drop(F.relu(e)))                           # [B, L, 3H]
 
     def view_label(self, n: int) -> str:
         seen = min((n + 1) * self.cfg.rows_per_step, 28)
@@ -217,7 +231,7 @@ class CoarseReader(GrowingEvidence):
         z = F.relu(F.max_pool2d(self.conv2(z), 2))                           # [L*B, C2, 7, 7]
         e = self.drop(F.relu(self.fc(z.flatten(1))))                         # [L*B, E]
         e = e.view(len(self.RESOLUTIONS), B, -1).transpose(0, 1)             # [B, L, E]
-        return F.linear(e, self.cell.weight_ih, self.cell.bias_ih)           # [B, L, 3H]
+        return self.project(e)                                               # [B, L, 3H]
 
     def view_label(self, n: int) -> str:
         r = self.RESOLUTIONS[min(n, len(self.RESOLUTIONS) - 1)]

@@ -359,6 +359,16 @@ def test_train_page_runs_a_tiny_job_until_it_finishes(runs):
     assert options[0].startswith("runs/apptest-parity · λp 0.2")            # the new run, newest first
 
 
+def test_train_form_defaults_to_the_pondering_mnist_design_and_says_which_designs_ponder(runs):
+    from explorer.forms import READER_NOTE
+    at = open_app("pages/train.py")
+    assert at.sidebar.radio(key="train_task").value == "mnist"
+    assert at.sidebar.selectbox(key="tf_mnist_reader").value == "rows"          # the article's cnn one choice away
+    assert "cnn: whole image (the article's)" in at.sidebar.selectbox(key="tf_mnist_reader").options
+    assert at.sidebar.slider(key="tf_mnist_lp").value == 0.5                      # MNIST's own prior default
+    assert READER_NOTE in [c.value for c in at.sidebar.caption]
+
+
 def _start_parity_job(at, name, epochs):
     at.sidebar.radio(key="train_task").set_value("parity")
     run_ok(at)

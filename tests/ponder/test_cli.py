@@ -419,3 +419,29 @@ def test_cli_reproduce_only_names_the_unknown_models_and_fails(tmp_path, capsys,
     assert_one_line_error(rc, err, "--only")
     assert ("no name given" if only == "," else "nope" if "nope" in only else "etc") in err
     assert not (tmp_path / "res" / "results.json").exists()
+
+
+def test_train_threads_follow_the_flag_then_omp_num_threads_then_the_free_cores(monkeypatch, capsys):
+    from ponder import cli, progress
+    assert cli.train_threads(3, environ={}) == (3, "--threads")
+    assert cli.train_threads(None, environ={"OMP_NUM_THREADS": "1"}) == (progress.PROCESS_THREADS, "$OMP_NUM_THREADS")
+    monkeypatch.setattr(progress, "machine_cores_and_load", lambda: (2, 1.3))      # one core busy elsewhere
+    assert cli.train_threads(None, environ={}) == (1, "2 cores, load average 1.3")
+    monkeypatch.setattr(progress, "machine_cores_and_load", lambda: (2, 0.2))
+    assert cli.train_threads(None, environ={"OMP_NUM_THREADS": " "})[0] == 2
+    assert cli.build_parser().parse_args(["train", "--out", "x"]).threads is None
+    rc, _, err = run_cli(["train", "--out", "x", "--threads", "0"], capsys)
+    assert rc == 2 and "--threads" in err
+
+
+def test_train_without_choices_trains_the_pondering_mnist_design():
+    from ponder.cli import build_parser, config_from_args
+    from ponder.tasks import build_model
+    from ponder.tasks.mnist_readers import MnistStep, RowReader
+    cfg = config_from_args(build_parser().parse_args(["train", "--out", "x"]))
+    assert cfg.task == "mnist" and cfg.reader == "rows" and cfg.lambda_p == 0.5
+    assert isinstance(build_model("mnist", cfg.model_config(), 20, cfg.lambda_p).step_fn, RowReader)
+    cnn = config_from_args(build_parser().parse_args(["train", "--out", "x", "--reader", "cnn", "--lambda-p", "0.2"]))
+    assert isinstance(build_model("mnist", cnn.model_config(), 20, cnn.lambda_p).step_fn, MnistStep)
+    parity = config_from_args(build_parser().parse_args(["train", "--out", "x", "--task", "parity"]))
+    assert parity.lambda_p == 0.2                                # the other tasks keep TrainConfig's prior

@@ -107,6 +107,61 @@ def test_row_reader_never_sees_unread_rows(rows_read):
         assert torch.allclose(c1[:, level], c2[:, level])
 
 
+@settings(max_examples=20, deadline=None)
+@given(rows_per_step=st.sampled_from([2, 4, 14]), step=st.integers(0, 7), seed=st.integers(0, 2**16))
+def test_row_reader_step_outputs_depend_only_on_the_rows_read(rows_per_step, step, seed):
+    """Step n (0-based) of the whole model, its answer y_n and its lambda_n, has read the first
+    rows_per_step * (n + 1) rows: new values in every row below leave steps 0..n unchanged."""
+    model = tiny_model("mnist", max_steps=8, reader="rows", rows_per_step=rows_per_step)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(4, 1, 28, 28, generator=g)
+    read = min((step + 1) * rows_per_step, 28)
+    x2 = x.clone()
+    x2[..., read:, :] = torch.randn(4, 1, 28 - read, 28, generator=g) * 3
+    with torch.no_grad():
+        a, b = model(x), model(x2)
+    assert a.y.shape == (8, 4, 10) and a.lambda_logits.shape == (8, 4)
+    assert torch.allclose(a.y[:step + 1], b.y[:step + 1], atol=1e-5)
+    assert torch.allclose(a.lambda_logits[:step + 1], b.lambda_logits[:step + 1], atol=1e-5)
+    if read < 28 and step + 1 < 8:                  # and the next step, which reads new rows, does see them
+        assert not torch.allclose(a.y[step + 1], b.y[step + 1], atol=1e-5)
+
+
+@pytest.mark.parametrize("reader", ["rows", "coarse"])
+def test_growing_readers_equal_grucell_on_each_level(reader, monkeypatch):
+    """encode() folds the r/z hidden biases into the input projection, unroll() splits the levels once and
+    runs MnistStep's fused update: the values and gradients of nn.GRUCell fed level min(n, L - 1)'s
+    embedding at step n, on the same parameters."""
+    model = tiny_model("mnist", max_steps=9, reader=reader, rows_per_step=4).train()
+    fn, x = model.step_fn, torch.randn(5, 1, 28, 28)
+    seen = []
+    project = fn.project
+    monkeypatch.setattr(fn, "project", lambda e: seen.append(e) or project(e))
+    out = model(x)                                                  # PonderNet.forward -> unroll
+    (out.y.square().sum() + out.lambda_logits.sin().sum()).backward()
+    fast = {k: p.grad.clone() for k, p in model.named_parameters()}
+    model.zero_grad()
+    seen.clear()
+    fn.encode(x)                                                    # a fresh graph for the reference
+    e = seen[0]                                                     # [B, L, E] the embedding of each level
+    h, ys, ls = torch.zeros(5, 16), [], []
+    for n in range(9):
+        h = fn.cell(e[:, min(n, e.shape[1] - 1)], h)
+        ys.append(fn.out_head(h))
+        ls.append(fn.lambda_head(h).squeeze(-1))
+    ys, ls = torch.stack(ys), torch.stack(ls)
+    assert torch.allclose(out.y, ys, atol=1e-5) and torch.allclose(out.lambda_logits, ls, atol=1e-5)
+    (ys.square().sum() + ls.sin().sum()).backward()
+    for k, p in model.named_parameters():
+        assert torch.allclose(fast[k], p.grad, atol=1e-5, rtol=1e-4), k
+    with torch.no_grad():                                           # step() one at a time: the same states
+        ctx = fn.encode(x)
+        h = fn.init_hidden(ctx)
+        for n in range(9):
+            y, h, l = fn.step(ctx, h, n)
+            assert torch.allclose(y, ys[n], atol=1e-5) and torch.allclose(l, ls[n], atol=1e-5)
+
+
 def test_row_reader_levels_change_once_new_rows_differ():
     model = tiny_model("mnist", reader="rows", rows_per_step=2)
     x = torch.randn(3, 1, 28, 28)

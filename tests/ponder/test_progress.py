@@ -96,3 +96,20 @@ def test_intra_op_threads_are_set_for_the_block_and_back_after():
     assert torch.get_num_threads() == PROCESS_THREADS == before
     with intra_op_threads(None):
         assert torch.get_num_threads() == before
+
+
+@given(cores=st.integers(1, 64), load=st.floats(0.0, 200.0))
+def test_free_cores_leaves_the_busy_cores_and_keeps_at_least_one(cores, load):
+    from ponder.progress import free_cores
+    n = free_cores(cores, load)
+    assert 1 <= n <= cores
+    assert n == max(1, cores - round(load))                      # the cores the load leaves free
+    assert free_cores(cores, load + 1.0) <= n                    # more load, never more threads
+
+
+def test_free_cores_on_a_2_core_machine():
+    from ponder.progress import free_cores, machine_cores_and_load
+    # the situations of issue 26 on 2 cores: quiet, one background training, a loaded machine
+    assert [free_cores(2, load) for load in (0.0, 0.4, 1.0, 1.6, 2.8, 6.0)] == [2, 2, 1, 1, 1, 1]
+    cores, load = machine_cores_and_load()
+    assert cores >= 1 and load >= 0.0
