@@ -22,7 +22,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from explorer.canvas import model_input, preprocess_canvas
 from ponder import ood
-from ponder.checkpoint import load_checkpoint
+from ponder.store.checkpoint import load_checkpoint
 from ponder.data import load_mnist
 from ponder.analysis.unroll import expected_steps_per_input, unroll_stats
 

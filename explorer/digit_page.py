@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 import streamlit as st
 
-from ponder.runs import ModelEntry
+from ponder.store.runs import ModelEntry
 from ponder.analysis.studies import Trace
 
 from . import digits, figures, links, loaders, ui

@@ -15,14 +15,14 @@ from typing import Optional, Sequence
 
 import streamlit as st
 
-from ponder.atomic import SaveError
-from ponder.card import CheckpointError
+from ponder.store.atomic import SaveError
+from ponder.store.card import CheckpointError
 from ponder.config import ConfigError
 from ponder.halting import MODES
-from ponder.runs import ModelEntry, RunNameError, list_sweeps
+from ponder.store.runs import ModelEntry, RunNameError, list_sweeps
 from ponder.tasks import TASKS
 
-from ponder.card import test_metrics
+from ponder.store.card import test_metrics
 
 from . import canvas, digits, inputs, links, loaders, tables
 

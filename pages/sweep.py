@@ -4,7 +4,7 @@ import streamlit as st
 from explorer import figures, forms, job_views, loaders, sweep_views, ui
 from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
-from ponder.runs import runs_root
+from ponder.store.runs import runs_root
 from ponder.analysis.studies import prior_mean
 
 ui.app_guard("sweep")

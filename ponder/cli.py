@@ -9,7 +9,7 @@ import sys
 import threading
 from dataclasses import fields
 
-from .card import two_decimals
+from .store.card import two_decimals
 from .config import DEVICES, MAX_SEED, REGULARISERS, ConfigError, TrainConfig
 from .tasks import TASKS, get_task
 from .tasks.mnist import MNIST_READERS
@@ -182,10 +182,10 @@ def main(argv=None) -> int:
 
 
 def _one_line(e: Exception):
-    from .atomic import SaveError
-    from .card import CheckpointError
+    from .store.atomic import SaveError
+    from .store.card import CheckpointError
     from .data import DataError
-    from .runs import RunNameError
+    from .store.runs import RunNameError
     if isinstance(e, (ConfigError, CheckpointError, DataError, RunNameError, SaveError)):
         msg = str(e)
     elif isinstance(e, OSError):
@@ -207,8 +207,8 @@ def config_from_args(args) -> TrainConfig:
 def cmd_train(args) -> int:
     from pathlib import Path
 
-    from .atomic import check_writable, folder_lock
-    from .card import CARD, WEIGHTS
+    from .store.atomic import check_writable, folder_lock
+    from .store.card import CARD, WEIGHTS
 
     cfg = config_from_args(args)
     if not args.out.strip():
@@ -231,7 +231,7 @@ def _train_into(args, cfg, out, created: bool) -> int:
     from tqdm import tqdm
 
     from . import lifecycle
-    from .atomic import SaveError
+    from .store.atomic import SaveError
 
     bar = None if args.quiet else tqdm(total=100, unit="%", bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
 
@@ -290,7 +290,7 @@ def _train_into(args, cfg, out, created: bool) -> int:
 
 def _remove_if_empty(out, created: bool) -> None:
     """Remove --out again when this command created it and nothing was saved in it."""
-    from .atomic import remove_if_empty
+    from .store.atomic import remove_if_empty
     if created:
         remove_if_empty(out)
 
@@ -322,8 +322,8 @@ def cmd_evaluate(args) -> int:
     from .analysis.baselines import summary_lines
     from .analysis.studies import rotation_label, rotation_study
     from .analysis.unroll import measure_test
-    from .atomic import jsonable
-    from .checkpoint import load_checkpoint
+    from .store.atomic import jsonable
+    from .store.checkpoint import load_checkpoint
     from .tasks import get_task
     from .train import pick_device
 

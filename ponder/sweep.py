@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import lifecycle
-from .atomic import atomic_write_bytes, atomic_write_json, folder_lock
-from .card import CARD, HISTORY, WEIGHTS, CheckpointError, mean_expected_steps, one_line, read_card
+from .store.atomic import atomic_write_bytes, atomic_write_json, folder_lock
+from .store.card import CARD, HISTORY, WEIGHTS, CheckpointError, mean_expected_steps, one_line, read_card
 from .config import ConfigError, TrainConfig
 from .tasks import get_task
-from .runs import SWEEP, safe_name
+from .store.runs import SWEEP, safe_name
 
 BACKENDS = ("local", "ray")
 TABLE = "sweep.md"
@@ -236,7 +236,7 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
     trials = plan.trials()
     _check_sweep_folder(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    with folder_lock(folder):              # one sweep at a time per folder, not deleted meanwhile (ponder.manage)
+    with folder_lock(folder):              # one sweep at a time per folder, not deleted meanwhile (ponder.store.manage)
         old = {r.get("name"): r for r in (read_sweep(folder) or {}).get("trials", []) if isinstance(r, dict)}
         for t in trials:
             _check_trial_folder(folder, t)

@@ -2,7 +2,7 @@
 checks it, and the one way to change it.
 
 A run folder holds:
-    model.safetensors   the weights (see ponder.checkpoint)
+    model.safetensors   the weights (see ponder.store.checkpoint)
     run.json            the card: task, model config, training config, status, device,
                         training time, metrics, library version
     metrics.jsonl       the training history, one progress report per line
@@ -18,9 +18,9 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
-from . import __version__
+from .. import __version__
 from .atomic import atomic_write_json, folder_lock, holds_lock, os_reason
-from .config import ConfigError, TrainConfig, finite, is_int, model_config_from_dict, short_repr
+from ..config import ConfigError, TrainConfig, finite, is_int, model_config_from_dict, short_repr
 
 FORMAT = "ponder-run"
 FORMAT_VERSION = 1
@@ -233,7 +233,7 @@ def check_test_metrics(test: dict, max_steps: int, where: str = "metrics.test", 
 
 def update_card(run_dir, **fields) -> dict:
     """Merge fields into run.json (e.g. metrics after an evaluation). The only card writer after a save.
-    It holds the folder's lock while it writes (ponder.atomic.folder_lock), unless this thread does."""
+    It holds the folder's lock while it writes (ponder.store.atomic.folder_lock), unless this thread does."""
     folder = resolve_run_dir(run_dir)
     with _CARD_LOCK, nullcontext() if holds_lock(folder) else folder_lock(folder):
         card = read_card(folder)

@@ -1,4 +1,4 @@
-"""The runs folder: where trained runs live, safe names, new run folders and listing (uploads: ponder.uploads).
+"""The runs folder: where trained runs live, safe names, new run folders and listing (uploads: ponder.store.uploads).
 
 A user-supplied name never reaches the file system as-is: safe_name() keeps letters,
 digits, '.', '_' and '-', and every path is checked to stay inside the runs folder

@@ -22,8 +22,8 @@ from PIL import Image, ImageDraw
 
 from helpers import (APP, ASSETS, charts, edit_card, encode_image, fake_history, lock_held_elsewhere, one_line_errors, open_app,
                      picture_in_mode, poll, run_ok, save_tiny_run, seven_picture, shown, stroke, texts, tiny_config, tiny_model)
-from ponder.card import CARD, WEIGHTS, read_card
-from ponder.checkpoint import load_checkpoint, save_run
+from ponder.store.card import CARD, WEIGHTS, read_card
+from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 from ponder.analysis.baselines import worth_sentence
 from ponder.analysis.unroll import measure_test
@@ -1154,7 +1154,7 @@ def test_runs_page_lists_renames_and_deletes_with_a_confirmation(own_runs):
 
 
 def test_runs_page_deletes_and_renames_the_run_it_showed_not_one_given_its_name_since(own_runs):
-    from ponder.manage import delete_run, rename_run
+    from ponder.store.manage import delete_run, rename_run
     at = _runs_page()
     _pick(at, "runs/alpha")
     at.button(key="runs_delete").click()                     # this session opens "Delete…" on runs/alpha
@@ -1191,10 +1191,10 @@ def test_runs_page_lists_an_unreadable_run_with_why_and_deletes_it(own_runs):
 
 
 def test_runs_page_exports_a_zip_that_its_import_takes_back(own_runs, monkeypatch):
-    import ponder.manage
+    import ponder.store.manage
     exported = {}
-    real = ponder.manage.export_run
-    monkeypatch.setattr(ponder.manage, "export_run", lambda p: exported.setdefault(p.name, real(p)))
+    real = ponder.store.manage.export_run
+    monkeypatch.setattr(ponder.store.manage, "export_run", lambda p: exported.setdefault(p.name, real(p)))
     at = _runs_page()
     _pick(at, "runs/beta")
     assert at.get("download_button")[0].label == "Export (.zip)"

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from helpers import DATA_DIR, ROOT, assert_one_line_error, needs_mnist, run_cli, save_tiny_run
-from ponder import atomic as A
-from ponder.atomic import SaveError
-from ponder.checkpoint import load_checkpoint
+from ponder.store import atomic as A
+from ponder.store.atomic import SaveError
+from ponder.store.checkpoint import load_checkpoint
 from ponder.cli import main
 
 

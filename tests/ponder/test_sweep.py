@@ -7,10 +7,10 @@ import pytest
 from helpers import assert_one_line
 from ponder import lifecycle
 from ponder import sweep as S
-from ponder.card import WEIGHTS, read_card
-from ponder.checkpoint import load_checkpoint
+from ponder.store.card import WEIGHTS, read_card
+from ponder.store.checkpoint import load_checkpoint
 from ponder.config import ConfigError
-from ponder.runs import list_models, list_sweeps
+from ponder.store.runs import list_models, list_sweeps
 
 TINY = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, log_every=5, device="cpu")
 

@@ -7,7 +7,7 @@ import pytest
 
 from helpers import assert_one_line
 from ponder import sweep as S, sweep_ray
-from ponder.checkpoint import load_checkpoint
+from ponder.store.checkpoint import load_checkpoint
 from ponder.config import ConfigError
 
 TINY = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, log_every=5, device="cpu")

@@ -1,4 +1,4 @@
-"""ponder/card.py: the one card reader refuses every bad card with one line naming the file (a pickle
+"""ponder/store/card.py: the one card reader refuses every bad card with one line naming the file (a pickle
 is never unpickled), odd text fields stay loadable, updates are never lost, history garbage is skipped."""
 import json
 import pickle
@@ -6,9 +6,9 @@ import pickle
 import pytest
 
 from helpers import ShellPayload, assert_one_line, edit_card, run_threads, save_tiny_run, tiny_model
-from ponder import card as K
-from ponder.card import CARD, HISTORY, CheckpointError, read_card, read_history, update_card
-from ponder.checkpoint import load_checkpoint, save_run
+from ponder.store import card as K
+from ponder.store.card import CARD, HISTORY, CheckpointError, read_card, read_history, update_card
+from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 
 
