@@ -15,7 +15,7 @@ from typing import Optional
 from .atomic import SaveError
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"   # the repository's assets/ (ponder/store/runs.py)
 MAX_NAME = 64
 TRASH = ".deleted-"                 # a deleted run's folder while its files are removed (hidden, never listed)
 SWEEP = "sweep.json"            # a folder holding it is a sweep: its trials are run folders inside it
