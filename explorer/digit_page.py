@@ -53,7 +53,7 @@ def digit_input_ui() -> tuple:
 
 
 def unlike_digit_ui(reasons: Sequence[str]) -> None:
-    """A warning under the answer when the input does not look like a training digit (ponder.ood)."""
+    """A warning under the answer when the input does not look like a training digit (explorer.ood)."""
     if reasons:
         st.warning("**This does not look like the handwritten digits the model was trained on**: "
                    + "; ".join(reasons) + ". The answer above is what the model says anyway: a network "

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import canvas, digit_page, links, loaders, ui, views, worth
-from ponder.ood import unlike_digits
+from explorer.ood import unlike_digits
 from ponder.analysis.studies import seen_at_steps, trace_input, view_labels
 
 ui.app_guard("digit")

@@ -9,7 +9,7 @@ import torch
 from bench import common, early_exit, gpu, latency, profiling, report, throughput, time_to_accuracy
 from bench import ood as bench_ood
 from bench.__main__ import main
-from ponder import ood
+from explorer import ood
 from ponder.tasks.parity import PARITY_PRESETS
 from ponder.config import TrainConfig
 from ponder.train import train
