@@ -1,12 +1,12 @@
 """Compare runs: halting distributions, per-step accuracy and training curves of several models."""
 import streamlit as st
 
-from explorer import figures, forms, loaders, tables, ui, worth
+from explorer import figures, forms, loaders, pickers, tables, ui, worth
 
 ui.app_guard("compare")
 st.title("Compare runs")
 imported = forms.import_run_ui()
-entries = ui.models_multiselect_ui(add=imported)
+entries = pickers.models_multiselect_ui(add=imported)
 if len(entries) < 2:
     st.info("Pick two or more models or runs to compare.")
     if not entries:

@@ -1,7 +1,7 @@
 """λp sweep: the geometric prior at a glance, then runs trained at several λp (or the shipped sweep)."""
 import streamlit as st
 
-from explorer import figures, forms, job_views, loaders, sweep_views, ui
+from explorer import figures, forms, job_views, loaders, pickers, sweep_views, ui
 from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.store.runs import runs_root
@@ -55,7 +55,7 @@ if source == "The sweep job":
             st.rerun()
     live_results()
 elif source.startswith("A sweep folder"):
-    folder = ui.sweep_folder_ui()
+    folder = pickers.sweep_folder_ui()
     if folder is not None:
         sweep_views.folder_sweep_ui(folder)
 else:
