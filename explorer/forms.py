@@ -12,7 +12,7 @@ from ponder.tasks.mnist import MNIST_READERS
 from ponder.store.manage import import_zip
 from ponder.store.runs import RunNameError, safe_name, unused_name
 from ponder.store.uploads import IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, import_checkpoint
-from ponder.sweep import Plan
+from ponder.sweep_plan import Plan
 
 from . import tables
 from .ui import USER_ERRORS, one_line, remembered_lambda_p

@@ -31,7 +31,8 @@ from ponder import lifecycle
 from ponder.config import TrainConfig
 from ponder.store.card import CARD
 from ponder.store.runs import new_run_dir
-from ponder.sweep import Plan, run_sweep
+from ponder.sweep import run_sweep
+from ponder.sweep_plan import Plan
 from ponder.progress import intra_op_threads
 from ponder.train import Progress
 

@@ -13,12 +13,13 @@ def cmd_sweep(args) -> int:
     from pathlib import Path
 
     from . import sweep as S
+    from .sweep_plan import Plan, markdown_table, parse_grid, parse_seeds
 
     if args.seed is not None:
         raise ConfigError("sweep takes its seeds from --seeds, not --seed")
     base = config_from_args(args).to_dict()
     base.pop("task")
-    plan = S.Plan(task=args.task, base=base, grid=S.parse_grid(args.grid), seeds=S.parse_seeds(args.seeds))
+    plan = Plan(task=args.task, base=base, grid=parse_grid(args.grid), seeds=parse_seeds(args.seeds))
     n = len(plan.trials())                    # every trial's config is checked before anything trains
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -42,7 +43,7 @@ def cmd_sweep(args) -> int:
         trials = S.run_sweep(plan, out, args.backend, address=args.address, cpus_per_trial=args.cpus_per_trial,
                              gpus_per_trial=args.gpus_per_trial, data_dir=args.data_dir, cancel=cancel,
                              on_trial=on_trial)
-    print(S.markdown_table(plan, trials), end="")
+    print(markdown_table(plan, trials), end="")
     count = {s: sum(t.status == s for t in trials) for s in ("completed", "failed")}
     resumed = sum(t.resumed for t in trials)
     print(f"{count['completed']} completed ({resumed} in an earlier run, skipped), {count['failed']} failed, "

@@ -737,7 +737,8 @@ def test_the_sweep_page_shows_the_machines_running_sweep_and_anyone_can_cancel_i
 
 
 def test_sweep_page_shows_a_sweep_folder_and_compare_adds_it_as_one_group(runs):
-    from ponder.sweep import Plan, parse_grid, run_sweep
+    from ponder.sweep import run_sweep
+    from ponder.sweep_plan import Plan, parse_grid
     tiny = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, device="cpu")
     run_sweep(Plan("parity", tiny, parse_grid(["lambda_p=0.2,0.5"]), [0]), runs / "cli-sweep", eval_limit=200)
     at = open_app("pages/sweep.py")

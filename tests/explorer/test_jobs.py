@@ -78,7 +78,7 @@ def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tm
 
 
 def test_a_sweep_plan_trains_through_ponder_sweep_into_its_folder_and_resumes(registry, tmp_path):
-    from ponder.sweep import Plan, parse_grid
+    from ponder.sweep_plan import Plan, parse_grid
     base = {k: v for k, v in TINY.items() if k != "task"}
     plan = Plan("parity", base, parse_grid(["lambda_p=0.3,0.6", "beta=0.01,1e38"]), [0])
     job = registry.submit("s1", [], kind="sweep", root=tmp_path / "sw", plan=plan)

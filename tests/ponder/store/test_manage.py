@@ -266,7 +266,8 @@ def test_a_sweep_being_written_is_not_deleted(tmp_path, held):
 
 def test_a_running_sweep_holds_its_folder(tmp_path):
     """ponder.sweep.run_sweep holds the sweep folder's lock while it trains: the Runs page cannot delete it."""
-    from ponder.sweep import Plan, run_sweep
+    from ponder.sweep import run_sweep
+    from ponder.sweep_plan import Plan
     root = tmp_path / "runs"
     tries = []
 
