@@ -12,6 +12,7 @@
     job_registry.py   the process-wide registry of jobs: limits, submit, finding a job again
     loaders.py        st.cache_resource / st.cache_data wrappers around the above
     ui.py             small *_ui() helpers that draw widgets and return plain values
+    pickers.py        the pickers: a model or runs, a checkpoint, a sweep folder, the input digit and its rotation
     forms.py          the sidebar forms: train, sweep, import a run (*_ui(), plain values out)
     runs_page.py      the Runs page's widgets: the table of runs, the picker, export / rename / delete
     views.py          one input's panels: the answer, the per-step charts, stepping through the steps
