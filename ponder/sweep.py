@@ -30,12 +30,10 @@ from .store.atomic import atomic_write_bytes, atomic_write_json, folder_lock
 from .store.card import CARD, HISTORY, WEIGHTS, CheckpointError, one_line, read_card
 from .config import ConfigError, TrainConfig
 from .tasks import get_task
-from .store.runs import SWEEP
+from .store.runs import LOG, SWEEP, TABLE
 from .sweep_plan import Plan, Trial, markdown_table
 
 BACKENDS = ("local", "ray")
-TABLE = "sweep.md"
-LOG = "sweep.log"                                     # trial records appended while the sweep runs
 
 
 # ----------------------------------------------------------------------------- one trial

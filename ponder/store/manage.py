@@ -29,8 +29,7 @@ from .atomic import SaveError, folder_lock, remove_if_empty, remove_stale_tmp
 from .card import (CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_regular,
                    update_card)
 from .checkpoint import MAX_CHECKPOINT_BYTES
-from .runs import SWEEP, TRASH, RunNameError, inside, runs_root, safe_name
-from ..sweep import LOG, TABLE
+from .runs import LOG, SWEEP, TABLE, TRASH, RunNameError, inside, runs_root, safe_name
 from .uploads import MAX_UPLOAD_BYTES, import_checkpoint, upload_bytes, upload_size
 
 RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)

@@ -19,6 +19,8 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"   # the repository's ass
 MAX_NAME = 64
 TRASH = ".deleted-"                 # a deleted run's folder while its files are removed (hidden, never listed)
 SWEEP = "sweep.json"            # a folder holding it is a sweep: its trials are run folders inside it
+TABLE = "sweep.md"              # a sweep folder's results as a Markdown table
+LOG = "sweep.log"               # a sweep folder's trial records, appended while the sweep runs
 
 
 class RunNameError(ValueError):
