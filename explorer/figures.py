@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 from ponder.analysis.studies import prior_mean
 
 from .style import (CORRECT_COLOR, LEARNED_COLOR, NEUTRAL_COLOR, PALETTE, PRIOR_COLOR, arr, count_axis, halt_marker,
-                    layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_dtick, steps)
+                    layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_cursor, step_dtick, steps)
 
 
 def prior_fig(lambda_p: float, n_steps: int, title: str = "") -> go.Figure:
@@ -97,15 +97,19 @@ def step_probs_heatmap(probs, class_names: Optional[Sequence[str]] = None, title
     return layout(fig, title or "Class probabilities at each step")
 
 
-def trace_figures(tr, class_names: Sequence[str], truth: Optional[int] = None) -> dict:
+def trace_figures(tr, class_names: Sequence[str], truth: Optional[int] = None, cursor: Optional[int] = None) -> dict:
     """The four per-step figures of one input (a ponder.analysis.studies.Trace), as the digit and parity
-    pages show them: {"heat", "p", "lambda", "cdf"}. No halt marker in expected mode (it runs all N)."""
+    pages show them: {"heat", "p", "lambda", "cdf"}. No halt marker in expected mode (it runs all N);
+    cursor: the step the step slider is on, marked on each."""
     halt = tr.halt_step if tr.mode != "expected" else None
-    return {"heat": step_probs_heatmap(tr.probs, class_names, halt_step=halt, truth=truth,
+    figs = {"heat": step_probs_heatmap(tr.probs, class_names, halt_step=halt, truth=truth,
                                        title="Per-step answer: class probabilities at step n"),
             "p": halting_fig(tr.p, tr.lambda_p, halt_step=halt, title="Learned p_n vs prior"),
             "lambda": lambda_fig(tr.lambdas, tr.lambda_p, halt_step=halt),
             "cdf": cumulative_fig(tr.p, halt_step=halt)}
+    for name, fig in figs.items():
+        step_cursor(fig, cursor, across="y" if name == "heat" else "x")
+    return figs
 
 
 def topk_fig(probs: Sequence[float], class_names: Sequence[str], k: int = 3, truth: Optional[int] = None,
@@ -196,8 +200,11 @@ def overlay_training_fig(histories: dict, key: str, title: str, ytitle: str, log
 
 # ----------------------------------------------------------------------------- several models
 
+PRIOR_DASHES = ("dash", "dot", "dashdot", "longdash")     # one per distinct prior on an overlay
+
 def overlay_halting_fig(series: Sequence[dict], title: str = "") -> go.Figure:
-    """Several halting distributions as lines: series = [{name, p, lambda_p}]; priors in the prior colour."""
+    """Several halting distributions as lines: series = [{name, p, lambda_p}]; each distinct prior (λp, N)
+    once, dashed, in the colour of the first model that has it and with a dash pattern of its own."""
     fig = go.Figure()
     n_max = 1
     shown_priors = set()
@@ -207,11 +214,13 @@ def overlay_halting_fig(series: Sequence[dict], title: str = "") -> go.Figure:
         fig.add_trace(go.Scatter(x=steps(len(p)), y=p, name=s["name"], mode="lines+markers",
                                  line=dict(color=PALETTE[i % len(PALETTE)], width=2.5), marker=dict(size=6),
                                  hovertemplate=s["name"] + "<br>step %{x}<br>p_n = %{y:.4f}<extra></extra>"))
-    for s in series:
+    for i, s in enumerate(series):
         key = (s.get("lambda_p"), len(arr(s["p"])))
         if s.get("lambda_p") and key not in shown_priors:
+            dash = PRIOR_DASHES[len(shown_priors) % len(PRIOR_DASHES)]
             shown_priors.add(key)
-            fig.add_trace(prior_trace(s["lambda_p"], key[1], name=f"prior λp={s['lambda_p']:g}, N={key[1]}"))
+            fig.add_trace(prior_trace(s["lambda_p"], key[1], name=f"prior λp={s['lambda_p']:g}, N={key[1]}",
+                                      color=PALETTE[i % len(PALETTE)], dash=dash))
     set_layout(fig, xaxis=step_axis(n_max),
                yaxis=dict(title="p_n", rangemode="tozero"))
     return layout(fig, title or "Halting distributions")

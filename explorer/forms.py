@@ -15,6 +15,7 @@ from ponder.store.uploads import IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD
 from ponder.sweep_plan import Plan
 
 from . import tables
+from .links import LP_HELP, LP_RANGE
 from .ui import USER_ERRORS, one_line, remembered_lambda_p
 
 
@@ -25,7 +26,13 @@ def devices() -> list:
 
 
 def task_ui(key: str = "train_task") -> str:
-    return st.sidebar.radio("Task", list(TASKS), key=key, horizontal=True, format_func=task_label)
+    """The task radio; the choice is kept across pages (a widget's own state is dropped where it is not drawn)."""
+    tasks = list(TASKS)
+    kept = st.session_state.get("_kept_" + key)
+    task = st.sidebar.radio("Task", tasks, index=tasks.index(kept) if kept in tasks else 0, key=key,
+                            horizontal=True, format_func=task_label)
+    st.session_state["_kept_" + key] = task
+    return task
 
 
 def task_label(task: str) -> str:
@@ -60,41 +67,53 @@ def train_form_ui(task: str) -> Optional[tuple]:
     Widget keys start with tf_<task>_ so each task keeps its own defaults.
     """
     d, t = TrainConfig.for_task(task), get_task(task)
-    budget = t.budget_seconds
     k = f"tf_{task}_"
-    with st.sidebar.form(f"train_form_{task}"):
-        name = st.text_input("Run name", value=f"{task}-lp{remembered_lambda_p():g}", max_chars=64, key=k + "name")
-        lp = st.slider("λp (prior)", 0.01, 1.0, float(remembered_lambda_p()), 0.01, key=k + "lp")
-        beta = st.number_input("β (weight of the KL term)", 0.0, 10.0, float(d.beta), 0.005, format="%.3f",
+    kept = st.session_state.setdefault(f"_kept_{k}", {})     # the values of its last Start, per task: a widget's
+    v = kept.get                                              # own state is dropped on a page that does not draw it
+    with st.sidebar.form(f"train_form_{task}", enter_to_submit=False):       # only the button starts a run
+        name = st.text_input("Run name", value=v("name", f"{task}-lp{remembered_lambda_p():g}"), max_chars=64,
+                             key=k + "name")
+        lp = st.slider("λp (prior)", *LP_RANGE, float(remembered_lambda_p()), 0.01, key=k + "lp", help=LP_HELP)
+        beta = st.number_input("β (weight of the KL term)", 0.0, 10.0, v("beta", float(d.beta)), 0.005, format="%g",
                                key=k + "beta")
-        reg = st.selectbox("Regulariser", REGULARISERS, index=REGULARISERS.index(d.regulariser), key=k + "reg",
+        reg = st.selectbox("Regulariser", REGULARISERS, index=REGULARISERS.index(v("reg", d.regulariser)), key=k + "reg",
                            format_func=REGULARISER_LABELS.get,
                            help="KL(p ‖ p_G), the paper's, lets p ≈ 0 on early steps (mode-seeking); "
                                 "KL(p_G ‖ p) keeps weight on every step (mass-covering).")
-        reader = st.selectbox("What each step sees (MNIST)", MNIST_READERS, index=MNIST_READERS.index(d.reader),
+        reader = st.selectbox("What each step sees (MNIST)", MNIST_READERS,
+                              index=MNIST_READERS.index(v("reader", d.reader)),
                               disabled="reader" not in t.reads, key=k + "reader", format_func=READER_LABELS.get,
                               help="rows: 2 more image rows each step, so extra steps bring evidence and halting "
                                    "varies by digit (how mnist-adaptive was trained; λp 0.5 and 6 epochs there); "
                                    "cnn: the whole image every step (step 1 is already a classifier, fastest).")
-        n = st.number_input("N (most steps)", 1, MAX_STEPS, int(d.max_steps), 1, key=k + "n", help=SIZE_HELP)
-        hidden = st.number_input("Hidden size", 4, MAX_HIDDEN, int(d.hidden), 8, key=k + "hidden", help=SIZE_HELP)
-        batch = st.number_input("Batch size", 8, MAX_BATCH, int(d.batch_size), 16, key=k + "batch", help=SIZE_HELP)
-        lr = st.number_input("Learning rate", 1e-5, 1.0, float(d.lr), 1e-4, format="%.4f", key=k + "lr")
-        epochs = st.number_input("Epochs", 0.001, 100.0, float(d.epochs), 0.5, format="%.3f", key=k + "epochs",
-                                 help="MNIST: passes over 55,000 images. Parity: blocks of 500 batches.")
-        seconds = st.number_input("Time budget (s, 0 = none)", 0, 24 * 3600, budget, 10, key=k + "seconds",
+        n = st.number_input("N (most steps)", 1, MAX_STEPS, v("n", int(d.max_steps)), 1, key=k + "n", help=SIZE_HELP)
+        hidden = st.number_input("Hidden size", 4, MAX_HIDDEN, v("hidden", int(d.hidden)), 8, key=k + "hidden",
+                                 help=SIZE_HELP)
+        batch = st.number_input("Batch size", 8, MAX_BATCH, v("batch", int(d.batch_size)), 16, key=k + "batch",
+                                help=SIZE_HELP)
+        lr = st.number_input("Learning rate", 1e-5, 1.0, v("lr", float(d.lr)), 1e-4, format="%.4f", key=k + "lr")
+        epochs = st.number_input("Epochs", 0.001, 100.0, v("epochs", float(d.epochs)), 0.5, format="%g",
+                                 key=k + "epochs", help="MNIST: passes over 55,000 images. Parity: blocks of 500 batches.")
+        seconds = st.number_input("Time budget (s, 0 = none)", 0, 24 * 3600, v("seconds", t.budget_seconds), 10,
+                                  key=k + "seconds",
                                   help="Training stops at whichever comes first: the epochs or the budget. The budget "
                                        "covers the training steps; a validation pass, saving and a test measurement "
                                        "on 2,000 images follow (a few seconds, shown as they run).")
-        rot = st.slider("Training rotation ±d (degrees)", 0, 180, 0, 5, disabled="rotate_train" not in t.reads,
+        rot = st.slider("Training rotation ±d (degrees)", 0, 180, v("rot", 0), 5, disabled="rotate_train" not in t.reads,
                         key=k + "rot",
                         help="Each training image is rotated by its own angle drawn uniformly in ±d.")
-        preset = st.selectbox("Parity preset", list(t.presets or all_presets()), disabled="parity_preset" not in t.reads,
-                              key=k + "preset", format_func=preset_label)
-        seed = st.number_input("Seed", 0, 2**31 - 1, 0, 1, key=k + "seed")
-        device = st.selectbox("Device", devices(), key=k + "device")
+        presets = list(t.presets or all_presets())
+        preset = st.selectbox("Parity preset", presets, index=presets.index(v("preset", presets[0])),
+                              disabled="parity_preset" not in t.reads, key=k + "preset", format_func=preset_label)
+        seed = st.number_input("Seed", 0, 2**31 - 1, v("seed", 0), 1, key=k + "seed")
+        choices = devices()
+        device = st.selectbox("Device", choices, index=choices.index(v("device", choices[0])) if v("device") in choices
+                              else 0, key=k + "device")
         go = st.form_submit_button("Start training", icon=":material/play_arrow:", type="primary",
                                    width="stretch", key="tf_start")
+    if go:
+        kept.update(name=name, beta=beta, reg=reg, reader=reader, n=n, hidden=hidden, batch=batch, lr=lr, epochs=epochs,
+                    seconds=seconds, rot=rot, preset=preset, seed=seed, device=device)
     if not go:
         return None
     st.session_state["_lp"] = lp
@@ -115,13 +134,13 @@ def train_form_ui(task: str) -> Optional[tuple]:
         return None
 
 
-SWEEP_CHOICES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+SWEEP_CHOICES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)    # λp in (0, 1): see links.LP_RANGE
 
 
 def sweep_form_ui() -> Optional[tuple]:
     """λp values, seeds and a short config per trial (MNIST or parity). Returns (sweep folder name, Plan)
     on submit: the trials train through ponder.sweep into runs/<name>/, as `python -m ponder sweep` does."""
-    with st.form("sweep_form"):
+    with st.form("sweep_form", enter_to_submit=False):
         values = st.multiselect("λp values to train", SWEEP_CHOICES, default=[0.1, 0.3, 0.5, 0.9], key="sw_values")
         t1, t2, t3 = st.columns(3)
         task = t1.radio("Task", list(TASKS), horizontal=True, key="sw_task", format_func=task_label)
@@ -131,11 +150,11 @@ def sweep_form_ui() -> Optional[tuple]:
                               help="Parity only. The video seed swept λp 0.1–0.9 on its n = 15 (video-15).")
         reg = t3.selectbox("Regulariser", REGULARISERS, key="sw_reg", format_func=REGULARISER_LABELS.get)
         c1, c2, c3, c4, c5 = st.columns(5)
-        epochs = c1.number_input("Epochs per run", 0.001, 20.0, 0.5, 0.25, format="%.3f", key="sw_epochs")
+        epochs = c1.number_input("Epochs per run", 0.001, 20.0, 0.5, 0.25, format="%g", key="sw_epochs")
         seconds = c2.number_input("Time budget per run (s)", 0, 3600, 20, 5, key="sw_seconds",
                                   help="Each run stops at its epochs or this budget, whichever comes first.")
         n = c3.number_input("N", 1, MAX_STEPS, 20, 1, key="sw_n", help=SIZE_HELP)
-        beta = c4.number_input("β", 0.0, 10.0, 0.01, 0.005, format="%.3f", key="sw_beta")
+        beta = c4.number_input("β", 0.0, 10.0, 0.01, 0.005, format="%g", key="sw_beta")
         seeds = c5.number_input("Seeds per λp", 1, 10, 1, 1, key="sw_seeds", help="Seeds 0, 1, … for each λp.")
         name = st.text_input("Sweep folder (in the runs folder)", "", max_chars=64, key="sw_name",
                              placeholder="a new sweep-<task>", help="Empty: a new folder. An earlier sweep's folder: its "

@@ -77,8 +77,10 @@ def run_result_ui(run: RunState) -> None:
     reason = plain(run.reason)
     task = run.config.task if run.config is not None else ""
     if run.status == "completed" and near_chance(task, t.get("accuracy")):
+        advice = (f"its time budget ended it after {run.steps:,} steps: give it more time (or fewer epochs' worth of "
+                  "work)" if "time budget" in run.reason else "try a smaller learning rate or β")
         st.warning(f"{head} Completed, but it **learned nothing**: its test accuracy is at chance level "
-                   f"({TASKS[task].chance:.0%} by guessing); try a smaller learning rate or β.{acc}{where}")
+                   f"({TASKS[task].chance:.0%} by guessing); {advice}.{acc}{where}")
     elif run.status == "completed":
         st.success(f"{head} Completed{' (' + reason + ')' if reason else ''}.{acc}{where}")
     elif run.status == "cancelled" and not run.steps:
@@ -100,8 +102,10 @@ def job_ui(view: JobView, cancel, key: str = "job", note: str = "") -> None:
         st.caption(note)
     if view.active:
         c1, c2 = st.columns([4, 1], vertical_alignment="center")
+        budgets = [r.config.max_seconds if r.config is not None else None for r in view.runs]
+        reaches = view.cap and (None in budgets or sum(budgets) >= view.cap)     # its own budgets end it sooner
         cap = (f" · the server stops it at its {fmt_duration(view.cap)} cap, in "
-               f"{_fmt_s(view.created + view.cap - time.time())}" if view.cap else "")
+               f"{_fmt_s(view.created + view.cap - time.time())}" if reaches else "")
         c1.markdown(f"**Training job** ({len(view.runs)} run{'s' if len(view.runs) > 1 else ''}) — "
                     + ("stopping…" if view.cancel_requested else "running" + cap))
         if c2.button("Cancel", icon=":material/stop:", key=f"{key}_cancel", disabled=view.cancel_requested,

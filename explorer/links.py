@@ -15,7 +15,9 @@ MODEL_TASK = {page: t.name for t in TASKS.values() for page in t.pages}  # pages
 USES = {"digit": {"model", "mode"}, "rotation": {"model"}, "parity": {"model", "mode"}, "compare": {"models"},
         "sweep": {"lp"}, "train": {"lp"}}
 NAMES = ("page", "model", "models", "lp", "mode")      # the app's own; anything else (Streamlit's embed, ...) is left alone
-LP_RANGE = (0.01, 1.0)                                  # the λp slider's range
+LP_RANGE = (0.01, 0.99)        # λp in (0, 1): at 1 every input halts at step 1, at 0 never (the slider's range)
+LP_HELP = ("The geometric prior p_G(n) = λp(1−λp)^(n−1) says 'halt with probability λp at each step'; its mean "
+           "is 1/λp steps. λp lies in (0, 1): at 1 every input would stop at step 1, at 0 none would stop.")
 TASK_NAMES = {t.name: t.label for t in TASKS.values()}
 
 

@@ -186,8 +186,8 @@ def parity_input_fig(x: Sequence[float]) -> go.Figure:
                                hovertemplate="position %{x}<br>value %{z:+.0f}<extra></extra>", xgap=2))
     set_layout(fig, xaxis=dict(title="position", tickmode="linear", tick0=1, dtick=1 if len(v) <= 32 else 4,
                                tickformat="d"), yaxis=dict(visible=False))
-    n_plus = int((v == 1).sum())
-    return layout(fig, f"Input: {int((v != 0).sum())} non-zeros, {n_plus} of them +1 → parity "
+    n_plus, nz = int((v == 1).sum()), int((v != 0).sum())
+    return layout(fig, f"Input: {nz} non-zero{'s' * (nz != 1)}, {n_plus} of them +1 → parity "
                         f"{'odd' if n_plus % 2 else 'even'}", height=150)
 
 
@@ -208,19 +208,23 @@ def sets_halting_fig(sets: dict, lambda_p: Optional[float] = None, title: str = 
 
 
 def by_k_fig(rows: Sequence[dict], train_k: Optional[Sequence[int]] = None) -> go.Figure:
-    """Mean halting step and accuracy per number of non-zeros k."""
+    """Mean halting step and accuracy per number of non-zeros k; the lines break at a k that was not measured."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    k = [r["k"] for r in rows]
-    fig.add_trace(go.Scatter(x=k, y=[r["mean_steps"] for r in rows], name="mean halting step",
+    by = {r["k"]: r for r in rows}
+    k = list(range(min(by), max(by) + 1)) if by else []
+
+    def col(key: str, missing=None) -> list:                 # None: a gap in the line (not measured)
+        return [by[v].get(key, missing) if v in by else missing for v in k]
+    fig.add_trace(go.Scatter(x=k, y=col("mean_steps"), name="mean halting step",
                              mode="lines+markers", line=dict(color=LEARNED_COLOR),
                              hovertemplate="k=%{x}<br>mean steps %{y:.2f}<extra></extra>"), secondary_y=False)
     if all("expected_steps" in r for r in rows):
-        fig.add_trace(go.Scatter(x=k, y=[r["expected_steps"] for r in rows], name="E[n] (± std over inputs)",
+        fig.add_trace(go.Scatter(x=k, y=col("expected_steps"), name="E[n] (± std over inputs)",
                                  mode="lines+markers", line=dict(color=PALETTE[2]),
-                                 error_y=dict(type="data", array=[r.get("expected_steps_std", 0.0) for r in rows],
+                                 error_y=dict(type="data", array=col("expected_steps_std", 0.0),
                                               visible=True, thickness=1),
                                  hovertemplate="k=%{x}<br>E[n] %{y:.2f}<extra></extra>"), secondary_y=False)
-    fig.add_trace(go.Scatter(x=k, y=[r["accuracy"] for r in rows], name="accuracy", mode="lines+markers",
+    fig.add_trace(go.Scatter(x=k, y=col("accuracy"), name="accuracy", mode="lines+markers",
                              line=dict(color=CORRECT_COLOR, dash="dot"),
                              hovertemplate="k=%{x}<br>accuracy %{y:.4f}<extra></extra>"), secondary_y=True)
     if train_k:

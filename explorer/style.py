@@ -148,6 +148,22 @@ def rule(fig: go.Figure, x: Optional[float] = None, y: Optional[float] = None, l
                                  hovertemplate=text + "<extra></extra>"))
 
 
+CURSOR_COLOR = "rgba(255, 170, 0, 0.25)"     # the step the slider is on, a band across a per-step chart
+
+
+def step_cursor(fig: go.Figure, step: Optional[int], across: str = "x") -> None:
+    """A band at `step` on a per-step chart (its steps on the x axis, or on y with across="y"): where the
+    step slider is."""
+    if not step:
+        return
+    if across == "x":
+        fig.add_shape(type="rect", xref="x", yref="paper", x0=step - 0.5, x1=step + 0.5, y0=0, y1=1,
+                      fillcolor=CURSOR_COLOR, line_width=0, layer="below")
+    else:
+        fig.add_shape(type="rect", xref="paper", yref="y", x0=0, x1=1, y0=step - 0.5, y1=step + 0.5,
+                      line=dict(color="rgb(255, 170, 0)", width=3))
+
+
 def halt_marker(fig: go.Figure, halt_step: Optional[int]) -> None:
     if halt_step:
         rule(fig, x=halt_step, line=dict(color="black", dash="dot", width=1.5), text=f"halted at step {halt_step}")
@@ -155,16 +171,17 @@ def halt_marker(fig: go.Figure, halt_step: Optional[int]) -> None:
 
 # ----------------------------------------------------------------------------- halting distributions
 
-def prior_trace(lambda_p: float, n: int, as_bars: bool = False, name: Optional[str] = None, **kw):
+def prior_trace(lambda_p: float, n: int, as_bars: bool = False, name: Optional[str] = None,
+                color: str = PRIOR_COLOR, dash: str = "dash", **kw):
     """The prior p_G(n) ∝ λp(1−λp)^(n−1), renormalised over N steps (the KL term's target), as bars
-    or as a line with markers."""
+    or as a line with markers (dashed, in the prior's colour unless told otherwise)."""
     p = log_geometric_prior(lambda_p, n).exp().numpy()                       # [N]
     name = name or f"prior λp={lambda_p:g}"
     hover = "step %{x}<br>prior p_G = %{y:.4f}<extra>" + name + "</extra>"
     if as_bars:
-        return go.Bar(x=steps(n), y=p, name=name, marker_color=PRIOR_COLOR, hovertemplate=hover, **kw)
+        return go.Bar(x=steps(n), y=p, name=name, marker_color=color, hovertemplate=hover, **kw)
     return go.Scatter(x=steps(n), y=p, name=name, mode="lines+markers",
-                      line=dict(color=PRIOR_COLOR, width=2, dash="dash"), marker=dict(size=6),
+                      line=dict(color=color, width=2, dash=dash), marker=dict(size=6),
                       hovertemplate=hover, **kw)
 
 

@@ -118,7 +118,8 @@ def compare_rows(entries, metrics: dict) -> list:
         easy, hard = easy_hard_expected_steps(m)
         rows.append({"model": e.name, **({"sweep": e.sweep or None} if has_sweep else {}),
                      "task": e.card.get("task"), "status": e.card.get("status"), "λp": e.card.get("lambda_p"),
-                     "regulariser": regulariser_name(e.card.get("train")), "N": e.card.get("max_steps"),
+                     "regulariser": regulariser_name(e.card.get("train")), "design": task_settings(e.card) or None,
+                     "N": e.card.get("max_steps"),
                      "accuracy": m.get("accuracy"), "mean steps": m.get("mean_steps"), "E[n]": mean_expected_steps(m),
                      "E[n] hard − easy": None if easy is None or hard is None else hard - easy,
                      "test n": m.get("n"), "train s": e.card.get("train_seconds"), "device": e.card.get("device")})

@@ -28,7 +28,8 @@ USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
 
 # Plotly's toolbar covers titles and legends: off. Drag still zooms, a double
 # click resets, and Streamlit's own toolbar (hover, above the chart) shows it full screen.
-PLOTLY_CONFIG = {"displayModeBar": False, "displaylogo": False}
+PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtons": [["toImage"]],     # one button: the chart as a PNG
+                 "toImageButtonOptions": {"format": "png", "scale": 2, "filename": "ponder-chart"}}
 MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inference; a seeded draw). "
              "deterministic: halt at the median of the halting distribution (first n with P(halted by n) ≥ 0.5). "
              "expected: run all N steps and answer the p-weighted mixture Σ p_n · y_n.")
@@ -123,17 +124,15 @@ def link_params_ui(page: str, asked: Optional[str] = None, pages: Sequence[str] 
 def lambda_p_ui(label: str = "λp (prior's halting probability per step)", key: str = "lp") -> float:
     """The λp slider, kept in the URL (?lp=0.2) and across pages."""
     if key not in st.session_state:
-        st.session_state[key] = query_float("lp", 0.01, 1.0) or st.session_state.get("_lp", 0.2)
-    lp = st.slider(label, 0.01, 1.0, step=0.01, key=key,
-                    help="The geometric prior p_G(n) = λp(1−λp)^(n−1) says 'halt with probability λp at each "
-                         "step'; its mean is 1/λp steps.")
+        st.session_state[key] = query_float("lp", *links.LP_RANGE) or st.session_state.get("_lp", 0.2)
+    lp = st.slider(label, *links.LP_RANGE, step=0.01, key=key, help=links.LP_HELP)
     st.session_state["_lp"] = lp
     st.query_params["lp"] = f"{lp:g}"
     return lp
 
 
 def remembered_lambda_p() -> float:
-    return query_float("lp", 0.01, 1.0) or st.session_state.get("_lp", 0.2)
+    return query_float("lp", *links.LP_RANGE) or st.session_state.get("_lp", 0.2)
 
 
 # ----------------------------------------------------------------------------- ponder controls

@@ -2,14 +2,17 @@
 stepping through the steps, the inputs pondered least and most (Streamlit layout around explorer.figures)."""
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+import json
 from typing import Optional, Sequence
 
 import numpy as np
 import streamlit as st
 from PIL import Image
 
-from ponder.analysis.studies import Trace
+from ponder.analysis.studies import Trace, trace_rows
 
 from . import figures
 from .ui import chart
@@ -54,9 +57,10 @@ def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None
 
 
 def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None,
-                    key: str = "trace") -> None:
-    """The four per-step charts of one input: answers, λ_n, p_n vs prior, cumulative halting."""
-    figs = figures.trace_figures(tr, class_names, truth)
+                    key: str = "trace", cursor: Optional[int] = None) -> None:
+    """The four per-step charts of one input: answers, λ_n, p_n vs prior, cumulative halting (cursor: the
+    step the slider is on, a band on each)."""
+    figs = figures.trace_figures(tr, class_names, truth, cursor)
     c1, c2 = st.columns(2)
     with c1:
         chart(figs["heat"], "Each row is what the network would answer if it stopped at step n (rows sum to 1); "
@@ -70,6 +74,22 @@ def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] 
               f"0.5. E[n] = {tr.expected_steps:.2f}.", key=f"{key}_cdf")
 
 
+def trace_downloads_ui(tr: Trace, class_names: Sequence[str], name: str, key: str = "trace") -> None:
+    """The per-step numbers of one input (ponder.analysis.studies.trace_rows) as CSV and as JSON."""
+    rows = trace_rows(tr, class_names)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    meta = {"model": name, "mode": tr.mode, "seed": tr.seed, "halt_step": tr.halt_step, "answer": class_names[tr.pred],
+            "expected_steps": tr.expected_steps, "lambda_p": tr.lambda_p, "max_steps": tr.max_steps}
+    c1, c2, _ = st.columns([1, 1, 3])
+    c1.download_button("Per-step numbers (CSV)", out.getvalue(), file_name="ponder-steps.csv", mime="text/csv",
+                       on_click="ignore", icon=":material/download:", key=f"{key}_csv")
+    c2.download_button("… (JSON)", json.dumps({**meta, "steps": rows}, indent=1), file_name="ponder-steps.json",
+                       mime="application/json", on_click="ignore", icon=":material/download:", key=f"{key}_json")
+
+
 def step_through_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], key: str = "step",
                     labels: Optional[Sequence[str]] = None) -> int:
     """A slider over the steps: what step n saw and what it would answer if it stopped there. Returns n.
@@ -78,11 +98,11 @@ def step_through_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence
     words per step on what it has seen. The slider starts at the halting step of each new input (its
     widget key includes the input's trace, so a new drawing, angle, mode or model starts it afresh).
     """
-    ident = hashlib.blake2b(np.ascontiguousarray(tr.probs).tobytes() + f"{tr.mode}{tr.halt_step}".encode(),
-                            digest_size=6).hexdigest()
-    n = st.slider("Step through the steps", 1, tr.max_steps, value=min(tr.halt_step, tr.max_steps),
-                  key=f"{key}_{ident}",
-                  help="Move through the steps: the image as that step saw it, and its answer if it stopped there.")
+    slider = f"{key}_{trace_id(tr)}"
+    st.session_state.setdefault(slider, min(tr.halt_step, tr.max_steps))
+    n = st.slider("Step through the steps", 1, tr.max_steps, key=slider,
+                  help="Move through the steps (or press Play): the image as that step saw it, its answer if it "
+                       "stopped there, and a band at that step on every chart below.")
     probs = tr.probs[n - 1]
     top = int(np.argmax(probs))
     c1, c2 = st.columns([0.8, 2.4])
@@ -90,7 +110,7 @@ def step_through_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence
         if seen is not None:
             seen_image_ui(seen[n - 1], f"What step {n} has seen" + (f" ({labels[n - 1]})" if labels else ""))
         else:
-            st.caption("This model sees the whole image at every step: its steps only refine the state.")
+            st.caption("This model sees its whole input at every step: its steps only refine its state.")
     with c2:
         m1, m2, m3, m4 = st.columns(4)
         m1.metric(f"Answer at step {n}", class_names[top], help=f"{probs[top]:.1%} for this class at step {n}")
@@ -102,6 +122,59 @@ def step_through_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence
         st.caption(f"Step {n} of {tr.max_steps}{f' ({where})' if where else ''}: it would answer "
                    f"{class_names[top]} with {probs[top]:.1%}.")
     return n
+
+
+def parity_intro_ui() -> None:
+    """The Parity page's task in two sentences, and what to look at."""
+    st.markdown("**Parity**, the paper's task: is the number of +1s in a vector of −1, 0 and +1 odd? A vector "
+                "with more non-zeros (k) is harder, so a PonderNet may think longer on it. Generate or type a "
+                "vector and watch when it stops; below, whole test sets from easy to hard.")
+    with st.expander("What to look at"):
+        st.markdown(
+            "- **Step slider / Play**: what it would answer if it stopped at step n, with a band at that step on "
+            "every chart.\n"
+            "- **p_n vs the prior** and **λ_n**: when it halts, against the geometric prior λp(1−λp)^(n−1).\n"
+            "- **Easy vs hard**: E[n] = Σ n·p_n by number of non-zeros k: does it ponder longer on harder vectors?\n"
+            "- **Is the extra thought worth it?**: its accuracy against a fixed depth and a confidence rule at "
+            "the same mean number of steps.")
+
+
+PLAY_EVERY = 0.8        # seconds a step while playing: slow enough to read the answer and see the band move
+
+
+def trace_id(tr: Trace) -> str:
+    """A short id of one input's trace: a new drawing, angle, mode or model is a new one."""
+    return hashlib.blake2b(np.ascontiguousarray(tr.probs).tobytes() + f"{tr.mode}{tr.halt_step}".encode(),
+                           digest_size=6).hexdigest()
+
+
+def steps_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], truth: Optional[int] = None,
+             key: str = "step", labels: Optional[Sequence[str]] = None) -> None:
+    """Watch one input think: the step slider (step_through_ui) with Play / Pause, and the per-step charts
+    with a band at the slider's step. Playing moves one step every PLAY_EVERY seconds and stops at step N."""
+    ident = trace_id(tr)
+    slider, play = f"{key}_{ident}", f"{key}_playing"
+    playing = st.session_state.get(play) == ident
+
+    @st.fragment(run_every=PLAY_EVERY if playing else None)
+    def section():
+        now = st.session_state.get(slider, min(tr.halt_step, tr.max_steps))
+        if playing and st.session_state.get(play) == ident:
+            if now >= tr.max_steps:
+                st.session_state[play] = None
+                st.rerun()                                    # the whole page: the fragment stops polling
+            st.session_state[slider] = now + 1               # before the slider is drawn in this run
+        if st.button("Pause" if playing else "Play through the steps", key=f"{key}_play",
+                     icon=":material/pause:" if playing else ":material/play_arrow:"):
+            st.session_state[play] = None if playing else ident
+            if not playing and now >= tr.max_steps:
+                st.session_state[slider] = 1                  # from the start again
+            st.rerun()
+        n = step_through_ui(tr, seen, class_names, key=key, labels=labels)
+        st.divider()
+        trace_charts_ui(tr, class_names, truth, key=f"{key}_charts", cursor=n)
+
+    section()
 
 
 def pondering_gallery_ui(gallery: Optional[dict], class_names: Sequence[str]) -> None:

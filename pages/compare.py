@@ -5,6 +5,10 @@ from explorer import figures, forms, loaders, pickers, tables, ui, worth
 
 ui.app_guard("compare")
 st.title("Compare runs")
+st.caption("Two or more models side by side: their test numbers and settings (the design — what each step sees — "
+           "is the main reason models differ), how each spreads its halting over the steps against its prior, how "
+           "accurate it would be if stopped at each step, whether its extra steps beat a fixed depth or a confidence "
+           "rule, and how it trained.")
 imported = forms.import_run_ui()
 entries = pickers.models_multiselect_ui(add=imported)
 if len(entries) < 2:
@@ -25,13 +29,14 @@ if len(series) < len(entries):
 st.space("small")                  # room for the table's toolbar (shown on hover) below the picker's icons
 num = st.column_config.NumberColumn                 # missing values show as "—"; the model column stays on scroll
 st.dataframe(tables.compare_rows(entries, metrics), hide_index=True, placeholder="—", column_config={
-    "model": st.column_config.TextColumn(pinned=True), "accuracy": num(format="%.4f"),
+    "model": st.column_config.TextColumn(pinned=True, width="large"), "accuracy": num(format="%.4f"),
     "mean steps": num(format="%.2f"), "E[n]": num(format="%.2f"), "E[n] hard − easy": num(format="%+.2f"),
     "train s": num(format="%.0f")})
 c1, c2 = st.columns(2)
 with c1:
     ui.chart(figures.overlay_halting_fig(series), "Mean learned halting distribution p_n on each model's test "
-             "set (solid), with the geometric prior of each distinct λp (dashed, prior colour).")
+             "set (solid), with the geometric prior of each distinct λp and N (dashed or dotted, in the colour of the "
+             "first model that has it).")
 with c2:
     acc = [s for s in series if s["per_step_accuracy"]]
     low = min([min(s["per_step_accuracy"]) for s in acc] + [1.0])

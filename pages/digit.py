@@ -41,10 +41,9 @@ if second is not None:
         digit_page.side_by_side_ui([(entry.name, trace), (second.name, trace_input(other, x, mode, seed))],
                                    CLASSES, truth)
 seen = seen_at_steps(model, x)
-views.step_through_ui(trace, None if seen is None else [canvas.seen_image(v[None]) for v in seen], CLASSES,
-                      labels=view_labels(model))
-st.divider()
-views.trace_charts_ui(trace, CLASSES, truth)
+views.steps_ui(trace, None if seen is None else [canvas.seen_image(v[None]) for v in seen], CLASSES, truth,
+               labels=view_labels(model))
+views.trace_downloads_ui(trace, CLASSES, entry.name)
 with st.expander("Test digits it ponders least and most (E[n] over the first 2,000 test digits)"):
     views.pondering_gallery_ui(loaders.pondering_gallery(str(entry.path), loaders.stamp(entry.path)), CLASSES)
 worth.section_ui(entry, "digit")

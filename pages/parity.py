@@ -8,6 +8,7 @@ from ponder.analysis.studies import trace_input
 ui.app_guard("parity")
 TASK = links.MODEL_TASK["parity"]          # the task whose models this page shows
 st.title("Parity")
+views.parity_intro_ui()
 entry, ck = pickers.checkpoint_picker_ui(TASK)
 n = int(ck.card["model"]["n_elems"])
 CLASSES = ["even", "odd"]
@@ -36,7 +37,8 @@ if x is not None:
         ui.chart(study_figures.parity_input_fig(x[0].tolist()), "The input: red +1, blue −1, grey 0; the target is "
                  "whether the number of +1s is odd.", key="par_input")
         views.answer_ui(trace, CLASSES, truth)
-    views.trace_charts_ui(trace, CLASSES, truth, key="par")
+    views.steps_ui(trace, None, CLASSES, truth, key="par_step")
+    views.trace_downloads_ui(trace, CLASSES, entry.name, key="par")
 
 st.subheader("Easy vs hard inputs")
 if line := tables.parity_card_line(ck.card):

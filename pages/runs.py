@@ -8,7 +8,7 @@ from ponder.store.runs import runs_root, unreadable_runs
 
 ui.app_guard("runs")
 st.title("Runs")
-st.caption(f"Your runs (the runs folder {runs_root()}, set by PONDER_RUNS) and the shipped models (assets/: "
+st.caption(f"Your runs (in {runs_root().resolve()}, the folder PONDER_RUNS names) and the shipped models (assets/: "
            "read-only, they can be exported but not renamed or deleted). An imported run shows no accuracy "
            "until a page measures it: the test numbers in an uploaded card are not trusted.")
 runs_page.flash_ui()

@@ -33,6 +33,8 @@ form, started = forms.sweep_form_ui(), None
 if form:
     try:
         started = registry.submit(session, [], kind="sweep", root=runs_root() / form[0], plan=form[1])
+        st.success(f"Sweep started into runs/{form[0]}: {len(form[1].trials())} runs, one after the other; its "
+                   "progress and results are under **Results** below.", icon=":material/arrow_downward:")
     except (JobLimitError, ConfigError) as e:
         st.error(ui.one_line(e))
 

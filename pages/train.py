@@ -45,6 +45,12 @@ if job is None:
 
 view = job_views.job_live_ui(job, who, every=1.0, key="train", note=note)
 job_views.recent_jobs_ui(registry.recent("train"), job.id, key="train")
-if not view.active:
-    st.page_link("pages/digit.py", label="Try the new model on a digit", icon=":material/draw:")
-    st.page_link("pages/compare.py", label="Compare it with other runs", icon=":material/compare_arrows:")
+saved = [r for r in view.runs if r.run_dir and not r.saved_elsewhere]
+if not view.active and saved:                      # the newest saved run, on its task's first page
+    run = saved[-1]
+    t, name = get_task(run.config.task), job_views.run_name(run.run_dir)
+    if t.pages:
+        st.page_link(f"pages/{t.pages[0]}.py", label=f"Try {name} on the {t.pages[0].capitalize()} page",
+                     icon=":material/draw:", query_params={"model": name})
+    st.page_link("pages/compare.py", label="Compare it with other runs", icon=":material/compare_arrows:",
+                 query_params={"models": name})

@@ -57,6 +57,18 @@ class Trace:
         return float(self.answer_probs[self.pred])
 
 
+def trace_rows(tr: Trace, class_names: Sequence[str]) -> list:
+    """One row per step n of a trace, the numbers its charts draw: the answer if it stopped at n and that
+    answer's probability, every class's probability, λ_n, p_n, P(halted by n) and the prior p_G(n); JSON-ready."""
+    prior = log_geometric_prior(tr.lambda_p, tr.max_steps).exp().tolist()           # [N]
+    return [{"step": n + 1, "answer": class_names[int(tr.probs[n].argmax())],
+             "answer_probability": float(tr.probs[n].max()),
+             **{f"p({c})": float(tr.probs[n][i]) for i, c in enumerate(class_names)},
+             "lambda_n": float(tr.lambdas[n]), "p_n": float(tr.p[n]), "halted_by_n": float(tr.cdf[n]),
+             "prior_p_n": prior[n], "halted_here": n + 1 == tr.halt_step}
+            for n in range(tr.max_steps)]
+
+
 @torch.no_grad()
 def trace_input(model: PonderNet, x: torch.Tensor, mode: str = "sample", seed: int = 0) -> Trace:
     """x: one input with a batch dimension ([1, 1, 28, 28] or [1, n]).

@@ -233,7 +233,8 @@ def test_reload_during_training_comes_back_and_a_new_tab_cancels_the_run(server,
           what="a logged training step")
     other.get_by_role("button", name="Cancel").dispatch_event("click")    # the live view redraws every second
     other.get_by_text("cancelled from another session at step").wait_for(timeout=60000)
-    assert other.get_by_text("Partial run").count() == 1 and other.get_by_text("runs/browser-reload").count() == 1
+    assert other.get_by_text("Partial run").count() == 1 and other.get_by_text("runs/browser-reload", exact=True).count() == 1
+    assert other.get_by_role("link", name="Try runs/browser-reload on the Parity page").count() == 1
     assert page.locator("[data-testid=stException]").count() == other.locator("[data-testid=stException]").count() == 0
 
 
@@ -250,4 +251,36 @@ def test_parity_at_1280px_shows_the_whole_mode_control_and_one_metric_size_a_row
     scroll, width = group.evaluate("e => [e.scrollWidth, e.clientWidth]")
     assert scroll <= width and last["x"] + last["width"] <= box["x"] + box["width"], (scroll, width, last, box)
     sizes = values.evaluate_all("es => es.map(e => getComputedStyle(e).fontSize)")
-    assert len(sizes) == 3 and len(set(sizes)) == 1, sizes                      # odd, 13 / 20, 9.87
+    assert len(sizes) == 7 and len(set(sizes)) == 1, sizes     # odd, 13 / 20, 9.87; the step slider's four
+
+
+def test_enter_in_a_train_form_field_starts_nothing(server, new_page):
+    # Enter in the run name or time budget started a job with whatever the form held; only the button starts one
+    page = new_page(1280, 800)
+    page.goto(server + "/?page=train")
+    sidebar = page.locator("[data-testid=stSidebar]")
+    sidebar.get_by_role("button", name="Start training").wait_for(timeout=60000)
+    for field in (sidebar.locator("[data-testid=stTextInput] input").first,
+                  sidebar.get_by_label("Time budget (s, 0 = none)", exact=True)):
+        field.click()
+        field.press("End")
+        field.type("1")
+        field.press("Enter")
+    page.wait_for_timeout(2000)                                   # a submitted form reruns within a second
+    assert page.locator("[data-testid=stProgress]").count() == 0 and page.get_by_text("Training job").count() == 0
+    assert page.locator("[data-testid=stException]").count() == 0
+
+
+def test_play_moves_the_step_slider_by_itself(server, new_page):
+    # the fragment's timer is the browser's: only a real browser shows the steps playing on their own
+    page = new_page(1280, 1000)
+    page.goto(server + "/?page=parity")
+    play = page.get_by_role("button", name="Play through the steps")
+    play.wait_for(timeout=60000)
+    thumb = page.get_by_role("slider", name="Step through the steps")
+    start = int(thumb.input_value())
+    play.click()
+    _wait(page, lambda: int(thumb.input_value()) >= min(start + 2, 20), timeout=30,
+          what="two steps played")
+    page.get_by_role("button", name="Pause").click()
+    assert page.locator("[data-testid=stException]").count() == 0

@@ -25,6 +25,7 @@ from helpers import (APP, ASSETS, charts, edit_card, encode_image, fake_history,
 from ponder.store.card import CARD, WEIGHTS, read_card
 from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
+from explorer.style import CURSOR_COLOR
 from ponder.analysis.baselines import worth_sentence
 from ponder.analysis.unroll import measure_test
 from ponder.lifecycle import card_metrics
@@ -344,6 +345,14 @@ def test_train_page_runs_a_tiny_job_until_it_finishes(runs):
     card = read_card(runs / "apptest-parity")
     assert card["status"] == "completed" and card["steps"] == 20 and card["train"]["hidden"] == 16
     assert len(charts(at)) == 2                             # training curves and the halting distribution
+    # "Try it" opens its task's page with the new run chosen (and Compare with it)
+    links = {l.proto.label: l.proto for l in at.get("page_link")}
+    try_it = links["Try runs/apptest-parity on the Parity page"]
+    assert try_it.page == "parity" and try_it.query_string == "model=runs%2Fapptest-parity"
+    assert links["Compare it with other runs"].query_string == "models=runs%2Fapptest-parity"
+    # the form keeps what this run was started with (its widgets' own state was dropped on the digit page)
+    assert [at.number_input(key=f"tf_parity_{k}").value for k in ("epochs", "hidden", "batch", "n")] == [0.04, 16, 32, 6]
+    assert at.text_input(key="tf_parity_name").value == "apptest parity"
     at.switch_page("pages/parity.py")
     run_ok(at)
     options = at.sidebar.selectbox(key="pick_model_parity").options
@@ -1235,3 +1244,39 @@ def test_runs_page_refuses_to_delete_a_run_being_written(own_runs):
     assert len(errs) == 2 and all(e.startswith("runs/beta: in use (a training is writing it") or
                                   e.startswith("beta: in use (a training is writing it") for e in errs), errs
     assert (own_runs / "beta" / CARD).is_file()
+
+
+@pytest.mark.parametrize("page", ["digit", "parity"])
+def test_per_step_numbers_download_and_every_chart_has_a_png_button(runs, mnist, page):
+    at = open_app(page=page, model="runs/tiny-mnist" if page == "digit" else "runs/tiny-parity")
+    if page == "digit":
+        at.segmented_control(key="digit_source").set_value("MNIST test digit")
+    run_ok(at)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "Per-step numbers (CSV)" in labels and "… (JSON)" in labels
+    configs = [json.loads(c.proto.config) for c in at.get("plotly_chart")]
+    assert configs and all(c["modeBarButtons"] == [["toImage"]] and c["toImageButtonOptions"]["format"] == "png"
+                           for c in configs)
+
+
+def test_play_steps_through_the_steps_and_the_band_follows_the_slider(runs):
+    # the step slider moves a band on every per-step chart; Play moves it one step a rerun until step N
+    at = open_app(page="parity", model="runs/tiny-parity")
+    slider = next(s for s in at.slider if s.label == "Step through the steps")
+    slider.set_value(2)
+    run_ok(at)
+
+    def band(a):                                          # where the band is on the p_n chart
+        fig = next(f for f in charts(a) if f["layout"].get("title", {}).get("text") == "Learned p_n vs prior")
+        (rect,) = [s for s in fig["layout"]["shapes"] if s.get("fillcolor") == CURSOR_COLOR]
+        return (rect["x0"] + rect["x1"]) / 2
+    assert band(at) == 2
+    at.button(key="par_step_play").click()
+    run_ok(at)                                            # Play, then one step (the page's rerun)
+    assert next(s for s in at.slider if s.label == "Step through the steps").value == 3 and band(at) == 3
+    assert at.button(key="par_step_play").label == "Pause"
+    for _ in range(5):                                    # N = 5: it stops there, and says Play again
+        run_ok(at)
+    assert next(s for s in at.slider if s.label == "Step through the steps").value == 5
+    assert at.button(key="par_step_play").label == "Play through the steps"
+

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from explorer import figures as figs
-from explorer.style import CORRECT_COLOR, LEARNED_COLOR, PRIOR_COLOR
+from explorer.style import CORRECT_COLOR, CURSOR_COLOR, LEARNED_COLOR, PRIOR_COLOR
 from helpers import tiny_model
 from ponder.analysis.studies import prior_mean, trace_input
 
@@ -153,7 +153,14 @@ def test_overlays_of_several_runs():
               {"name": "b", "p": [0.2, 0.8], "lambda_p": 0.5, "per_step_accuracy": [0.8, 0.97]}]
     fig = figs.overlay_halting_fig(series)
     assert [t.name for t in fig.data][:2] == ["a", "b"]
-    assert len(_prior_traces(fig)) == 1                                              # one prior per λp
+    priors = [t for t in fig.data if t.name.startswith("prior")]
+    assert len(priors) == 1 and priors[0].line.color == fig.data[0].line.color          # one prior per λp, a's colour
+    # three λp: three priors, each in its first model's colour and with a dash pattern of its own
+    three = figs.overlay_halting_fig([dict(s, name=n, lambda_p=lp) for s, n, lp in
+                                      zip(series * 2, "abc", (0.2, 0.5, 0.8))])
+    priors = [t for t in three.data if t.name.startswith("prior")]
+    assert [t.line.color for t in priors] == [t.line.color for t in three.data[:3]]
+    assert len({t.line.color for t in priors}) == 3 and len({t.line.dash for t in priors}) == 3
     fig = figs.overlay_steps_fig(series, "per_step_accuracy", "t", "accuracy")
     assert list(fig.data[1].y) == [0.8, 0.97]
 
@@ -166,3 +173,15 @@ def test_topk_fig_shows_the_three_most_probable_classes_in_order():
     assert list(bars.marker.color) == [LEARNED_COLOR, CORRECT_COLOR, LEARNED_COLOR]       # green: the true label
     tie = figs.topk_fig([0.5, 0.5, 0.0], ["a", "b", "c"], k=2).data[0]
     assert list(tie.y) == ["a", "b"]                                       # ties keep the class order
+
+
+def test_the_step_slider_is_a_band_on_every_per_step_chart():
+    from ponder.analysis.studies import trace_input
+    tr = trace_input(tiny_model("mnist", max_steps=5), torch.zeros(1, 1, 28, 28), "deterministic")
+    figs_ = figs.trace_figures(tr, [str(c) for c in range(10)], cursor=3)
+    for name, fig in figs_.items():
+        band = [s for s in fig.layout.shapes if s.type == "rect" and s.fillcolor == CURSOR_COLOR or
+                s.type == "rect" and s.line.color == "rgb(255, 170, 0)"]
+        lo, hi = ("y0", "y1") if name == "heat" else ("x0", "x1")               # the heatmap's steps are its rows
+        assert len(band) == 1 and (band[0][lo], band[0][hi]) == (2.5, 3.5), name
+    assert not any(s.fillcolor == CURSOR_COLOR for s in figs.trace_figures(tr, list("0123456789"))["p"].layout.shapes)

@@ -43,9 +43,11 @@ def result_app():
     from explorer import job_views
     from explorer.jobs import RunState
     from ponder.config import TrainConfig
-    steps, reason, run_dir = st.session_state["case"]
-    job_views.run_result_ui(RunState(name="r", config=TrainConfig(max_steps=2), status="cancelled", reason=reason,
-                                 steps=steps, seconds=0.0, run_dir=run_dir))
+    steps, reason, run_dir, *rest = st.session_state["case"]
+    status, metrics = rest or ("cancelled", None)
+    job_views.run_result_ui(RunState(name="r", config=TrainConfig(task="parity", max_steps=2, max_seconds=10.0),
+                                     status=status, reason=reason, steps=steps, seconds=10.0, run_dir=run_dir,
+                                     metrics=metrics))
 
 
 def result_boxes(case):
@@ -64,3 +66,37 @@ def test_a_cancel_before_the_first_step_says_so_in_one_sentence():
     # a cancel after some steps is a partial run, saved where it says
     (kind, text), = result_boxes((12, "cancelled at step 12", "/tmp/runs/r"))
     assert kind == "warning" and "**Partial run**: cancelled at step 12." in text and "Not saved" not in text
+
+
+def test_a_run_that_learned_nothing_is_told_the_likely_cause():
+    # a 10 s parity run at chance: its budget ended it, so the advice is more time, not a smaller learning rate
+    chance = {"test": {"accuracy": 0.5, "n": 2000, "mean_steps": 2.0}}
+    (kind, text), = result_boxes((90, "stopped by the time budget of 10 s at step 90", "/tmp/runs/r", "completed", chance))
+    assert kind == "warning" and "learned nothing" in text and "its time budget ended it after 90 steps" in text
+    assert "smaller learning rate" not in text
+    (kind, text), = result_boxes((5000, "", "/tmp/runs/r", "completed", chance))
+    assert "try a smaller learning rate or β" in text
+
+
+def job_app():
+    import time
+
+    import streamlit as st
+
+    from explorer import job_views
+    from explorer.jobs import JobView, RunState
+    from ponder.config import TrainConfig
+    budget = st.session_state["budget"]
+    run = RunState(name="r", config=TrainConfig(max_steps=2, max_seconds=budget), status="queued")
+    job_views.job_ui(JobView(id="j", session="s", kind="train", status="running", runs=[run], created=time.time(),
+                             finished=None, cancel_requested=False, cap=1800.0), lambda: None)
+
+
+def test_the_server_cap_is_named_only_when_the_job_could_reach_it():
+    # a 60 s job was told "the server stops it at its 30 min cap, in 29 min 30 s"
+    for budget, named in ((60.0, False), (None, True), (3600.0, True)):
+        at = AppTest.from_function(job_app)
+        at.session_state["budget"] = budget
+        at.run()
+        line = next(m.value for m in at.markdown if "Training job" in m.value)
+        assert ("30 min cap" in line) is named, (budget, line)

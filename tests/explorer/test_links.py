@@ -28,14 +28,15 @@ def test_good_values_are_kept_and_foreign_parameters_left_alone():
     assert links.check_params({"mode": ["deterministic"], "model": ["parity-15"]}, "parity", TASKS) == \
         ({"mode": ["deterministic"], "model": ["parity-15"]}, [])
     keep, ignored = links.check_params({"lp": ["0", "0.5"], "mode": ["fast"]}, "train", TASKS)
-    # lp = 0 is out of 0.01..1; the second lp is ignored as a repeat; mode is not read on Train
+    # lp = 0 is out of 0.01..0.99; the second lp is ignored as a repeat; mode is not read on Train
     assert keep == {} and [why for _, _, why in ignored] == ["given twice; the first one is used",
-                                                           "not a number from 0.01 to 1", "this page does not use it"]
+                                                           "not a number from 0.01 to 0.99", "this page does not use it"]
 
 
 def test_lambda_p_parsing():
-    assert links.parse_lambda_p("0.35") == 0.35 and links.parse_lambda_p("1") == 1.0
-    assert [links.parse_lambda_p(t) for t in ("abc", "nan", "inf", "0.001", "2", None, "")] == [None] * 7
+    assert links.parse_lambda_p("0.35") == 0.35 and links.parse_lambda_p("0.99") == 0.99
+    # λp = 1 halts every input at step 1 (a one-bar prior): refused like 0 and what is no number
+    assert [links.parse_lambda_p(t) for t in ("abc", "nan", "inf", "0.001", "1", "2", None, "")] == [None] * 8
 
 
 def test_the_sentence_is_one_line_and_cuts_long_values():

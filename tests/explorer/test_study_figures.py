@@ -72,6 +72,11 @@ def test_parity_figures():
             {"k": 2, "accuracy": 0.5, "mean_steps": 4.0, "expected_steps": 3.5, "expected_steps_std": 0.1}]
     en = next(t for t in sf.by_k_fig(rows).data if t.name.startswith("E[n]"))
     assert list(en.y) == [2.5, 3.5] and list(en.error_y.array) == [0.4, 0.1]
+    # k 5-10 not measured: the lines break there instead of joining k 4 to k 11
+    gap = sf.by_k_fig([dict(rows[0], k=4), dict(rows[1], k=11)])
+    assert list(gap.data[0].x) == list(range(4, 12)) and list(gap.data[0].y) == [3.0] + [None] * 6 + [4.0]
+    assert not gap.data[0].connectgaps
+    assert "1 non-zero," in sf.parity_input_fig([0, 1, 0]).layout.title.text          # not "1 non-zeros"
 
 
 def test_sweep_grid_text_panels_sit_in_their_own_panel():

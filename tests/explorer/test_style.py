@@ -75,6 +75,7 @@ def test_the_legend_sits_under_the_plot_and_the_figure_grows_by_its_rows():
     assert one.layout.height == style.HEIGHT
 
 
-def test_the_plotly_toolbar_is_off():
+def test_the_plotly_toolbar_holds_one_button_that_saves_a_png():
     from explorer.ui import PLOTLY_CONFIG
-    assert PLOTLY_CONFIG["displayModeBar"] is False
+    assert PLOTLY_CONFIG["modeBarButtons"] == [["toImage"]] and PLOTLY_CONFIG["toImageButtonOptions"]["format"] == "png"
+    assert PLOTLY_CONFIG["displaylogo"] is False

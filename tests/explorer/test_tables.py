@@ -104,6 +104,10 @@ def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_colum
     rows = tables.compare_rows([a, ModelEntry("s/t", Path("t"), "run", card, sweep="s")], {})
     assert [r["sweep"] for r in rows] == [None, "s"]      # shown as "—" (the page's placeholder), not "None"
     assert rows[0]["regulariser"] == "KL(p ‖ p_G)" and rows[0]["E[n]"] is None and rows[0]["E[n] hard − easy"] is None
+    # the design (what each step sees) is its own column: the main reason two MNIST models differ
+    rows = tables.compare_rows([ModelEntry("r", Path("r"), "run", {**card, "model": {"reader": "rows",
+                                                                                  "rows_per_step": 2}}), a], {})
+    assert [r["design"] for r in rows] == ["reader rows (2 a step)", None]
 
 
 def test_compare_rows_name_the_regulariser_and_the_parity_gap():

@@ -1,8 +1,11 @@
 """ponder/analysis/studies.py: one input's trace, what each step sees, the least / most pondered inputs, the
 rotation study and its verdict, parity by difficulty, the prior's mean."""
+import json
+
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 from helpers import tiny_model
 from ponder.analysis import studies
@@ -158,3 +161,21 @@ def test_pondering_gallery_is_sorted_by_expected_steps():
         en = studies.expected_steps(model(x).log_p)
     assert least[0] == pytest.approx(en.min().item(), abs=1e-5) and most[0] == pytest.approx(en.max().item(), abs=1e-5)
     assert all(r["label"] == int(y[r["index"]]) and 0 <= r["pred"] < 10 for r in g["least"] + g["most"])
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2 ** 16), st.sampled_from(["sample", "deterministic", "expected"]))
+def test_trace_rows_are_the_trace_step_by_step(seed, mode):
+    # what the digit and parity pages offer as CSV / JSON: one row per step, the charts' numbers
+    model = tiny_model("mnist", max_steps=6, lambda_std=3.0)
+    tr = studies.trace_input(model, torch.randn(1, 1, 28, 28, generator=torch.Generator().manual_seed(seed)), mode, seed)
+    rows = studies.trace_rows(tr, [str(c) for c in range(10)])
+    assert [r["step"] for r in rows] == list(range(1, 7))
+    assert sum(r["p_n"] for r in rows) == pytest.approx(1, abs=1e-5) and rows[-1]["halted_by_n"] == pytest.approx(1, abs=1e-5)
+    assert sum(r["prior_p_n"] for r in rows) == pytest.approx(1, abs=1e-5) and rows[-1]["lambda_n"] == 1.0
+    assert [r["step"] for r in rows if r["halted_here"]] == [tr.halt_step]
+    for r in rows:
+        probs = [r[f"p({c})"] for c in range(10)]
+        assert sum(probs) == pytest.approx(1, abs=1e-5) and r["answer_probability"] == max(probs)
+        assert r["answer"] == str(probs.index(max(probs)))
+    json.dumps(rows)                                                   # JSON-ready
