@@ -27,7 +27,7 @@ import torch
 import torch.nn as nn
 
 from ponder import data as D
-from ponder.checkpoint import load_checkpoint
+from ponder.store.checkpoint import load_checkpoint
 from ponder.halting import PonderNet, draw_uniforms, first_true, halt_mask, ponder
 
 from . import common

@@ -198,7 +198,7 @@ def run(cfg: GpuConfig, mnist=None, data_dir: Optional[str] = None, out=None, qu
 def history_summary(run_dir=None, target: float = TARGET_ACCURACY) -> Optional[dict]:
     """What the shipped assets/mnist-default training history shows (validation, not test):
     the first epoch-end validation at or above `target`, read from its metrics.jsonl and run.json."""
-    from ponder.card import CheckpointError, read_card, read_history
+    from ponder.store.card import CheckpointError, read_card, read_history
     run_dir = run_dir or (common.ASSETS / "mnist-default")
     try:
         card, hist = read_card(run_dir), read_history(run_dir)

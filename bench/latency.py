@@ -25,7 +25,7 @@ from typing import Optional
 import numpy as np
 from PIL import Image
 
-from ponder.checkpoint import load_checkpoint
+from ponder.store.checkpoint import load_checkpoint
 
 from . import common
 

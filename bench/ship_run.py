@@ -11,8 +11,8 @@ import argparse
 import shutil
 from pathlib import Path
 
-from ponder.card import CARD, HISTORY, WEIGHTS, read_history, update_card
-from ponder.checkpoint import history_bytes, load_checkpoint
+from ponder.store.card import CARD, HISTORY, WEIGHTS, read_history, update_card
+from ponder.store.checkpoint import history_bytes, load_checkpoint
 
 
 def thin(rows: list, every: int) -> list:

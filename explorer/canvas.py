@@ -22,13 +22,13 @@ import torch
 from PIL import Image, ImageOps
 
 from ponder import data as D
-from ponder.ood import INK
+from .ood import INK
 
 BOX = 20                 # the digit is scaled to fit a BOX x BOX square
 SIZE = 28                # inside a SIZE x SIZE image
 MIN_INK = 32.0           # the brightest ink must reach this grey level (of 255), else "blank"
 INK_FRACTION = INK       # pixels brighter than this fraction of the brightest one make the bounding box
-                         # (ponder.ood measures the ink statistics with the same box)
+                         # (explorer.ood measures the ink statistics with the same box)
 MAX_SIDE = 2048          # larger pictures are shrunk first (keeps uploads cheap)
 MAX_UPLOAD_MB = 10       # the upload widget's size limit
 MAX_PIXELS = 40_000_000  # refuse bigger pictures before decoding them (decompression bombs)

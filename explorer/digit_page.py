@@ -6,10 +6,10 @@ from typing import Optional, Sequence
 
 import streamlit as st
 
-from ponder.runs import ModelEntry
+from ponder.store.runs import ModelEntry
 from ponder.analysis.studies import Trace
 
-from . import digits, figures, links, loaders, ui
+from . import digits, figures, links, loaders, pickers, ui
 
 NO_SECOND = "—"
 
@@ -34,26 +34,26 @@ def intro_ui() -> None:
 def digit_input_ui() -> tuple:
     """The input column: draw, pick a test digit or upload, then rotate -> (uint8 [28, 28] digit or None,
     true label or None, hint when there is no digit, angle)."""
-    source = ui.digit_source_ui()
+    source = pickers.digit_source_ui()
     truth = None
     if source == "Draw":
-        digit, hint = ui.drawing_ui()
+        digit, hint = pickers.drawing_ui()
     elif source == "Upload":
-        digit, hint = ui.upload_ui()
+        digit, hint = pickers.upload_ui()
     else:
         mnist, missing = loaders.mnist()
         pool = digits.digit_pool(mnist)
         if missing:
             ui.mnist_missing_ui(missing, "digit_download",
                                 f"Meanwhile you can pick from the {len(pool)} bundled example digits.")
-        pos = ui.digit_picker_ui(pool)
+        pos = pickers.digit_picker_ui(pool)
         digit, truth, hint = pool.x[pos], int(pool.y[pos]), ""
         st.caption(f"{pool.source}, image #{int(pool.index[pos])}, label {truth}")
-    return digit, truth, hint, ui.rotation_ui()
+    return digit, truth, hint, pickers.rotation_ui()
 
 
 def unlike_digit_ui(reasons: Sequence[str]) -> None:
-    """A warning under the answer when the input does not look like a training digit (ponder.ood)."""
+    """A warning under the answer when the input does not look like a training digit (explorer.ood)."""
     if reasons:
         st.warning("**This does not look like the handwritten digits the model was trained on**: "
                    + "; ".join(reasons) + ". The answer above is what the model says anyway: a network "
@@ -66,7 +66,7 @@ def second_model_ui(first: str, key: str = "second_model") -> Optional[ModelEntr
     if st.session_state.get(key) not in [NO_SECOND, *by]:
         st.session_state[key] = NO_SECOND
     name = st.sidebar.selectbox("Compare with a second model", [NO_SECOND, *by], key=key,
-                                format_func=lambda n: n if n == NO_SECOND else ui.entry_label(by[n]),
+                                format_func=lambda n: n if n == NO_SECOND else pickers.entry_label(by[n]),
                                 help="Its answer, halting step and E[n] for the same input, mode and seed, "
                                      "beside the first model's.")
     return by.get(name)

@@ -9,10 +9,10 @@ import torch
 from ponder.config import REGULARISERS, ConfigError, TrainConfig
 from ponder.tasks import TASKS, get_task
 from ponder.tasks.mnist import MNIST_READERS
-from ponder.manage import import_zip
-from ponder.runs import RunNameError, safe_name, unused_name
-from ponder.uploads import IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, import_checkpoint
-from ponder.sweep import Plan
+from ponder.store.manage import import_zip
+from ponder.store.runs import RunNameError, safe_name, unused_name
+from ponder.store.uploads import IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, import_checkpoint
+from ponder.sweep_plan import Plan
 
 from . import tables
 from .links import LP_HELP, LP_RANGE
@@ -193,7 +193,7 @@ def import_run_ui(where=None) -> Optional[str]:
     """Upload a run into the runs folder: an exported .zip (Runs page), or model.safetensors + run.json
     (optionally metrics.jsonl). In the sidebar unless `where` (a container) is given.
 
-    Validated by ponder.uploads.import_checkpoint (size limit, no pickle, shapes and config checked)
+    Validated by ponder.store.uploads.import_checkpoint (size limit, no pickle, shapes and config checked)
     before anything lands in the runs folder. Returns the new run's picker name, else None.
     """
     box = (where or st.sidebar).expander("Import a run", icon=":material/upload:", expanded=where is not None)

@@ -24,10 +24,10 @@ import threading
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ponder.atomic import SaveError, check_writable
+from ponder.store.atomic import SaveError, check_writable
 from ponder.memory import fit_message
-from ponder.runs import runs_root
-from ponder.sweep import Plan
+from ponder.store.runs import runs_root
+from ponder.sweep_plan import Plan
 
 from .jobs import EVAL_LIMIT, Job
 from .limits import JobLimitError, max_jobs_from_env, max_seconds_from_env

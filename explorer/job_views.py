@@ -11,7 +11,7 @@ import streamlit as st
 
 from ponder.analysis.unroll import near_chance
 from ponder.tasks import TASKS
-from ponder.runs import SWEEP
+from ponder.store.runs import SWEEP
 
 from . import figures, tables
 from .jobs import JobView, RunState

@@ -29,9 +29,10 @@ from typing import Callable, Optional, Sequence
 
 from ponder import lifecycle
 from ponder.config import TrainConfig
-from ponder.card import CARD
-from ponder.runs import new_run_dir
-from ponder.sweep import Plan, run_sweep
+from ponder.store.card import CARD
+from ponder.store.runs import new_run_dir
+from ponder.sweep import run_sweep
+from ponder.sweep_plan import Plan
 from ponder.progress import intra_op_threads
 from ponder.train import Progress
 

@@ -4,9 +4,10 @@ enforced by its StopFlag), its torch threads ($PONDER_JOB_THREADS, default 1) an
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Optional
+
+from ponder.progress import Cancel
 
 MAX_JOB_SECONDS = 1800.0   # a web job's time cap: 30 min, 40x the default MNIST run ($PONDER_MAX_JOB_SECONDS)
 
@@ -48,29 +49,19 @@ def fmt_duration(s: float) -> str:
     return f"{m} min" + (f" {rest} s" if rest else "")
 
 
-class StopFlag(threading.Event):
+class StopFlag(Cancel):
     """A job's stop flag, which train() checks every step: set by Cancel (from any session), and by
-    itself once the job's time cap has passed. `why` says which, in words train() puts before
-    'at step n' in the run's reason."""
+    itself once the job's time cap has passed. `why` (ponder.progress.Cancel) says which, in words
+    train() puts before 'at step n' in the run's reason."""
 
     def __init__(self, cap: Optional[float] = None):
         super().__init__()
-        self.cap, self.deadline, self.why = cap, None, ""
-        self._why_lock = threading.Lock()
+        self.cap, self.deadline = cap, None
 
     def start(self) -> None:
         """The job starts now: its cap counts from here."""
         if self.cap:
             self.deadline = time.monotonic() + self.cap
-
-    def stop(self, why: str = "cancelled") -> None:
-        with self._why_lock:
-            if not super().is_set():
-                self.why = why
-                super().set()
-
-    def set(self) -> None:
-        self.stop()
 
     def is_set(self) -> bool:
         if not super().is_set() and self.deadline is not None and time.monotonic() >= self.deadline:

@@ -11,13 +11,13 @@ from typing import Optional
 
 import streamlit as st
 
-from ponder.card import CARD, WEIGHTS, read_history, test_metrics as card_test_metrics
-from ponder.checkpoint import Checkpoint, load_checkpoint
+from ponder.store.card import CARD, WEIGHTS, read_history, test_metrics as card_test_metrics
+from ponder.store.checkpoint import Checkpoint, load_checkpoint
 from ponder.config import TrainConfig
 from ponder.lifecycle import QUICK_TEST_ITEMS, card_metrics, measure
 from ponder.tasks import get_task
 from ponder.tasks.parity import fitted_preset
-from ponder.runs import ModelEntry, list_models, models_stamp
+from ponder.store.runs import ModelEntry, list_models, models_stamp
 from ponder import data as D
 from ponder.analysis.studies import parity_sets, parity_study, pondering_gallery as pondering_gallery_of, rotation_study
 
@@ -55,7 +55,7 @@ def _models(models_stamp: tuple) -> list:
 
 def models(task: Optional[str] = None) -> list:
     """The user's runs (newest first) then the shipped models, listed again whenever a card or a folder
-    changed (ponder.runs.models_stamp), so a finished job appears at once; a page run that asks three times
+    changed (ponder.store.runs.models_stamp), so a finished job appears at once; a page run that asks three times
     (the link check, the picker, a second picker) reads the cards once."""
     entries = [e for e in _models(models_stamp()) if task is None or e.card.get("task") == task]
     return [e for e in entries if e.source != "shipped"] + [e for e in entries if e.source == "shipped"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ponder.card import CheckpointError, read_card, test_metrics
+from ponder.store.card import CheckpointError, read_card, test_metrics
 from ponder.config import ConfigError
 from ponder.sweep import read_sweep
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ponder.card import mean_expected_steps, test_metrics
-from ponder.runs import MAX_NAME, RunNameError, safe_name
+from ponder.store.card import mean_expected_steps, test_metrics
+from ponder.store.runs import MAX_NAME, RunNameError, safe_name
 from ponder.tasks import TASKS
 
 
@@ -95,7 +95,7 @@ def training_eta(row: dict, now: float) -> tuple[str, Optional[float]]:
 
 
 def run_rows(entries) -> list:
-    """The Runs page's table: one row per run (ponder.runs.ModelEntry) with where it lives, its task,
+    """The Runs page's table: one row per run (ponder.store.runs.ModelEntry) with where it lives, its task,
     status, test accuracy, mean halting step, mean E[n], the steps it trained and when it was saved."""
     rows = []
     for e in entries:
@@ -128,7 +128,7 @@ def compare_rows(entries, metrics: dict) -> list:
 
 def renamed(asked: str, final: str) -> str:
     """'' when a run (or sweep folder) got the name asked for, else one sentence on what it became and why:
-    the name made safe (ponder.runs.safe_name) and/or taken by another run (new_run_dir added -2, -3, ...)."""
+    the name made safe (ponder.store.runs.safe_name) and/or taken by another run (new_run_dir added -2, -3, ...)."""
     asked, final = str(asked), str(final)
     if final == asked:
         return ""

@@ -13,7 +13,7 @@ from ponder.analysis.baselines import worth_sentence
 from ponder.analysis.studies import Trace, rotation_label
 from ponder.analysis.unroll import measure_test
 from ponder.config import TrainConfig
-from ponder.runs import ModelEntry
+from ponder.store.runs import ModelEntry
 from ponder.tasks import get_task
 
 from . import loaders, tables, ui

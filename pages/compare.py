@@ -1,7 +1,7 @@
 """Compare runs: halting distributions, per-step accuracy and training curves of several models."""
 import streamlit as st
 
-from explorer import figures, forms, loaders, tables, ui, worth
+from explorer import figures, forms, loaders, pickers, tables, ui, worth
 
 ui.app_guard("compare")
 st.title("Compare runs")
@@ -10,7 +10,7 @@ st.caption("Two or more models side by side: their test numbers and settings (th
            "accurate it would be if stopped at each step, whether its extra steps beat a fixed depth or a confidence "
            "rule, and how it trained.")
 imported = forms.import_run_ui()
-entries = ui.models_multiselect_ui(add=imported)
+entries = pickers.models_multiselect_ui(add=imported)
 if len(entries) < 2:
     st.info("Pick two or more models or runs to compare.")
     if not entries:

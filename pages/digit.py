@@ -1,15 +1,15 @@
 """Ponder a digit: draw, pick or upload a digit, rotate it, and watch the network decide when to stop."""
 import streamlit as st
 
-from explorer import canvas, digit_page, links, loaders, ui, views, worth
-from ponder.ood import unlike_digits
+from explorer import canvas, digit_page, links, loaders, pickers, ui, views, worth
+from explorer.ood import unlike_digits
 from ponder.analysis.studies import seen_at_steps, trace_input, view_labels
 
 ui.app_guard("digit")
 TASK = links.MODEL_TASK["digit"]          # the task whose models this page shows
 st.title("Ponder a digit")
 digit_page.intro_ui()
-entry, ck = ui.checkpoint_picker_ui(TASK)
+entry, ck = pickers.checkpoint_picker_ui(TASK)
 second = digit_page.second_model_ui(entry.name)
 model = ck.model
 CLASSES = [str(c) for c in range(10)]

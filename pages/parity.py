@@ -1,7 +1,7 @@
 """Parity: one input vector step by step, then easy vs hard (vs extrapolation) test sets."""
 import streamlit as st
 
-from explorer import inputs, links, loaders, study_figures, tables, ui, views, worth
+from explorer import inputs, links, loaders, pickers, study_figures, tables, ui, views, worth
 from ponder.data import parity_target
 from ponder.analysis.studies import trace_input
 
@@ -9,7 +9,7 @@ ui.app_guard("parity")
 TASK = links.MODEL_TASK["parity"]          # the task whose models this page shows
 st.title("Parity")
 views.parity_intro_ui()
-entry, ck = ui.checkpoint_picker_ui(TASK)
+entry, ck = pickers.checkpoint_picker_ui(TASK)
 n = int(ck.card["model"]["n_elems"])
 CLASSES = ["even", "odd"]
 

@@ -1,14 +1,14 @@
 """Rotation study: accuracy and halting steps of an MNIST model on rotated test digits."""
 import streamlit as st
 
-from explorer import inputs, links, loaders, study_figures, ui, worth
+from explorer import inputs, links, loaders, pickers, study_figures, ui, worth
 from ponder.halting import MODES
 from ponder.analysis.studies import rotation_verdict, rotation_label
 
 ui.app_guard("rotation")
 TASK = links.MODEL_TASK["rotation"]          # the task whose models this page shows
 st.title("Rotation study")
-entry = ui.model_picker_ui(TASK)
+entry = pickers.model_picker_ui(TASK)
 mnist, missing = loaders.mnist()
 if mnist is None:
     ui.mnist_missing_ui(missing, "rotation_download")
@@ -22,7 +22,7 @@ if rotated and entry.name not in rotated:      # the picked model is shared by e
     name, deg = next(iter(rotated.items()))
     st.info(f"{entry.name} saw no rotated digits in training; {name} was trained on digits rotated by up to "
             f"±{deg:g}°: study it to compare.")
-    st.button(f"Study {name}", key="rot_pick_rotated", on_click=ui.pick_model, args=(TASK, name))
+    st.button(f"Study {name}", key="rot_pick_rotated", on_click=pickers.pick_model, args=(TASK, name))
 
 with st.form("rotation_settings"):
     c1, c2, c3, c4 = st.columns([2, 1.3, 1, 1])

@@ -1,10 +1,10 @@
 """λp sweep: the geometric prior at a glance, then runs trained at several λp (or the shipped sweep)."""
 import streamlit as st
 
-from explorer import figures, forms, job_views, loaders, sweep_views, ui
+from explorer import figures, forms, job_views, loaders, pickers, sweep_views, ui
 from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
-from ponder.runs import runs_root
+from ponder.store.runs import runs_root
 from ponder.analysis.studies import prior_mean
 
 ui.app_guard("sweep")
@@ -57,7 +57,7 @@ if source == "The sweep job":
             st.rerun()
     live_results()
 elif source.startswith("A sweep folder"):
-    folder = ui.sweep_folder_ui()
+    folder = pickers.sweep_folder_ui()
     if folder is not None:
         sweep_views.folder_sweep_ui(folder)
 else:

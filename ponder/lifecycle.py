@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .atomic import SaveError, folder_lock, remove_if_empty
-from .card import one_line, update_card
-from .checkpoint import save_run
+from .store.atomic import SaveError, folder_lock, remove_if_empty
+from .store.card import one_line, update_card
+from .store.checkpoint import save_run
 from .analysis.unroll import measure_test
 from .config import TrainConfig
 from .halting import PonderNet
@@ -75,7 +75,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
     measure_fn: (model, data) -> full test metrics; default measure(..., limit=eval_limit).
     rescue:     when saving in `out` fails, save in a fresh temporary folder instead (the CLI, the
                 explorer); otherwise the SaveError propagates. A folder `out()` made is locked
-                (ponder.atomic.folder_lock) until its card holds the test metrics, and removed again
+                (ponder.store.atomic.folder_lock) until its card holds the test metrics, and removed again
                 when the save in it fails.
     A run cancelled before its first step is not saved (run_dir None). Problems after the save
     (evaluation, card update) do not raise: they are listed in outcome.problems.
@@ -100,7 +100,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
             if target is None:
                 target = out()
                 if target.is_dir():                     # made fresh: ours until its card has its metrics,
-                    held.enter_context(folder_lock(target))   # so a rename or delete waits (ponder.manage)
+                    held.enter_context(folder_lock(target))   # so a rename or delete waits (ponder.store.manage)
             outcome.run_dir = save_run(target, result.model, cfg, **save)
         except OSError as e:
             if callable(out) and target is not None:

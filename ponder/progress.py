@@ -1,5 +1,5 @@
-"""How far a training run is and where it will end: the step forecast and the time budget's stop rule.
-Pure bookkeeping on (step, seconds) pairs; ponder.train's loop feeds it.
+"""How far a training run is and where it will end: the step forecast, the time budget's stop rule and
+the cancel flag. Pure bookkeeping on (step, seconds) pairs; ponder.train's loop feeds it.
 
 What a user is promised (README, Train page, docs/development.md):
   - the time budget covers the training steps: the loop stops before a step it expects to end past
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections import deque
 from typing import Optional
 
@@ -101,6 +102,31 @@ def machine_cores_and_load() -> tuple:
     except (AttributeError, OSError):          # no load average (Windows)
         load = 0.0
     return cores, load
+
+
+class Cancel(threading.Event):
+    """A cancel flag that says why: stop(why) sets it with the words a cancelled run's reason starts with
+    (before "at step n"); set() is stop("cancelled"). train() takes any threading.Event as its cancel flag
+    (cancel_reason reads the words of this kind; a plain Event's run is "cancelled"). The first reason stays."""
+
+    def __init__(self):
+        super().__init__()
+        self.why = ""
+        self._why_lock = threading.Lock()
+
+    def stop(self, why: str = "cancelled") -> None:
+        with self._why_lock:
+            if not super().is_set():
+                self.why = why
+                super().set()
+
+    def set(self) -> None:
+        self.stop()
+
+
+def cancel_reason(cancel: threading.Event) -> str:
+    """The words a cancelled run's reason starts with: a Cancel's `why`, else "cancelled"."""
+    return (cancel.why if isinstance(cancel, Cancel) else "") or "cancelled"
 
 
 PROCESS_THREADS = torch.get_num_threads()      # torch's intra-op threads when this module was imported

@@ -15,8 +15,8 @@ from typing import Optional
 import torch
 
 from . import data as D, lifecycle
-from .card import mean_expected_steps, two_decimals, update_card
-from .checkpoint import load_checkpoint
+from .store.card import mean_expected_steps, two_decimals, update_card
+from .store.checkpoint import load_checkpoint
 from .analysis.baselines import worth_sentence
 from .analysis.studies import prior_mean, rotation_study, rotation_verdict
 from .analysis.unroll import measure_test

@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from .atomic import write_files
-from .card import CARD, HISTORY, WEIGHTS, one_line
+from .store.atomic import write_files
+from .store.card import CARD, HISTORY, WEIGHTS, one_line
 from .config import ConfigError, TrainConfig
 from .sweep import clear_run, run_trial
 from .tasks import get_task

@@ -1,5 +1,6 @@
 """The training loop. It knows nothing about the CLI or the UI: progress goes to a callback,
-and it stops cleanly on a cancel flag, a time budget, or a non-finite loss.
+and it stops cleanly on a cancel flag, a time budget, or a non-finite loss. One update and the
+divergence checks: ponder/train_step.py.
 """
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ import torch
 
 from . import data as D
 from .config import TrainConfig
-from .fastpath import GRADIENT, GRAPH_WARMUP, LOSS, DivergenceGuard, GraphedStep, choose_step_mode
+from .fastpath import choose_step_mode
 from .halting import PonderNet, answer_mixture, expected_steps, step_probs
-from .losses import ponder_loss
-from .progress import StepForecast, StepTimer
+from .progress import StepForecast, StepTimer, cancel_reason
 from .tasks import build_model, get_task
+from .train_step import Health, StepOut, Update
 
 
 @dataclass
@@ -126,17 +127,6 @@ def validation_accuracy(model: PonderNet, x: torch.Tensor, y: torch.Tensor, auto
 
 # ----------------------------------------------------------------------------- the loop
 
-@dataclass
-class StepOut:
-    """What one training step leaves on the device (detached; in a graph these are its static outputs)."""
-    loss: torch.Tensor         # 0-d
-    rec: torch.Tensor          # 0-d
-    reg: torch.Tensor          # 0-d
-    y: torch.Tensor            # [N, B, ...] per-step outputs
-    log_p: torch.Tensor        # [N, B]
-    target: torch.Tensor       # [B]
-
-
 def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], model: Optional[PonderNet]):
     """What every training loop starts from: (device, model on it in train mode, the task's batches, total steps).
     Validates cfg and seeds torch; builds the model from cfg when none is given."""
@@ -153,6 +143,57 @@ def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], m
     return device, model, batches, max(1, math.ceil(cfg.epochs * batches.per_epoch))
 
 
+@dataclass
+class Reports:
+    """The run's progress reports: each goes to the callback and into `history` (one row per step: the
+    final report of a step already reported, which adds its validation, takes that row's place)."""
+    model: PonderNet
+    cfg: TrainConfig
+    total: int                                 # steps the epochs plan
+    per_epoch: int                             # batches per epoch
+    callback: Optional[Callable[[Progress], None]] = None
+    history: list = field(default_factory=list)    # Progress dicts
+
+    def __post_init__(self):
+        self.forecast = StepForecast(self.total, self.cfg.max_seconds)
+
+    def last(self, key: str):
+        return self.history[-1][key] if self.history else None
+
+    def report(self, out: StepOut, step: int, lr: float, elapsed: float, val: Optional[float] = None,
+               final: bool = False) -> None:
+        N = out.log_p.shape[0]
+        acc = batch_accuracy_t(self.model, out.y, out.log_p, out.target)
+        mean_steps = expected_steps(out.log_p).mean()
+        halting = out.log_p.exp().mean(1)                                               # [N]
+        # everything this report shows in one read from the device
+        values = torch.cat([torch.stack([out.loss, out.rec, out.reg, acc, mean_steps]).float(), halting]).tolist()
+        p = Progress(step=step, total_steps=self.total, epoch=step / self.per_epoch, loss=values[0], rec=values[1],
+                     reg=values[2], accuracy=values[3], mean_steps=values[4], elapsed=elapsed, lr=lr,
+                     halting=values[5:5 + N], val_accuracy=val, max_seconds=self.cfg.max_seconds,
+                     forecast_steps=self.forecast.finish(step) if final else self.forecast.update(step, elapsed))
+        if final and self.last("step") == step:
+            self.history.pop()
+        self.history.append(asdict(p))
+        if self.callback is not None:
+            self.callback(p)
+
+    def ended_at(self, step: int) -> None:
+        """The run ended at `step` (a failed one at the step of the weights kept): the last report says so."""
+        if self.history:
+            self.history[-1]["forecast_steps"] = step
+
+
+def host_stop(cfg: TrainConfig, cancel: Optional[threading.Event], timer: StepTimer, elapsed: float,
+              step: int) -> Optional[tuple]:
+    """(status, reason) when the run must stop before its next step: cancelled, or the time budget used up."""
+    if cancel is not None and cancel.is_set():
+        return "cancelled", f"{cancel_reason(cancel)} at step {step}"
+    if timer.out_of_time(elapsed):
+        return "completed", f"stopped by the time budget of {cfg.max_seconds:g} s at step {step}"
+    return None
+
+
 def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[str] = None,
           callback: Optional[Callable[[Progress], None]] = None,
           cancel: Optional[threading.Event] = None, model: Optional[PonderNet] = None,
@@ -163,7 +204,8 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
               training batches come from the task (ponder.tasks.Task.batches).
     cancel:   set it from another thread to stop after the current step ("cancelled"), or between the
               1,000-sample chunks of an epoch-end validation pass; a cancelled run gets no final
-              validation pass, so train() returns within one step of the cancel.
+              validation pass, so train() returns within one step of the cancel. A ponder.progress.Cancel
+              also says why (its words start the run's reason).
     cfg.max_seconds: the time budget of the training loop (result.seconds): the loop stops before a
               step it expects to end past the budget (ponder.progress.StepTimer), so it ends at the
               budget give or take one step's jitter. The LR schedule follows whichever of steps or
@@ -181,157 +223,54 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
     healthy. On CUDA the step is captured in a CUDA graph and replayed (cfg.cuda_graph).
     """
     device, model, batches, total = setup(cfg, mnist, data_dir, model)
-    mode, mode_reason = choose_step_mode(cfg, device)
-    graphed = mode == "cuda_graph"
-    params = [p for p in model.parameters()]
-    # fused Adam: one kernel for all parameters instead of a loop of small ops (0.55 -> 0.16 ms a step on 2 CPU cores).
-    # In a CUDA graph it must be capturable, and its learning rate a device tensor that each step refills.
-    lr = torch.tensor(cfg.lr, dtype=torch.float32, device=device) if graphed else cfg.lr
-    opt = torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay,
-                           fused=device.type in ("cpu", "cuda"), capturable=graphed)
-    guard = DivergenceGuard(device)
-    skips = bool(opt.param_groups[0]["fused"])      # only the fused Adam takes found_inf
-    if skips:
-        opt.found_inf = guard.skip
-    use_amp = device.type == "cuda"
-
-    def autocast():
-        # no cast cache inside a captured step: its cached bf16 weights would outlive the capture
-        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp, cache_enabled=not graphed)
-
-    forward = torch.compile(model) if cfg.compile else model
-
-    def train_step(x: torch.Tensor, y: torch.Tensor) -> StepOut:
-        """One update: forward, loss, backward, clipping, Adam, divergence record. Queues device work, never syncs."""
-        with autocast():
-            out = forward(x)
-        N, B = out.log_p.shape
-        step_losses = model.step_fn.loss(out.y.flatten(0, 1), y.repeat(N)).view(N, B)   # [N, B]
-        loss, rec, reg = ponder_loss(step_losses, out.log_p, cfg.lambda_p, cfg.beta, cfg.regulariser)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)                   # 0-d, on the device
-        guard.before_update(loss, gnorm)
-        opt.step()
-        guard.after_update(params)
-        return StepOut(loss.detach(), rec.detach(), reg.detach(), out.y.detach(), out.log_p.detach(), y)
-
-    run_step = GraphedStep(train_step, device) if graphed else train_step
-
-    def set_lr(value: float) -> None:
-        for g in opt.param_groups:
-            if isinstance(g["lr"], torch.Tensor):
-                g["lr"].fill_(value)                     # a kernel with the value as its argument: no sync
-            else:
-                g["lr"] = value
-
-    history, status, reason = [], "completed", ""
-    forecast, timer = StepForecast(total, cfg.max_seconds), StepTimer(cfg.max_seconds)
-    t0 = time.perf_counter()
-    step = 0                   # optimiser steps run (after a failure: the step of the weights kept)
-    lr_now = cfg.lr
-
-    def report(last: StepOut, val=None, elapsed=None, final=False):
-        N = last.log_p.shape[0]
-        acc = batch_accuracy_t(model, last.y, last.log_p, last.target)
-        mean_steps = expected_steps(last.log_p).mean()
-        halting = last.log_p.exp().mean(1)                                               # [N]
-        # everything this report shows in one read from the device
-        values = torch.cat([torch.stack([last.loss, last.rec, last.reg, acc, mean_steps]).float(), halting]).tolist()
-        loss, rec, reg, acc, mean_steps = values[:5]
-        elapsed = time.perf_counter() - t0 if elapsed is None else elapsed
-        p = Progress(step=step, total_steps=total, epoch=step / batches.per_epoch,
-                     loss=loss, rec=rec, reg=reg, accuracy=acc, mean_steps=mean_steps,
-                     elapsed=elapsed, lr=lr_now, halting=values[5:5 + N], val_accuracy=val,
-                     max_seconds=cfg.max_seconds,
-                     forecast_steps=forecast.finish(step) if final else forecast.update(step, elapsed))
-        history.append(asdict(p))
-        if callback is not None:
-            callback(p)
-
-    good = [p.detach().clone() for p in params]      # weights at the last healthy check
-    good_step, checked = 0, 0
-
-    def check() -> bool:
-        """Read the device's divergence record (the loop's only regular host sync). Healthy: snapshot
-        the weights and return True. Diverged: keep the last good weights, set the failure, return False."""
-        nonlocal status, reason, step, good_step, checked
-        bad = guard.first_failure()
-        if bad is None:
-            with torch.no_grad():
-                for p, g in zip(params, good):
-                    g.copy_(p)
-            good_step = checked = step
-            return True
-        at, kind, value = bad
-        status = "failed"
-        if kind == LOSS:
-            reason = f"loss became {value} at step {at}"
-        elif kind == GRADIENT:
-            reason = f"gradient norm became {value} at step {at}"
-        else:
-            reason = f"the weights became non-finite after the update at step {at}"
-        if kind in (LOSS, GRADIENT) and skips:
-            step = at - 1          # the optimiser skipped update `at` and all later ones
-        else:
-            with torch.no_grad():
-                for p, g in zip(params, good):
-                    p.copy_(g)
-            if good_step < at - 1:
-                reason += f"; the weights of step {good_step}, the last check, are kept"
-            step = good_step
-        return False
-
+    update = Update(cfg, model, device, *choose_step_mode(cfg, device))
+    health = Health(update)                    # the weights of the last healthy check
+    reports = Reports(model, cfg, total, batches.per_epoch, callback)
+    timer = StepTimer(cfg.max_seconds)
+    status, reason = "completed", ""
     stop = None                # (status, reason) of a host-side stop: cancel or the time budget
-    last = None                # StepOut of the last step run
+    step, last, lr = 0, None, cfg.lr          # optimiser steps run (after a failure: the step of the weights kept)
+    t0 = time.perf_counter()
     for x, y in batches:
         elapsed = time.perf_counter() - t0
         if step >= total:
             break
-        if cancel is not None and cancel.is_set():
-            stop = ("cancelled", f"{getattr(cancel, 'why', '') or 'cancelled'} at step {step}")   # why: explorer.limits.StopFlag
+        stop = host_stop(cfg, cancel, timer, elapsed, step)
+        if stop is not None:
             break
-        if timer.out_of_time(elapsed):
-            stop = ("completed", f"stopped by the time budget of {cfg.max_seconds:g} s at step {step}")
-            break
-        frac = step / total
-        if cfg.max_seconds:
-            frac = max(frac, elapsed / cfg.max_seconds)
-        lr_now = lr_at(cfg, frac)
-        set_lr(lr_now)
-
-        last = run_step(x, y)
+        lr = lr_at(cfg, max(step / total, elapsed / cfg.max_seconds if cfg.max_seconds else 0.0))
+        update.set_lr(lr)
+        last = update(x, y)                    # queued on the device: no wait
         step += 1
         epoch_end = step % batches.per_epoch == 0
         log = step % cfg.log_every == 0 or epoch_end or step == total
-        if (log or step % cfg.check_every == 0) and not check():
+        failure = health.check(step) if log or step % cfg.check_every == 0 else None
+        if failure is not None:
+            status, (reason, step) = "failed", failure
             break
-        if log and step < total:                     # the last step's report comes after the loop
-            val = validation_accuracy(model, *batches.validation(), autocast, cancel=cancel) if epoch_end else None
-            report(last, val)
+        if log and step < total:               # the last step's report comes after the loop
+            val = validation_accuracy(model, *batches.validation(), update.autocast, cancel=cancel) if epoch_end else None
+            reports.report(last, step, lr, time.perf_counter() - t0, val)
         timer.add(time.perf_counter() - t0 - elapsed)          # this step, its check and report included
 
-    if status != "failed" and checked != step:
-        check()                                      # the steps since the last check
-    seconds = time.perf_counter() - t0               # the training loop: what the budget limits
-    if status != "failed":
-        if stop is not None:
-            status, reason = stop
-        ends = not history or history[-1]["step"] != step
-        if last is not None and status != "cancelled" and (ends or history[-1]["val_accuracy"] is None):
-            if on_phase is not None:                 # a completed run ends on a validation pass (not counted
-                on_phase("validating")               # in the budget); a cancel returns at once, without one
-            val = validation_accuracy(model, *batches.validation(), autocast, cancel=cancel)
-            if not ends:
-                history.pop()                        # the loop's report of this step, now with its validation
-            report(last, val, elapsed=seconds, final=True)
-        elif last is not None and ends:
-            report(last, None, elapsed=seconds, final=True)
-    if history and history[-1]["forecast_steps"] != step:
-        history[-1]["forecast_steps"] = step        # a failed run: it ended here
-    if graphed and not run_step.graphs:
-        mode, mode_reason = "eager", run_step.fallback or f"the run ended before a capture ({GRAPH_WARMUP} eager steps come first)"
+    failure = health.check(step) if status != "failed" and health.checked != step else None
+    if failure is not None:                    # the steps since the last check
+        status, (reason, step) = "failed", failure
+    seconds = time.perf_counter() - t0         # the training loop: what the budget limits
+    if status != "failed" and stop is not None:
+        status, reason = stop
+    if status != "failed" and last is not None:
+        reported = reports.last("step") == step
+        if status == "completed" and not (reported and reports.last("val_accuracy") is not None):
+            if on_phase is not None:           # a completed run ends on a validation pass (not counted
+                on_phase("validating")         # in the budget); a cancel returns at once, without one
+            val = validation_accuracy(model, *batches.validation(), update.autocast, cancel=cancel)
+            reports.report(last, step, lr, seconds, val, final=True)
+        elif not reported:
+            reports.report(last, step, lr, seconds, final=True)
+    reports.ended_at(step)
     model.eval()
+    mode, mode_reason = update.step_mode()
     return TrainResult(model=model, config=cfg, status=status, reason=reason, steps=step, seconds=seconds,
-                       validation_seconds=time.perf_counter() - t0 - seconds, device=str(device), history=history,
-                       step_mode=mode, step_mode_reason=mode_reason)
+                       validation_seconds=time.perf_counter() - t0 - seconds, device=str(device),
+                       history=reports.history, step_mode=mode, step_mode_reason=mode_reason)

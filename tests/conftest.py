@@ -83,7 +83,7 @@ def mnist():
 def default_model():
     """The shipped MNIST model (assets/mnist-default)."""
     from helpers import ASSETS
-    from ponder.checkpoint import load_checkpoint
+    from ponder.store.checkpoint import load_checkpoint
     return load_checkpoint(ASSETS / "mnist-default").model
 
 

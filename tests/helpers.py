@@ -15,7 +15,7 @@ import pytest
 import torch
 from PIL import Image, ImageDraw
 
-from ponder.checkpoint import load_checkpoint
+from ponder.store.checkpoint import load_checkpoint
 from ponder.tasks.parity import ParityConfig
 from ponder.config import TrainConfig
 from ponder.tasks import build_model
@@ -59,7 +59,7 @@ def tiny_config(task="parity", max_steps=5, lambda_p=0.3, **kw):
 
 def save_tiny_run(folder, task="parity", max_steps=5, lambda_p=0.3, seed=0, **save_kw):
     """A run folder holding a tiny model (weights, card, history). Returns (folder, model)."""
-    from ponder.checkpoint import save_run
+    from ponder.store.checkpoint import save_run
     model = tiny_model(task, max_steps=max_steps, lambda_p=lambda_p, seed=seed)
     save_kw.setdefault("history", [{"step": 1, "loss": 0.5}])
     save_kw.setdefault("steps", 1)
@@ -68,7 +68,7 @@ def save_tiny_run(folder, task="parity", max_steps=5, lambda_p=0.3, seed=0, **sa
 
 def edit_card(run_dir, edit) -> dict:
     """Rewrite a run's run.json after edit(card) changed the parsed card in place; returns the card."""
-    from ponder.card import CARD
+    from ponder.store.card import CARD
     path = Path(run_dir) / CARD
     card = json.loads(path.read_text())
     edit(card)
@@ -294,9 +294,9 @@ def torch_save_bytes(obj, **kw):
 
 @contextmanager
 def lock_held_elsewhere(folder):
-    """Another writer (a thread here; a training in life) holds ponder.atomic.folder_lock(folder) until
+    """Another writer (a thread here; a training in life) holds ponder.store.atomic.folder_lock(folder) until
     the block ends."""
-    from ponder.atomic import folder_lock
+    from ponder.store.atomic import folder_lock
     held, release = threading.Event(), threading.Event()
 
     def writer():

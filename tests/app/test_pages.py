@@ -22,8 +22,8 @@ from PIL import Image, ImageDraw
 
 from helpers import (APP, ASSETS, charts, edit_card, encode_image, fake_history, lock_held_elsewhere, one_line_errors, open_app,
                      picture_in_mode, poll, run_ok, save_tiny_run, seven_picture, shown, stroke, texts, tiny_config, tiny_model)
-from ponder.card import CARD, WEIGHTS, read_card
-from ponder.checkpoint import load_checkpoint, save_run
+from ponder.store.card import CARD, WEIGHTS, read_card
+from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 from explorer.style import CURSOR_COLOR
 from ponder.analysis.baselines import worth_sentence
@@ -756,7 +756,8 @@ def test_the_sweep_page_shows_the_machines_running_sweep_and_anyone_can_cancel_i
 
 
 def test_sweep_page_shows_a_sweep_folder_and_compare_adds_it_as_one_group(runs):
-    from ponder.sweep import Plan, parse_grid, run_sweep
+    from ponder.sweep import run_sweep
+    from ponder.sweep_plan import Plan, parse_grid
     tiny = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, device="cpu")
     run_sweep(Plan("parity", tiny, parse_grid(["lambda_p=0.2,0.5"]), [0]), runs / "cli-sweep", eval_limit=200)
     at = open_app("pages/sweep.py")
@@ -1173,7 +1174,7 @@ def test_runs_page_lists_renames_and_deletes_with_a_confirmation(own_runs):
 
 
 def test_runs_page_deletes_and_renames_the_run_it_showed_not_one_given_its_name_since(own_runs):
-    from ponder.manage import delete_run, rename_run
+    from ponder.store.manage import delete_run, rename_run
     at = _runs_page()
     _pick(at, "runs/alpha")
     at.button(key="runs_delete").click()                     # this session opens "Delete…" on runs/alpha
@@ -1210,10 +1211,10 @@ def test_runs_page_lists_an_unreadable_run_with_why_and_deletes_it(own_runs):
 
 
 def test_runs_page_exports_a_zip_that_its_import_takes_back(own_runs, monkeypatch):
-    import ponder.manage
+    import ponder.store.manage
     exported = {}
-    real = ponder.manage.export_run
-    monkeypatch.setattr(ponder.manage, "export_run", lambda p: exported.setdefault(p.name, real(p)))
+    real = ponder.store.manage.export_run
+    monkeypatch.setattr(ponder.store.manage, "export_run", lambda p: exported.setdefault(p.name, real(p)))
     at = _runs_page()
     _pick(at, "runs/beta")
     assert at.get("download_button")[0].label == "Export (.zip)"

@@ -9,7 +9,7 @@ import torch
 from bench import common, early_exit, gpu, latency, profiling, report, throughput, time_to_accuracy
 from bench import ood as bench_ood
 from bench.__main__ import main
-from ponder import ood
+from explorer import ood
 from ponder.tasks.parity import PARITY_PRESETS
 from ponder.config import TrainConfig
 from ponder.train import train
@@ -224,7 +224,7 @@ def test_ood_generated_non_digits_and_drawn_digits():
 def test_ship_run_keeps_weights_and_card_and_thins_the_history(tmp_path):
     from bench import ship_run
     from helpers import fake_history, save_tiny_run
-    from ponder.card import WEIGHTS, read_card, read_history
+    from ponder.store.card import WEIGHTS, read_card, read_history
     history = fake_history(12)                                         # steps 10..120, validation at 120 only
     history[4]["val_accuracy"] = 0.7                                   # and at step 50
     run, _ = save_tiny_run(tmp_path / "trained-s0", history=history, steps=120)

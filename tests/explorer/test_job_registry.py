@@ -8,7 +8,7 @@ import pytest
 
 from explorer.job_registry import JobRegistry
 from explorer.limits import MAX_JOB_SECONDS, JobLimitError
-from ponder.card import read_card
+from ponder.store.card import read_card
 from ponder.config import ConfigError, TrainConfig
 
 TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",

@@ -8,11 +8,11 @@ import pytest
 
 from explorer.job_registry import JobRegistry
 from explorer.limits import JobLimitError
-from ponder.card import read_card, read_history
-from ponder.checkpoint import load_checkpoint
+from ponder.store.card import read_card, read_history
+from ponder.store.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
 from ponder.data import DataError
-from ponder.runs import list_models
+from ponder.store.runs import list_models
 
 
 TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",
@@ -78,7 +78,7 @@ def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tm
 
 
 def test_a_sweep_plan_trains_through_ponder_sweep_into_its_folder_and_resumes(registry, tmp_path):
-    from ponder.sweep import Plan, parse_grid
+    from ponder.sweep_plan import Plan, parse_grid
     base = {k: v for k, v in TINY.items() if k != "task"}
     plan = Plan("parity", base, parse_grid(["lambda_p=0.3,0.6", "beta=0.01,1e38"]), [0])
     job = registry.submit("s1", [], kind="sweep", root=tmp_path / "sw", plan=plan)
@@ -151,7 +151,7 @@ def test_cancel_within_a_second_keeps_a_partial_run_and_no_threads_are_left(tmp_
 def test_a_save_that_fails_after_training_keeps_the_model_elsewhere(registry, tmp_path, monkeypatch):
     import errno
     import tempfile
-    from ponder import atomic as A
+    from ponder.store import atomic as A
     root, spare = tmp_path / "runs", tmp_path / "spare"
     spare.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spare))

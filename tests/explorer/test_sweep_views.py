@@ -6,7 +6,7 @@ from helpers import save_tiny_run
 from explorer.jobs import JobView, RunState
 from explorer.sweep_views import job_sweep_rows
 from ponder.config import TrainConfig
-from ponder.runs import SWEEP
+from ponder.store.runs import SWEEP
 
 
 def test_a_sweep_jobs_rows_come_from_saved_cards_and_from_the_runs_still_going(tmp_path):

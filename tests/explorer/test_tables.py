@@ -94,7 +94,7 @@ def test_renamed_says_what_a_name_became_and_why():
 
 def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_column():
     from pathlib import Path
-    from ponder.runs import ModelEntry
+    from ponder.store.runs import ModelEntry
     card = {"task": "mnist", "lambda_p": 0.2, "max_steps": 20, "status": "completed", "device": "cpu",
             "train": {"regulariser": "kl"}}
     a, b = ModelEntry("a", Path("a"), "run", card), ModelEntry("b", Path("b"), "run", {**card, "train_seconds": 7.5})
@@ -112,7 +112,7 @@ def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_colum
 
 def test_compare_rows_name_the_regulariser_and_the_parity_gap():
     from pathlib import Path
-    from ponder.runs import ModelEntry
+    from ponder.store.runs import ModelEntry
     card = {"task": "parity", "lambda_p": 0.1, "max_steps": 20, "train": {"regulariser": "kl-reverse"}}
     m = {"accuracy": 0.99, "expected_steps": {"mean": 8.6}, "easy": {"expected_steps": 8.25},
          "hard": {"expected_steps": 9.0}}

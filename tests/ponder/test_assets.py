@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from helpers import ASSETS
-from ponder.checkpoint import load_checkpoint
+from ponder.store.checkpoint import load_checkpoint
 from ponder.analysis.unroll import measure_test
 from ponder.config import TrainConfig
 

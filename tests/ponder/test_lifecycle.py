@@ -7,11 +7,11 @@ import torch
 
 from helpers import needs_mnist, run_cli
 from ponder import lifecycle
-from ponder.atomic import SaveError
-from ponder.card import read_card, read_history
-from ponder.checkpoint import load_checkpoint
+from ponder.store.atomic import SaveError
+from ponder.store.card import read_card, read_history
+from ponder.store.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
-from ponder.runs import list_models
+from ponder.store.runs import list_models
 
 TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",
             log_every=5)
@@ -71,8 +71,8 @@ def test_the_folder_is_made_only_when_the_run_is_saved(tmp_path):
 def test_a_folder_made_for_the_run_is_locked_until_its_card_has_the_metrics(tmp_path):
     """While the explorer's job measures its saved run, another thread (a rename or delete on the Runs page)
     cannot take the folder's lock; once the card holds the metrics it can."""
-    from ponder.atomic import folder_lock
-    from ponder.runs import new_run_dir
+    from ponder.store.atomic import folder_lock
+    from ponder.store.runs import new_run_dir
     tries = []
 
     def measure(model, mnist):

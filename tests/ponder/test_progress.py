@@ -1,4 +1,4 @@
-"""ponder/progress.py: the step forecast ("step k of about K") and the time budget's stop rule."""
+"""ponder/progress.py: the step forecast ("step k of about K"), the time budget's stop rule and the cancel flag."""
 import itertools
 
 from hypothesis import given, settings, strategies as st
@@ -113,3 +113,28 @@ def test_free_cores_on_a_2_core_machine():
     assert [free_cores(2, load) for load in (0.0, 0.4, 1.0, 1.6, 2.8, 6.0)] == [2, 2, 1, 1, 1, 1]
     cores, load = machine_cores_and_load()
     assert cores >= 1 and load >= 0.0
+
+
+def test_a_cancel_keeps_its_first_reason_and_a_plain_event_is_just_cancelled():
+    import threading
+    from ponder.progress import Cancel, cancel_reason
+    c = Cancel()
+    assert not c.is_set() and c.why == ""
+    c.stop("stopped by the owner")
+    c.stop("a later reason")                          # the first one stays
+    assert c.is_set() and cancel_reason(c) == "stopped by the owner"
+    plain, bare = threading.Event(), Cancel()
+    plain.set()
+    bare.set()                                        # set() is stop("cancelled")
+    assert cancel_reason(plain) == cancel_reason(bare) == "cancelled"
+
+
+def test_train_starts_a_cancelled_runs_reason_with_the_cancels_words():
+    from ponder.config import TrainConfig
+    from ponder.progress import Cancel
+    from ponder.train import train
+    c = Cancel()
+    c.stop("stopped by the test")
+    r = train(TrainConfig(task="parity", hidden=8, batch_size=8, max_steps=3, epochs=1.0, steps_per_epoch=5, device="cpu"),
+              cancel=c)
+    assert (r.status, r.reason, r.steps) == ("cancelled", "stopped by the test at step 0", 0)

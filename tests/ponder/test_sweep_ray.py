@@ -6,15 +6,15 @@ import sys
 import pytest
 
 from helpers import assert_one_line
-from ponder import sweep as S, sweep_ray
-from ponder.checkpoint import load_checkpoint
+from ponder import sweep as S, sweep_plan as P, sweep_ray
+from ponder.store.checkpoint import load_checkpoint
 from ponder.config import ConfigError
 
 TINY = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, log_every=5, device="cpu")
 
 
 def plan(grid="lambda_p=0.2,0.5", seeds=(0,), **base):
-    return S.Plan("parity", {**TINY, **base}, S.parse_grid(grid.split() if isinstance(grid, str) else grid), list(seeds))
+    return P.Plan("parity", {**TINY, **base}, P.parse_grid(grid.split() if isinstance(grid, str) else grid), list(seeds))
 
 
 def test_ray_backend_without_ray_installed_is_one_line(tmp_path, monkeypatch):

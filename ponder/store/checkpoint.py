@@ -1,7 +1,7 @@
 """Weights: save a run folder, load a model from one. Never unpickles anything.
 
-save_run writes model.safetensors, run.json and metrics.jsonl atomically (ponder.atomic);
-load_checkpoint reads the card (ponder.card.read_card) and the safetensors weights, checks them
+save_run writes model.safetensors, run.json and metrics.jsonl atomically (ponder.store.atomic);
+load_checkpoint reads the card (ponder.store.card.read_card) and the safetensors weights, checks them
 against the card's config and builds the model.
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ import torch
 from .atomic import (SaveError, folder_lock, holds_lock, json_bytes, jsonable, os_reason, remove_if_empty,
                      remove_stale_tmp, write_files)
 from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, new_card, one_line, read_card, read_regular, resolve_run_dir
-from .config import ConfigError, TrainConfig
-from .halting import PonderNet
-from .tasks import build_model, model_config_dict
+from ..config import ConfigError, TrainConfig
+from ..halting import PonderNet
+from ..tasks import build_model, model_config_dict
 
 MAX_CHECKPOINT_BYTES = 200 * 1024 * 1024
 SMALL_MODEL_FIELD = 512               # model sizes up to this are built directly when loading
@@ -68,7 +68,7 @@ def save_run(run_dir, model: PonderNet, config: TrainConfig, *, status: str = "c
     """Write a run folder (weights, card, history). Returns the folder.
 
     The card holds `metrics` or none: a card's metrics always belong to the weights saved with it,
-    never to weights it replaces. The folder is locked while it is written (ponder.atomic.folder_lock;
+    never to weights it replaces. The folder is locked while it is written (ponder.store.atomic.folder_lock;
     SaveError 'in use' when another writer holds it), so temporary files a killed save left are
     removed at once; a folder this call created is removed again when the save fails.
     """

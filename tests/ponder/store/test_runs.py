@@ -1,4 +1,4 @@
-"""ponder/runs.py: safe names that never leave the runs folder, symlinks refused (an import's too),
+"""ponder/store/runs.py: safe names that never leave the runs folder, symlinks refused (an import's too),
 unwritable runs folders as one line, and sessions racing on the folder. Uploads: test_uploads.py."""
 import re
 import os
@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from helpers import assert_one_line, run_threads, save_tiny_run, tiny_model
-from ponder.atomic import SaveError
-from ponder.card import CARD, HISTORY, WEIGHTS
-from ponder.checkpoint import load_checkpoint, save_run
+from ponder.store.atomic import SaveError
+from ponder.store.card import CARD, HISTORY, WEIGHTS
+from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
-from ponder.runs import MAX_NAME, RunNameError, list_models, new_run_dir, run_path, safe_name
-from ponder.uploads import import_checkpoint
+from ponder.store.runs import MAX_NAME, RunNameError, list_models, new_run_dir, run_path, safe_name
+from ponder.store.uploads import import_checkpoint
 from ponder.train import train
 
 
@@ -272,8 +272,8 @@ def test_listing_while_runs_are_written_never_crashes_or_shows_half_runs(tmp_pat
 
 def test_the_models_stamp_changes_with_every_card_and_folder_list_models_reads(tmp_path):
     from helpers import save_tiny_run
-    from ponder.card import update_card
-    from ponder.runs import models_stamp
+    from ponder.store.card import update_card
+    from ponder.store.runs import models_stamp
     assets = tmp_path / "assets"
     assets.mkdir()
     first = models_stamp(tmp_path / "runs", assets)

@@ -1,4 +1,4 @@
-"""ponder/checkpoint.py: save_run / load_checkpoint round trip; killed writers leave the old run or the
+"""ponder/store/checkpoint.py: save_run / load_checkpoint round trip; killed writers leave the old run or the
 new one; weights that are pickles (never unpickled), corrupt, not files, or do not fit are refused in
 one line naming the file."""
 import io
@@ -17,12 +17,12 @@ from safetensors.torch import save
 
 from helpers import (BIG_CFG, edit_card, OpenPayload, ShellPayload, assert_one_line, big_model, lock_held_elsewhere, no_tmp_files, save_tiny_run,
                     tiny_model, torch_save_bytes, version_of)
-from ponder import atomic as A
-from ponder import checkpoint as C
-from ponder.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
-from ponder.checkpoint import load_checkpoint, save_run
+from ponder.store import atomic as A
+from ponder.store import checkpoint as C
+from ponder.store.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
+from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
-from ponder.runs import list_models
+from ponder.store.runs import list_models
 
 
 def make_run(tmp_path, name="run"):

@@ -1,14 +1,14 @@
 """The Runs page's widgets: the table of runs, the run picker, export / rename / delete, and the message
 of the last change (kept across the rerun that shows the new list). Each *_ui() returns plain values;
-the changes themselves are ponder.manage's."""
+the changes themselves are ponder.store.manage's."""
 from __future__ import annotations
 
 from typing import Optional
 
 import streamlit as st
 
-from ponder.manage import run_identity
-from ponder.runs import ModelEntry, runs_root
+from ponder.store.manage import run_identity
+from ponder.store.runs import ModelEntry, runs_root
 
 from . import tables
 

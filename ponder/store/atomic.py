@@ -189,7 +189,7 @@ def folder_lock(folder: Path, shared: bool = False):
 
     flock on the folder itself: no lock file is left behind, and the lock goes when the process
     does (kill -9 included). Every writer of a run folder takes it (save_run, update_card, the
-    trainings, ponder.manage), so a folder locked here has no other live writer. A folder another
+    trainings, ponder.store.manage), so a folder locked here has no other live writer. A folder another
     process (or another call here) holds raises SaveError; it never waits.
     """
     if fcntl is None:

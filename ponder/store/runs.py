@@ -1,4 +1,4 @@
-"""The runs folder: where trained runs live, safe names, new run folders and listing (uploads: ponder.uploads).
+"""The runs folder: where trained runs live, safe names, new run folders and listing (uploads: ponder.store.uploads).
 
 A user-supplied name never reaches the file system as-is: safe_name() keeps letters,
 digits, '.', '_' and '-', and every path is checked to stay inside the runs folder
@@ -15,10 +15,12 @@ from typing import Optional
 from .atomic import SaveError
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"   # the repository's assets/ (ponder/store/runs.py)
 MAX_NAME = 64
 TRASH = ".deleted-"                 # a deleted run's folder while its files are removed (hidden, never listed)
 SWEEP = "sweep.json"            # a folder holding it is a sweep: its trials are run folders inside it
+TABLE = "sweep.md"              # a sweep folder's results as a Markdown table
+LOG = "sweep.log"               # a sweep folder's trial records, appended while the sweep runs
 
 
 class RunNameError(ValueError):

@@ -1,10 +1,10 @@
-"""ponder/ood.py: ink statistics of a 28x28 digit and the "does not look like a training digit" reasons."""
+"""explorer/ood.py: ink statistics of a 28x28 digit and the "does not look like a training digit" reasons."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from helpers import ASSETS
-from ponder import ood
+from explorer import ood
 
 
 def test_ink_statistics_of_a_small_rectangle_worked_by_hand():

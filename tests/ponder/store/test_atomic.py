@@ -1,4 +1,4 @@
-"""ponder/atomic.py: a write is all or nothing (killed writers, full disks, refused files), errors are
+"""ponder/store/atomic.py: a write is all or nothing (killed writers, full disks, refused files), errors are
 one line naming the file with a hint, and JSON never holds NaN/inf."""
 import errno
 import os
@@ -10,10 +10,10 @@ import time
 import pytest
 
 from helpers import BIG_CFG, assert_one_line, big_model, no_tmp_files, save_tiny_run, tiny_model, version_of
-from ponder import atomic as A
-from ponder.atomic import SaveError, atomic_write_bytes
-from ponder.card import CARD, WEIGHTS, read_card, read_history, update_card
-from ponder.checkpoint import load_checkpoint, save_run
+from ponder.store import atomic as A
+from ponder.store.atomic import SaveError, atomic_write_bytes
+from ponder.store.card import CARD, WEIGHTS, read_card, read_history, update_card
+from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 
 

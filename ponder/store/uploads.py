@@ -2,7 +2,7 @@
 
 An upload (bytes, or a file object such as Streamlit's UploadedFile) is size-checked before it is read,
 written to a hidden temporary folder, loaded with load_checkpoint (no unpickling, shapes checked) and
-only then moved into a fresh run folder (ponder.runs.new_run_dir). Its test metrics are dropped:
+only then moved into a fresh run folder (ponder.store.runs.new_run_dir). Its test metrics are dropped:
 nobody checked them, so the explorer measures the run when it is shown.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .atomic import SaveError
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, update_card
 from .checkpoint import load_checkpoint
 from .runs import TRASH, make_root, new_run_dir, runs_root, safe_name
-from .tasks import count_parameters
+from ..tasks import count_parameters
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024    # weights + card + history of one upload
 IMPORT_MAX_STEPS, IMPORT_MAX_HIDDEN = 100, 512   # the largest N and hidden size the explorer's Train form trains

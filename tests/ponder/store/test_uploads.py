@@ -1,4 +1,4 @@
-"""ponder/uploads.py: uploaded runs are size-checked before they are read, refused in one line when they are
+"""ponder/store/uploads.py: uploaded runs are size-checked before they are read, refused in one line when they are
 pickles, broken or over the quota, never leave files behind, and land in a fresh run folder without their
 unverified test metrics."""
 import json
@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from helpers import OpenPayload, ShellPayload, assert_one_line, run_threads, save_tiny_run, tiny_model, torch_save_bytes
-from ponder.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
-from ponder.checkpoint import load_checkpoint, save_run
+from ponder.store.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
+from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
-from ponder.runs import RunNameError, list_models
-from ponder.uploads import import_checkpoint
+from ponder.store.runs import RunNameError, list_models
+from ponder.store.uploads import import_checkpoint
 
 
 PAYLOADS = {"pickle-protocol-2-shell": lambda m: pickle.dumps(ShellPayload(m), protocol=2),

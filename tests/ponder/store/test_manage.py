@@ -1,4 +1,4 @@
-"""ponder/manage.py: rename, delete and export runs, import an exported zip; names that are paths, links,
+"""ponder/store/manage.py: rename, delete and export runs, import an exported zip; names that are paths, links,
 shipped runs, sweeps and runs being written are refused in one line and left as they were."""
 import io
 import os
@@ -11,13 +11,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers import ASSETS, ShellPayload, assert_one_line, lock_held_elsewhere, save_tiny_run
 from ponder import lifecycle
-from ponder.atomic import SaveError, folder_lock
-from ponder.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
-from ponder.checkpoint import load_checkpoint
+from ponder.store.atomic import SaveError, folder_lock
+from ponder.store.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
+from ponder.store.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
-from ponder.manage import delete_run, delete_sweep, export_run, import_zip, own_run, rename_run, run_identity
-from ponder.runs import RunNameError, list_models, new_run_dir, safe_name
-from ponder.uploads import import_checkpoint
+from ponder.store.manage import delete_run, delete_sweep, export_run, import_zip, own_run, rename_run, run_identity
+from ponder.store.runs import RunNameError, list_models, new_run_dir, safe_name
+from ponder.store.uploads import import_checkpoint
 
 
 def runs_folder(tmp_path, *names):
@@ -266,7 +266,8 @@ def test_a_sweep_being_written_is_not_deleted(tmp_path, held):
 
 def test_a_running_sweep_holds_its_folder(tmp_path):
     """ponder.sweep.run_sweep holds the sweep folder's lock while it trains: the Runs page cannot delete it."""
-    from ponder.sweep import Plan, run_sweep
+    from ponder.sweep import run_sweep
+    from ponder.sweep_plan import Plan
     root = tmp_path / "runs"
     tries = []
 
