@@ -123,7 +123,7 @@ def topk_fig(probs: Sequence[float], class_names: Sequence[str], k: int = 3, tru
     fig = go.Figure(go.Bar(x=p[top], y=names, orientation="h", marker_color=colors, text=[f"{p[i]:.1%}" for i in top],
                            textposition="outside", cliponaxis=False, name="probability",
                            hovertemplate="class %{y}<br>probability %{x:.4f}<extra></extra>"))
-    set_layout(fig, xaxis=dict(range=[0, 1.45], tickvals=[0, 0.5, 1], tickformat=".0%", title=None),   # "100.0%" fits
+    set_layout(fig, xaxis=dict(range=[0, 1.6], tickvals=[0, 0.5, 1], tickformat=".0%", title=None),   # "100.0%" fits
                yaxis=dict(type="category", autorange="reversed", title=None))
     layout(fig, title, height=40 + 34 * len(top), showlegend=False)
     set_layout(fig, margin=dict(l=30, r=10, t=40 if title else 10, b=25))

@@ -23,6 +23,8 @@ from .ui import chart
 def _fmt_s(s: Optional[float]) -> str:
     if s is None or not np.isfinite(s):
         return "?"
+    if 0 < s < 1:
+        return "under 1 s"
     s = max(0, int(round(s)))
     return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
 

@@ -231,8 +231,8 @@ def by_k_fig(rows: Sequence[dict], train_k: Optional[Sequence[int]] = None) -> g
         fig.add_vrect(x0=train_k[0] - 0.5, x1=train_k[1] + 0.5, fillcolor=NEUTRAL_COLOR, opacity=0.08,
                       line_width=0, annotation_text=f"trained on k {train_k[0]}–{train_k[1]}",
                       annotation_position="bottom left")
-    fig.update_xaxes(title="number of non-zeros k", tickmode="linear", dtick=1 if len(k) <= 32 else 4,
-                     tickformat="d")
+    fig.update_xaxes(title="number of non-zeros k", tickmode="linear", dtick=1 if len(k) <= 16 else 2 if len(k) <= 32
+                     else 4, tickangle=0, tickformat="d")
     fig.update_yaxes(title="steps (sampled mean, E[n])", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title="accuracy", range=[0, 1.02], dtick=0.2, tickformat=".0%", showgrid=False,
                      secondary_y=True)

@@ -141,6 +141,11 @@ def renamed(asked: str, final: str) -> str:
     return f"The name {asked} became {final} ({'; '.join(why)})."
 
 
+def signed(v: float, digits: int = 2) -> str:
+    """+1.25 / −4.39: the sign always shown, a true minus sign (as in the labels beside it)."""
+    return f"{v:+.{digits}f}".replace("-", "\u2212")
+
+
 def parity_card_line(card: dict) -> str:
     """What a parity run's card recorded when it was saved (the numbers `python -m ponder evaluate RUN --json`
     and docs/findings.md give): accuracy, E[n] on the easy and the hard k, and their gap. '' without them."""
@@ -150,8 +155,8 @@ def parity_card_line(card: dict) -> str:
         return ""
     k = lambda name: "–".join(str(v) for v in t[name].get("k_range", ()))      # noqa: E731
     return (f"Measured when the run was saved ({t.get('n', 0):,} problems, sample mode; its card, as `python -m "
-            f"ponder evaluate --json` gives it): accuracy {100 * t['accuracy']:.2f} %; expected steps E[n] "
-            f"{e:.2f} on easy k {k('easy')}, {h:.2f} on hard k {k('hard')}: hard − easy {h - e:+.2f}.")
+            f"ponder evaluate --json` gives it): accuracy {100 * t['accuracy']:.2f}\u00a0%; expected steps E[n] "
+            f"{e:.2f} on easy k {k('easy')}, {h:.2f} on hard k {k('hard')}: hard − easy {signed(h - e)}.")
 
 
 def easy_hard_expected_steps(metrics: dict) -> tuple:

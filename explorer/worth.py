@@ -87,7 +87,7 @@ def rotation_section_ui(entry: ModelEntry, rows: Sequence[dict], n_images: int, 
     """The section of the rotation page: per-step accuracy by rotation (the page's own rotated test sets)."""
     section_ui(entry, key, {rotation_label(r): r["per_step_accuracy"] for r in rows if "per_step_accuracy" in r},
                f"Accuracy if it stopped at step n on {n_images:,} test images per rotation; the steps after a line "
-               "goes flat change no answer.")
+               "goes flat change no answer. The chart beside it is on the unrotated test digits.")
 
 
 def compare_ui(entries: Sequence[ModelEntry], key: str = "compare_worth") -> None:

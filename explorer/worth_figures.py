@@ -7,6 +7,7 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 import torch
 
 from ponder.analysis.baselines import settle_steps
@@ -76,11 +77,13 @@ def by_group_fig(groups: dict, title: str = "Accuracy if it stopped at step n, b
     """{group name: [N] per-step accuracy} as one line per group."""
     fig = go.Figure()
     n = 1
+    many = len(groups) > len(PALETTE)                  # more groups than colours: a ramp, so no two look alike
     for i, (name, acc) in enumerate(groups.items()):
         acc = np.asarray(acc, np.float64)
         n = max(n, len(acc))
+        color = sample_colorscale("Viridis", i / max(1, len(groups) - 1))[0] if many else PALETTE[i]
         fig.add_trace(go.Scatter(x=steps(len(acc)), y=acc, mode="lines+markers", name=name,
-                                 line=dict(color=PALETTE[i % 10]), marker=dict(size=5),
+                                 line=dict(color=color), marker=dict(size=5),
                                  hovertemplate=f"{name}<br>step %{{x}}<br>accuracy %{{y:.4f}}<extra></extra>"))
     lo = min([float(np.min(a)) for a in groups.values()] + [1.0])
     set_layout(fig, xaxis=step_axis(n), yaxis=dict(title="accuracy", range=[max(0.0, lo - 0.02), 1.005]))

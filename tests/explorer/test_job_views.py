@@ -100,3 +100,8 @@ def test_the_server_cap_is_named_only_when_the_job_could_reach_it():
         at.run()
         line = next(m.value for m in at.markdown if "Training job" in m.value)
         assert ("30 min cap" in line) is named, (budget, line)
+
+
+def test_durations_under_a_second_are_not_zero():
+    from explorer.job_views import _fmt_s
+    assert [_fmt_s(v) for v in (0.0, 0.4, 1.4, 75.0, None)] == ["0 s", "under 1 s", "1 s", "1 min 15 s", "?"]

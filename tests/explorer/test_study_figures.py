@@ -77,6 +77,8 @@ def test_parity_figures():
     assert list(gap.data[0].x) == list(range(4, 12)) and list(gap.data[0].y) == [3.0] + [None] * 6 + [4.0]
     assert not gap.data[0].connectgaps
     assert "1 non-zero," in sf.parity_input_fig([0, 1, 0]).layout.title.text          # not "1 non-zeros"
+    thirty = sf.by_k_fig([dict(rows[0], k=v) for v in range(1, 31)])            # k 1-30: every other tick, upright
+    assert thirty.layout.xaxis.dtick == 2 and thirty.layout.xaxis.tickangle == 0
 
 
 def test_sweep_grid_text_panels_sit_in_their_own_panel():

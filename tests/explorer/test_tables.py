@@ -126,6 +126,7 @@ def test_the_parity_card_line_gives_the_cards_accuracy_and_expected_steps():
                                  "hard": {"k_range": [11, 15], "expected_steps": 9.0663}}}}
     line = tables.parity_card_line(card)
     # 9.0663 - 8.2168 = 0.8495 -> "+0.85"
-    assert "10,000 problems" in line and "accuracy 99.87 %" in line and "hard − easy +0.85" in line
+    assert "10,000 problems" in line and "accuracy 99.87\u00a0%" in line and "hard − easy +0.85" in line
+    assert tables.signed(-4.389) == "\u22124.39" and tables.signed(0.85) == "+0.85"     # a minus like the label's
     assert "8.22 on easy k 1–4, 9.07 on hard k 11–15" in line
     assert tables.parity_card_line({"metrics": {"test": {"accuracy": 0.5}}}) == "" == tables.parity_card_line({})

@@ -72,3 +72,11 @@ def test_the_settle_sentence(answers, target, known, says):
 
 def test_the_settle_sentence_when_it_halts_before_it_settles():
     assert "0.50 steps before it settled" in wf.settle_sentence(_probs([0, 1, 1, 2]), 2, 2, 3.5)
+
+
+def test_many_groups_get_colours_no_two_alike():
+    # 16 rotations drew pairs of lines in the same colour (a 10-colour palette, repeated)
+    fig = wf.by_group_fig({f"rotation {a}°": [0.5, 0.9] for a in range(0, 240, 15)})
+    assert len({t.line.color for t in fig.data}) == 16
+    few = wf.by_group_fig({"easy": [0.5, 0.9], "hard": [0.4, 0.8]})
+    assert len({t.line.color for t in few.data}) == 2
