@@ -109,7 +109,7 @@ def test_free_cores_leaves_the_busy_cores_and_keeps_at_least_one(cores, load):
 
 def test_free_cores_on_a_2_core_machine():
     from ponder.progress import free_cores, machine_cores_and_load
-    # the situations of issue 26 on 2 cores: quiet, one background training, a loaded machine
+    # on 2 cores: quiet, one background training, a loaded machine
     assert [free_cores(2, load) for load in (0.0, 0.4, 1.0, 1.6, 2.8, 6.0)] == [2, 2, 1, 1, 1, 1]
     cores, load = machine_cores_and_load()
     assert cores >= 1 and load >= 0.0
