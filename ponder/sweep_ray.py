@@ -38,7 +38,7 @@ def run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data_
     try:
         import ray                               # only this backend needs Ray
     except ImportError:
-        raise ConfigError("--backend ray needs Ray: pip install ray==2.60.0 (as in requirements.txt)") from None
+        raise ConfigError("--backend ray needs Ray: pip install -r requirements-ray.txt (ray==2.60.0)") from None
 
     own = not ray.is_initialized()
     if own and address and address != "auto":

@@ -29,7 +29,7 @@ def test_a_ray_sweep_on_a_local_ray(tmp_path, monkeypatch):
     """Ray started by run_sweep (a local Ray: this machine's CPUs, 2 here), its workers at nice 0 (Ray's default
     15 starved them behind any busy process), and shut down. Two CPUs a trial: on 2 cores the trials run one
     after the other in one Ray worker, which imports torch once (each worker's start cost ~4.7 s of CPU)."""
-    import ray
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install -r requirements-ray.txt")
     inits = []
     real_init = ray.init
     monkeypatch.setattr(ray, "init", lambda *a, **kw: inits.append(kw) or real_init(*a, **kw))
@@ -48,6 +48,7 @@ def test_a_ray_sweep_on_a_local_ray(tmp_path, monkeypatch):
 
 
 def test_a_ray_address_where_nothing_answers_fails_in_seconds_and_the_file_says_so(tmp_path):
+    pytest.importorskip("ray", reason="Ray is an optional extra: pip install -r requirements-ray.txt")
     import socket
     import time
     with socket.socket() as s:                                   # a port nothing listens on
