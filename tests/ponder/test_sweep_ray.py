@@ -21,7 +21,7 @@ def test_ray_backend_without_ray_installed_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)                  # import ray -> ImportError
     with pytest.raises(ConfigError) as e:
         S.run_sweep(plan(), tmp_path / "sw", "ray")
-    assert_one_line(e, "pip install ray")
+    assert_one_line(e, "pip install -r requirements-ray.txt")
 
 
 @pytest.mark.slow
