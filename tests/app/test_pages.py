@@ -29,9 +29,8 @@ from explorer.style import CURSOR_COLOR
 from ponder.analysis.baselines import worth_sentence
 from ponder.analysis.unroll import measure_test
 from ponder.lifecycle import card_metrics
+from job_helpers import TINY
 
-TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",
-            log_every=5)
 DIVERGING = dict(TINY, beta=1e38)            # the KL weight overflows the gradient at the first step
 # under pytest-xdist one worker runs the module: its runs folder, its job registry and the pages' first imports
 # are set up once

@@ -10,25 +10,7 @@ from explorer.job_registry import JobRegistry
 from explorer.limits import MAX_JOB_SECONDS, JobLimitError
 from ponder.store.card import read_card
 from ponder.config import ConfigError, TrainConfig
-
-TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",
-            log_every=5)
-
-
-def tiny(**kw):
-    return TrainConfig(**{**TINY, **kw})
-
-
-@pytest.fixture
-def registry():
-    reg = JobRegistry(max_jobs=1, eval_limit=200)
-    yield reg
-    reg.shutdown()
-
-
-def wait_done(job, timeout=120):
-    assert job.join(timeout), "job did not finish"
-    return job.snapshot()
+from job_helpers import TINY, registry, tiny, wait_done  # noqa: F401 (registry: a fixture)
 
 
 def test_one_job_per_session_and_a_global_limit(registry, tmp_path):

@@ -13,26 +13,7 @@ from ponder.store.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
 from ponder.data import DataError
 from ponder.store.runs import list_models
-
-
-TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",
-            log_every=5)
-
-
-def tiny(**kw):
-    return TrainConfig(**{**TINY, **kw})
-
-
-@pytest.fixture
-def registry():
-    reg = JobRegistry(max_jobs=1, eval_limit=200)
-    yield reg
-    reg.shutdown()
-
-
-def wait_done(job, timeout=120):
-    assert job.join(timeout), "job did not finish"
-    return job.snapshot()
+from job_helpers import TINY, registry, tiny, wait_done  # noqa: F401 (registry: a fixture)
 
 
 def test_a_job_trains_saves_and_is_listed(registry, tmp_path):
