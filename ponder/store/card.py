@@ -13,18 +13,15 @@ import json
 import os
 import stat
 import threading
-import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
-from .. import __version__
 from .atomic import atomic_write_json, folder_lock, holds_lock, os_reason
 from .card_checks import MAX_CARD_TEXT, MAX_RUN_STEPS, check_card
-from ..config import ConfigError, TrainConfig, finite, short_repr
+from .record import FORMAT, FORMAT_VERSION, RunRecord, card_text
+from ..config import ConfigError, finite, short_repr
 
-FORMAT = "ponder-run"
-FORMAT_VERSION = 1
 WEIGHTS, CARD, HISTORY = "model.safetensors", "run.json", "metrics.jsonl"
 MAX_CARD_BYTES = 1024 * 1024          # a run.json is a few kB; refuse megabytes of JSON
 MAX_HISTORY_BYTES = 64 * 1024 * 1024   # a metrics.jsonl over this is not read (the shipped ones are < 1 MB)
@@ -57,25 +54,6 @@ def read_regular(f: Path, limit: int, follow_links: bool = True) -> bytes:
     if len(data) > limit:
         raise CheckpointError(f"{f}: over the {limit} byte limit")
     return data
-
-
-def card_text(v, limit: int = MAX_CARD_TEXT) -> str:
-    """A card string: text, at most `limit` characters (a long traceback as a reason stays loadable)."""
-    v = "" if v is None else str(v)
-    return v if len(v) <= limit else v[: limit - 3] + "..."
-
-
-def new_card(name: str, config: TrainConfig, model_config: dict, max_steps: int, lambda_p: float, *,
-             status: str, reason: str, device: str, train_seconds: float, steps: int, metrics: Optional[dict]) -> dict:
-    """A fresh card for a run saved now."""
-    return {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "ponder_version": __version__,
-        "name": card_text(name), "task": config.task,
-        "model": model_config, "max_steps": max_steps, "lambda_p": lambda_p,
-        "train": config.to_dict(), "status": card_text(status), "reason": card_text(reason),
-        "device": card_text(device), "train_seconds": round(float(train_seconds), 2), "steps": int(steps),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "metrics": metrics or {},
-    }
 
 
 def resolve_run_dir(path) -> Path:
@@ -119,6 +97,11 @@ def read_card(path) -> dict:
     except (ConfigError, KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{f}: bad config: {one_line(e)}") from None
     return card
+
+
+def read_record(path) -> RunRecord:
+    """The run.json of a run folder as a RunRecord, checked by read_card."""
+    return RunRecord.from_card(read_card(path))
 
 
 def update_card(run_dir, **fields) -> dict:
