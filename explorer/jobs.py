@@ -183,7 +183,7 @@ class Job:
         res = done.result
         reason = done.reason or ("cancelled" if res.status == "cancelled" else "")
         self._set(run, status=res.status, reason=reason, phase="", seconds=res.seconds, steps=res.steps,
-                  run_dir=str(done.run_dir) if done.run_dir else None, metrics=done.recorded,
+                  run_dir=str(done.run_dir) if done.run_dir else None, metrics=done.record.metrics or None,
                   saved_elsewhere=bool(done.saved_elsewhere))
 
 

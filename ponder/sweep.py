@@ -51,10 +51,9 @@ def run_trial(cfg: TrainConfig, out: Path, load_data: Optional[Callable] = None,
                              on_phase=on_phase, eval_limit=eval_limit, name=Path(out).name)
     except Exception as e:                     # bad device, missing data, the folder cannot be written, ...
         return dict(status="failed", reason=one_line(e), steps=0, seconds=time.time() - t0, device="", metrics=None)
-    res = done.result
-    from .train import device_name
-    return dict(status=res.status, reason=done.reason, steps=res.steps, seconds=res.seconds,
-                device=device_name(res.device), metrics=(done.recorded or {}).get("test"))
+    rec = done.record
+    return dict(status=rec.status, reason=done.reason, steps=rec.steps, seconds=rec.train_seconds,
+                device=rec.device, metrics=rec.test or None)
 
 
 def clear_run(out: Path) -> None:

@@ -102,8 +102,9 @@ def test_a_diverging_run_is_saved_as_failed_with_its_reason(registry, tmp_path, 
 
     def diverging(cfg, **kw):                 # train a little, then report the non-finite loss train() reports
         res = real_train(cfg, **kw)
-        return TrainResult(model=res.model, config=cfg, status="failed", reason="loss became nan at step 21",
-                           steps=res.steps, seconds=res.seconds, device=res.device, history=res.history)
+        return TrainResult(model=res.model, record=res.record.completed(status="failed",
+                                                                      reason="loss became nan at step 21"),
+                           device=res.device, history=res.history)
 
     monkeypatch.setattr(lifecycle, "train", diverging)
     run = wait_done(registry.submit("s1", [("nan", tiny())], root=tmp_path)).runs[0]

@@ -8,7 +8,7 @@ import torch
 from helpers import needs_mnist, run_cli
 from ponder import lifecycle
 from ponder.store.atomic import SaveError
-from ponder.store.card import read_card, read_history
+from ponder.store.card import read_card, read_history, read_record
 from ponder.store.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
 from ponder.store.runs import list_models
@@ -32,7 +32,11 @@ def test_a_run_is_trained_saved_measured_and_recorded(tmp_path):
         "by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group")}
     assert "baselines" in done.metrics and "baselines" not in card["metrics"]["test"]
     assert "by_k" in done.metrics and card["metrics"]["test"]["n"] == 500
-    assert card["metrics"] == lifecycle.card_metrics(done.metrics) == done.recorded
+    assert card["metrics"] == lifecycle.card_metrics(done.metrics) == done.record.metrics
+    # the record training returned, named and measured by the lifecycle, is the one the card holds
+    saved = read_record(done.run_dir)
+    assert saved.completed(created="", train_seconds=done.record.train_seconds) == done.record
+    assert saved.name == "r" and saved.device == "cpu" and saved.train_seconds == round(done.record.train_seconds, 2)
 
 
 def test_mnist_data_is_loaded_once_by_the_given_loader(tmp_path, mnist):
