@@ -1,5 +1,6 @@
 """ponder/lifecycle.py: one run, start to end (train -> save -> measure -> record), the one path of
 `python -m ponder train`, `reproduce` and the explorer's background jobs."""
+import json
 import threading
 
 import pytest
@@ -164,3 +165,9 @@ def test_the_cli_the_jobs_and_reproduce_all_go_through_run_once_per_run(tmp_path
     assert calls == ["parity"] * 4
     assert read_card(tmp_path / "results" / "models" / "parity-tiny")["metrics"]["test"]["n"] == 10000
     assert "## Parity `parity-tiny`" in (tmp_path / "results" / "results.md").read_text()
+    # reproduce's row is the run's record: what its card holds
+    row = json.loads((tmp_path / "results" / "results.json").read_text())["models"]["parity-tiny"]
+    rec = read_record(tmp_path / "results" / "models" / "parity-tiny")
+    assert (row["status"], row["train"], row["device"], row["max_steps"], row["lambda_p"]) == \
+           (rec.status, rec.train, rec.device, rec.max_steps, rec.lambda_p)
+    assert round(row["train_seconds"], 2) == rec.train_seconds
