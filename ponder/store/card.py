@@ -3,8 +3,9 @@ checks it (the ranges it checks: card_checks.py), and the one way to change it.
 
 A run folder holds:
     model.safetensors   the weights (see ponder.store.checkpoint)
-    run.json            the card: task, model config, training config, status, device,
-                        training time, metrics, library version
+    run.json            the card, format 2: its schema is ponder.store.record.RunRecord (the model config, the
+                        training config with the task, N and lambda_p, status, device, training time,
+                        metrics, library version); a format-1 card is converted as it is read
     metrics.jsonl       the training history, one progress report per line
 """
 from __future__ import annotations
@@ -92,11 +93,37 @@ def read_card(path) -> dict:
         raise CheckpointError(f"{f}: cannot read ({os_reason(e)})") from None
     if not isinstance(card, dict) or card.get("format") != FORMAT:
         raise CheckpointError(f"{f}: not a {FORMAT} card (format field missing or wrong)")
+    version = card.get("format_version", 1)
+    if version == 1:
+        card = from_format_1(card, f)
+    elif version != FORMAT_VERSION:
+        raise CheckpointError(f"{f}: card format {short_repr(version)}, this ponder reads formats 1 and "
+                              f"{FORMAT_VERSION} (a newer ponder wrote it?)")
     try:
         check_card(card)
     except (ConfigError, KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{f}: bad config: {one_line(e)}") from None
     return card
+
+
+def from_format_1(card: dict, f: Path) -> dict:
+    """A format-1 card (an upload or run saved by an earlier ponder: the task, N and lambda_p both at the top and
+    under train) as format 2. Converted, not refused, so such runs stay listed and importable; refused in one
+    line when a top-level copy disagrees with train's, since then it is unknown which one the weights follow."""
+    train = card.get("train")
+    if not isinstance(train, dict):
+        return card                          # check_card says what is wrong with it
+    out = {k: v for k, v in card.items() if k not in ("task", "max_steps", "lambda_p")}
+    out["format_version"] = FORMAT_VERSION
+    out["train"] = dict(train)
+    for k in ("task", "max_steps", "lambda_p"):
+        if k not in card:
+            raise CheckpointError(f"{f}: bad config: {k} is missing (a format-1 card holds it at the top)")
+        if k in train and train[k] != card[k]:
+            raise CheckpointError(f"{f}: bad config: format-1 card whose {k} {short_repr(card[k])} disagrees with "
+                                  f"train.{k} {short_repr(train[k])}")
+        out["train"][k] = card[k]
+    return out
 
 
 def read_record(path) -> RunRecord:

@@ -41,7 +41,7 @@ class Checkpoint:
 
     @property
     def task(self) -> str:
-        return self.card["task"]
+        return self.card["train"]["task"]
 
 
 HISTORY_DIGITS = 5     # significant digits of the floats in metrics.jsonl: a chart history (and a small one)
@@ -174,7 +174,8 @@ def load_checkpoint(path, device="cpu") -> Checkpoint:
     # known to match weights that passed the size limit. Usual sizes skip that: the first meta
     # build imports torch's Python meta kernels, about a second.
     def build():
-        return build_model(card["task"], card["model"], card["max_steps"], card["lambda_p"])
+        train = card["train"]
+        return build_model(train["task"], card["model"], train["max_steps"], train["lambda_p"])
 
     model = None
     try:

@@ -16,7 +16,7 @@ from ..config import TrainConfig
 from .card_checks import MAX_CARD_TEXT
 
 FORMAT = "ponder-run"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2                    # 2: the task, N and lambda_p only under train
 
 
 def card_text(v, limit: int = MAX_CARD_TEXT) -> str:
@@ -72,11 +72,10 @@ class RunRecord:
         return replace(self, **changes)
 
     def to_card(self) -> dict:
-        """The run.json mapping (format 1 also keeps task, max_steps and lambda_p at the top)."""
+        """The run.json mapping."""
         return {
             "format": FORMAT, "format_version": FORMAT_VERSION, "ponder_version": self.ponder_version,
-            "name": card_text(self.name), "task": self.task, "model": self.model, "max_steps": self.max_steps,
-            "lambda_p": self.lambda_p, "train": self.train, "status": card_text(self.status),
+            "name": card_text(self.name), "model": self.model, "train": self.train, "status": card_text(self.status),
             "reason": card_text(self.reason), "device": card_text(self.device),
             "train_seconds": round(float(self.train_seconds), 2), "steps": int(self.steps),
             "created": self.created or time.strftime("%Y-%m-%dT%H:%M:%S"), "metrics": self.metrics or {},
@@ -87,7 +86,7 @@ class RunRecord:
     def from_card(cls, card: dict) -> "RunRecord":
         """The record of a card read_card has checked."""
         named = {f.name for f in fields(cls)} - {"extra"}
-        top = ("format", "format_version", "task", "max_steps", "lambda_p")   # the schema's, or derived from train
+        top = ("format", "format_version")
         kw = {k: card[k] for k in named if card.get(k) is not None}
         kw["train"] = dict(card["train"])
         kw.setdefault("metrics", {})

@@ -73,7 +73,7 @@ def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tm
     assert "MNIST not found" in view.runs[1].reason and view.runs[1].run_dir is None
     a, c = view.runs[0], view.runs[2]
     assert a.started + a.seconds <= c.started + 0.5                      # one after the other
-    assert read_card(c.run_dir)["lambda_p"] == 0.6
+    assert read_card(c.run_dir)["train"]["lambda_p"] == 0.6
     assert reg.session_job("s1", "sweep") is job and reg.session_job("s1", "train") is None
 
 
