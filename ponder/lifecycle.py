@@ -20,7 +20,7 @@ from .store.record import RunRecord
 from .analysis.unroll import measure_test
 from .config import TrainConfig
 from .halting import PonderNet
-from .tasks import get_task
+from .tasks import get_task, model_config_dict
 from .train import Progress, TrainResult, train
 
 BREAKDOWNS = ("by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group")   # in results, not in a card
@@ -117,9 +117,9 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
 
 
 def _save(outcome: RunOutcome, folder: Path, name: Optional[str]) -> None:
-    """Save the trained model and its record in `folder`; the record takes the name the card holds."""
+    """Save the trained model and its record in `folder`; the record takes the card's name and model config."""
     res = outcome.result
-    res.record = res.record.completed(name=name or folder.name)
+    res.record = res.record.completed(name=name or folder.name, model=model_config_dict(res.model))
     outcome.run_dir = save_run(folder, res.model, res.record, history=res.history)
 
 

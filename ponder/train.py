@@ -18,7 +18,7 @@ from .fastpath import choose_step_mode
 from .halting import PonderNet, answer_mixture, expected_steps, step_probs
 from .progress import StepForecast, StepTimer, cancel_reason
 from .store.record import RunRecord, new_record
-from .tasks import build_model, get_task, model_config_dict
+from .tasks import build_model, get_task
 from .train_step import Health, StepOut, Update
 
 
@@ -286,7 +286,7 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
     reports.ended_at(step)
     model.eval()
     mode, mode_reason = update.step_mode()
-    record = new_record(cfg, model_config_dict(model), status=status, reason=reason, device=device_name(device),
+    record = new_record(cfg, {}, status=status, reason=reason, device=device_name(device),   # model config: when saved
                         train_seconds=seconds, steps=step)
     return TrainResult(model=model, record=record, validation_seconds=time.perf_counter() - t0 - seconds,
                        device=str(device), history=reports.history, step_mode=mode, step_mode_reason=mode_reason)
