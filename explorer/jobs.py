@@ -54,7 +54,7 @@ class RunState:
     run_dir: Optional[str] = None   # where it was saved
     started: Optional[float] = None
     saved_elsewhere: bool = False   # the runs folder failed at the save: run_dir is a temporary folder
-    record: Optional[RunRecord] = None   # how it ended, as its card holds it (ponder.store.record); None before
+    record: Optional[RunRecord] = None   # how it ended, as its card holds it (ponder.store.record); None until then
 
     @property
     def reason(self) -> str:        # why it ended that way (time budget, cancel, NaN loss, error)
