@@ -212,7 +212,7 @@ def history_summary(run_dir=None, target: float = TARGET_ACCURACY) -> Optional[d
     return {
         "run": run_dir.name, "device": card.get("device"), "created": card.get("created"),
         "train_seconds": card.get("train_seconds"), "steps": card.get("steps"),
-        "batch_size": tr.get("batch_size"), "epochs": tr.get("epochs"), "max_steps": card.get("max_steps"),
+        "batch_size": tr.get("batch_size"), "epochs": tr.get("epochs"), "max_steps": tr.get("max_steps"),
         "test_accuracy": card.get("metrics", {}).get("test", {}).get("accuracy"),
         "target": target,
         "first_val_at_target": {"step": hit["step"], "epoch": hit["epoch"], "elapsed": hit["elapsed"],

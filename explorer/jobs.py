@@ -23,13 +23,14 @@ import threading
 import time
 import traceback
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ponder import lifecycle
 from ponder.config import TrainConfig
 from ponder.store.card import CARD
+from ponder.store.record import RunRecord, new_record
 from ponder.store.runs import new_run_dir
 from ponder.sweep import run_sweep
 from ponder.sweep_plan import Plan
@@ -44,19 +45,34 @@ EVAL_LIMIT = lifecycle.QUICK_TEST_ITEMS   # test images (or parity problems) mea
 
 @dataclass
 class RunState:
-    """One training run inside a job."""
+    """One training run inside a job: its live state while it trains, then its record."""
     name: str
     config: TrainConfig
-    status: str = "queued"          # queued / running / completed / cancelled / failed
+    status: str = "queued"          # queued / running, then its record's: completed / cancelled / failed
     phase: str = ""                 # what it is doing now: loading data, training, evaluating, saving
-    reason: str = ""                # why it ended that way (time budget, cancel, NaN loss, error)
     progress: list = field(default_factory=list)   # Progress dicts (+ 'fraction')
     run_dir: Optional[str] = None   # where it was saved
     started: Optional[float] = None
-    seconds: float = 0.0
-    steps: int = 0
-    metrics: Optional[dict] = None  # test metrics measured after training
     saved_elsewhere: bool = False   # the runs folder failed at the save: run_dir is a temporary folder
+    record: Optional[RunRecord] = None   # how it ended, as its card holds it (ponder.store.record); None until then
+
+    @property
+    def reason(self) -> str:        # why it ended that way (time budget, cancel, NaN loss, error)
+        return self.record.reason if self.record else ""
+
+    @property
+    def steps(self) -> int:         # optimiser steps: the record's, or the last progress report's while training
+        if self.record:
+            return self.record.steps
+        return self.progress[-1]["step"] if self.progress else 0
+
+    @property
+    def seconds(self) -> float:     # training seconds
+        return self.record.train_seconds if self.record else 0.0
+
+    @property
+    def metrics(self) -> Optional[dict]:   # the card's metrics ({'test': ...}); None until measured
+        return (self.record.metrics or None) if self.record else None
 
     @property
     def partial(self) -> bool:
@@ -115,10 +131,7 @@ class Job:
     # -- read side (pages) ------------------------------------------------------------------
     def snapshot(self) -> JobView:
         with self.lock:
-            runs = [RunState(name=r.name, config=copy.copy(r.config), status=r.status, phase=r.phase,
-                             reason=r.reason, progress=list(r.progress), run_dir=r.run_dir, started=r.started,
-                             seconds=r.seconds, steps=r.steps, metrics=r.metrics,
-                             saved_elsewhere=r.saved_elsewhere) for r in self.runs]
+            runs = [replace(r, config=copy.copy(r.config), progress=list(r.progress)) for r in self.runs]
             return JobView(id=self.id, session=self.session, kind=self.kind, status=self.status, runs=runs,
                            created=self.created, finished=self.finished,
                            cancel_requested=self.cancel_event.is_set(), stop_reason=self.cancel_event.why,
@@ -143,6 +156,14 @@ class Job:
             for k, v in kw.items():
                 setattr(run, k, v)
 
+    def _end(self, run: RunState, record: RunRecord, **kw) -> None:
+        """The run ended: its record (and status) and any live state given."""
+        self._set(run, record=record, status=record.status, phase="", **kw)
+
+    def _fail(self, run: RunState, status: str, reason: str, seconds: float = 0.0) -> None:
+        """The run ended without a record of training (an error, a cancel before it started): one saying so."""
+        self._end(run, new_record(run.config, {}, status=status, reason=reason, device="", train_seconds=seconds))
+
     def _work(self) -> None:
         with self.lock:
             self.status = "running"
@@ -155,7 +176,7 @@ class Job:
                     if run.status != "queued":
                         continue
                     if self.cancel_event.is_set():
-                        self._set(run, status="cancelled", reason=f"{self.cancel_event.why} before it started", phase="")
+                        self._fail(run, "cancelled", f"{self.cancel_event.why} before it started")
                         continue
                     self._train_one(run)
         finally:
@@ -174,16 +195,13 @@ class Job:
                                  on_phase=lambda ph: self._set(run, phase=ph), eval_limit=self.eval_limit,
                                  rescue=True)
         except OSError as e:                        # SaveError: the runs folder and the fallback both failed
-            self._set(run, status="failed", phase="", reason=f"could not save the run: {_one_line(e)}",
-                      seconds=time.time() - t0)
+            self._fail(run, "failed", f"could not save the run: {_one_line(e)}", time.time() - t0)
             return
         except Exception as e:                      # bad device, missing data, out of memory, ...
-            self._set(run, status="failed", phase="", reason=_one_line(e), seconds=time.time() - t0)
+            self._fail(run, "failed", _one_line(e), time.time() - t0)
             return
-        res = done.result
-        reason = done.reason or ("cancelled" if res.status == "cancelled" else "")
-        self._set(run, status=res.status, reason=reason, phase="", seconds=res.seconds, steps=res.steps,
-                  run_dir=str(done.run_dir) if done.run_dir else None, metrics=done.recorded,
+        reason = done.reason or ("cancelled" if done.status == "cancelled" else "")
+        self._end(run, done.record.completed(reason=reason), run_dir=str(done.run_dir) if done.run_dir else None,
                   saved_elsewhere=bool(done.saved_elsewhere))
 
 
@@ -194,7 +212,6 @@ class Job:
         with self.lock:
             run.progress.append(row)
             run.phase = "training"
-            run.steps = p.step
 
     def _train_sweep(self) -> None:
         """A sweep: ponder.sweep.run_sweep trains the plan's trials here, one after the other, into the
@@ -207,9 +224,7 @@ class Job:
                 self._set(run, status="running", phase="starting", started=time.time())
                 return
             saved = (self.root / t.name / CARD).is_file()
-            self._set(run, status=t.status, reason=t.reason, phase="", seconds=t.seconds, steps=t.steps,
-                      run_dir=str(self.root / t.name) if saved else None,
-                      metrics={"test": t.metrics} if t.metrics else None)
+            self._end(run, t.record, run_dir=str(self.root / t.name) if saved else None)
 
         try:
             trials = run_sweep(self.plan, self.root, "local", eval_limit=self.eval_limit, cancel=self.cancel_event,
@@ -218,12 +233,12 @@ class Job:
         except Exception as e:                      # the sweep folder cannot be written, ...
             for run in self.runs:
                 if run.status in ACTIVE:
-                    self._set(run, status="failed", phase="", reason=_one_line(e))
+                    self._fail(run, "failed", _one_line(e))
             return
         for t in trials:
             if t.resumed:
+                t.end(t.record.completed(reason="completed in an earlier run of this sweep (not trained again)"))
                 on_trial(t)
-                self._set(runs[t.name], reason="completed in an earlier run of this sweep (not trained again)")
 
 
 def _one_line(e: BaseException) -> str:

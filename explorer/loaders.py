@@ -57,7 +57,7 @@ def models(task: Optional[str] = None) -> list:
     """The user's runs (newest first) then the shipped models, listed again whenever a card or a folder
     changed (ponder.store.runs.models_stamp), so a finished job appears at once; a page run that asks three times
     (the link check, the picker, a second picker) reads the cards once."""
-    entries = [e for e in _models(models_stamp()) if task is None or e.card.get("task") == task]
+    entries = [e for e in _models(models_stamp()) if task is None or e.card["train"]["task"] == task]
     return [e for e in entries if e.source != "shipped"] + [e for e in entries if e.source == "shipped"]
 
 

@@ -25,7 +25,7 @@ def entry_label(e: ModelEntry) -> str:
     status = c.get("status", "")
     mark = {"cancelled": " · partial (cancelled)", "failed": " · FAILED"}.get(status, "")
     acc = f" · {t['accuracy']:.1%}" if t.get("accuracy") is not None else ""
-    return f"{e.name} · λp {c.get('lambda_p'):g}{acc}{mark}"
+    return f"{e.name} · λp {c['train']['lambda_p']:g}{acc}{mark}"
 
 
 def _initial(names: Sequence[str], mem_key: str, default: Optional[str]) -> str:
@@ -70,9 +70,9 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
     tr = entry.card.get("train", {})
     settings = tables.task_settings(entry.card)
     # the picker cuts a long name at the sidebar's width: the caption under it says it whole (and wraps)
-    st.sidebar.caption(f"**{tables.plain(entry.name)}** · {entry.source} · {entry.card.get('task')}"
+    st.sidebar.caption(f"**{tables.plain(entry.name)}** · {entry.source} · {entry.card['train']['task']}"
                        f"{f' · {settings}' if settings else ''} · "
-                       f"λp {entry.card.get('lambda_p'):g} · N {entry.card.get('max_steps')} · β {tr.get('beta')} · "
+                       f"λp {entry.card['train']['lambda_p']:g} · N {entry.card['train']['max_steps']} · β {tr.get('beta')} · "
                        f"{tables.regulariser_name(tr)} · the (?) shows its full config")
     if entry.card.get("status") in ("cancelled", "failed"):
         st.sidebar.warning(f"Partial run ({entry.card['status']}): {tables.plain(entry.card.get('reason') or 'no reason given')}")

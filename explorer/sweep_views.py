@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ponder.store.card import CheckpointError, read_card, test_metrics
+from ponder.store.card import CheckpointError, test_metrics
 from ponder.config import ConfigError
 from ponder.sweep import read_sweep
 
@@ -20,12 +20,7 @@ from .ui import chart
 def job_sweep_rows(view: JobView) -> list:
     rows = []
     for run in view.runs:
-        card = None
-        if run.run_dir:
-            try:
-                card = read_card(run.run_dir)
-            except CheckpointError:
-                card = None
+        card = run.record.to_card() if run.record is not None and run.run_dir else None
         status = run.status
         if status == "running":
             last = run.progress[-1] if run.progress else None

@@ -14,7 +14,7 @@ def sweep_row(name: str, card: Optional[dict], status: Optional[str] = None, rea
     """A λp-sweep table row from a run card (or from a job's state when there is no card yet)."""
     card = card or {}
     t = test_metrics(card)
-    lp = card.get("lambda_p", lambda_p)
+    lp = (card.get("train") or {}).get("lambda_p", lambda_p)
     return dict(name=name, lambda_p=float(lp) if lp is not None else float("nan"),
                 status=status or card.get("status", ""), reason=reason or card.get("reason", ""),
                 accuracy=t.get("accuracy"), mean_steps=t.get("mean_steps"),
@@ -45,7 +45,7 @@ def regulariser_name(train: dict) -> str:
 def task_settings(card: dict) -> str:
     """A run's task-specific settings in a few words ('reader rows (2 a step)', 'parity preset small'): its
     task's describe(); '' for a task this explorer does not know."""
-    task = TASKS.get(card.get("task"))
+    task = TASKS.get((card.get("train") or {}).get("task"))
     return task.describe(card) if task is not None else ""
 
 
@@ -54,10 +54,10 @@ def describe_card(card: dict) -> str:
     numbers. The card's free text (name, status, reason, device) is shown as plain text."""
     tr = card.get("train") or {}
     t = test_metrics(card)
-    parts = [f"**{plain(card.get('name', '?'))}** · {card.get('task', '?')} · status **{plain(card.get('status', '?'))}**"
+    parts = [f"**{plain(card.get('name', '?'))}** · {tr.get('task', '?')} · status **{plain(card.get('status', '?'))}**"
              + (f" ({plain(card['reason'])})" if card.get("reason") else ""),
-             f"λp = {card.get('lambda_p')}, β = {tr.get('beta')}, regulariser {regulariser_name(tr)}, "
-             + (f"{task_settings(card)}, " if task_settings(card) else "") + f"N = {card.get('max_steps')}, "
+             f"λp = {tr.get('lambda_p')}, β = {tr.get('beta')}, regulariser {regulariser_name(tr)}, "
+             + (f"{task_settings(card)}, " if task_settings(card) else "") + f"N = {tr.get('max_steps')}, "
              f"hidden = {tr.get('hidden')}, batch = {tr.get('batch_size')}, lr = {tr.get('lr')}",
              f"epochs = {tr.get('epochs')}, time budget = {tr.get('max_seconds') or 'none'}, "
              f"train rotation ±{tr.get('rotate_train', 0)}°, seed = {tr.get('seed')}",
@@ -101,7 +101,7 @@ def run_rows(entries) -> list:
     for e in entries:
         t = test_metrics(e.card)
         where = "shipped (read-only)" if e.source == "shipped" else f"sweep {e.sweep}" if e.sweep else "runs folder"
-        rows.append({"run": e.name, "where": where, "task": e.card.get("task"), "status": e.card.get("status"),
+        rows.append({"run": e.name, "where": where, "task": e.card["train"]["task"], "status": e.card.get("status"),
                      "accuracy": t.get("accuracy"), "mean steps": t.get("mean_steps"), "E[n]": mean_expected_steps(t),
                      "steps trained": e.card.get("steps"),
                      "saved": str(e.card.get("created") or "").replace("T", " ")[:16] or None})
@@ -117,9 +117,9 @@ def compare_rows(entries, metrics: dict) -> list:
         m = metrics.get(e.name) or {}
         easy, hard = easy_hard_expected_steps(m)
         rows.append({"model": e.name, **({"sweep": e.sweep or None} if has_sweep else {}),
-                     "task": e.card.get("task"), "status": e.card.get("status"), "λp": e.card.get("lambda_p"),
+                     "task": e.card["train"]["task"], "status": e.card.get("status"), "λp": e.card["train"]["lambda_p"],
                      "regulariser": regulariser_name(e.card.get("train")), "design": task_settings(e.card) or None,
-                     "N": e.card.get("max_steps"),
+                     "N": e.card["train"]["max_steps"],
                      "accuracy": m.get("accuracy"), "mean steps": m.get("mean_steps"), "E[n]": mean_expected_steps(m),
                      "E[n] hard − easy": None if easy is None or hard is None else hard - easy,
                      "test n": m.get("n"), "train s": e.card.get("train_seconds"), "device": e.card.get("device")})

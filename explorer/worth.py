@@ -33,7 +33,7 @@ def _results(path: str, file_stamp: tuple, items: int) -> dict:
 def results(entry: ModelEntry, items: int = ITEMS) -> Optional[dict]:
     """The baselines, settle steps and per-step accuracy by group of a model; None when its task's data set
     (MNIST) is missing."""
-    if get_task(entry.card.get("task")).uses_data and loaders.task_data(entry.card.get("task")) is None:
+    if get_task(entry.card["train"]["task"]).uses_data and loaders.task_data(entry.card["train"]["task"]) is None:
         return None
     return _results(str(entry.path), loaders.stamp(entry.path), items)
 
@@ -75,7 +75,7 @@ def section_ui(entry: ModelEntry, key: str, groups: Optional[dict] = None, group
         res = worth_ui(entry, f"{key}_worth")
     with c2:
         if groups is None and res is not None:
-            names, words = get_task(entry.card.get("task")).shown_groups
+            names, words = get_task(entry.card["train"]["task"]).shown_groups
             by = res["per_step_accuracy_by_group"]
             groups = family(by, names) if isinstance(names, str) else {k: by[k] for k in names if k in by}
             groups_caption = (f"Accuracy if it stopped at step n, {words}, on the same {res['n']:,} test items; "

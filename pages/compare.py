@@ -19,7 +19,7 @@ if len(entries) < 2:
 with ui.user_errors():
     metrics = {e.name: loaders.test_metrics(e) for e in entries}
     histories = {e.name: loaders.history(e) for e in entries}
-series = [{"name": e.name, "p": metrics[e.name]["halting_distribution"], "lambda_p": e.card["lambda_p"],
+series = [{"name": e.name, "p": metrics[e.name]["halting_distribution"], "lambda_p": e.card["train"]["lambda_p"],
            "per_step_accuracy": metrics[e.name].get("per_step_accuracy")}
           for e in entries if metrics[e.name].get("halting_distribution")]
 if len(series) < len(entries):

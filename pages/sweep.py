@@ -65,4 +65,4 @@ else:
     entries = [e for e in loaders.models() if (e.source == "shipped") == shipped and not e.sweep
                and e.path.name.startswith("sweep-")]
     sweep_views.sweep_results_ui(sweep_views.entry_sweep_rows(entries),
-                                 max((e.card["max_steps"] for e in entries), default=20))
+                                 max((e.card["train"]["max_steps"] for e in entries), default=20))

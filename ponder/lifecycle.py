@@ -16,11 +16,12 @@ from typing import Callable, Optional
 from .store.atomic import SaveError, folder_lock, remove_if_empty
 from .store.card import one_line, update_card
 from .store.checkpoint import save_run
+from .store.record import RunRecord
 from .analysis.unroll import measure_test
 from .config import TrainConfig
 from .halting import PonderNet
-from .tasks import get_task
-from .train import Progress, TrainResult, device_name, train
+from .tasks import get_task, model_config_dict
+from .train import Progress, TrainResult, train
 
 BREAKDOWNS = ("by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group")   # in results, not in a card
 QUICK_TEST_ITEMS = 2000    # test items measured where the whole test set would keep a person waiting: a run the
@@ -29,22 +30,26 @@ QUICK_TEST_ITEMS = 2000    # test items measured where the whole test set would 
 
 @dataclass
 class RunOutcome:
-    """What run() did. The trained model is result.model."""
-    result: TrainResult                 # how training ended: model, status, reason, steps, seconds, history
+    """What run() did. The trained model is result.model; the run's record (its card) is record."""
+    result: TrainResult                 # the model, its history and its record
     run_dir: Optional[Path] = None      # the folder written; None when there was nothing to save
     saved_elsewhere: str = ""           # why the run went to a fresh temporary folder, not where asked
     metrics: Optional[dict] = None      # full test metrics (breakdowns included); None when not evaluated
-    recorded: Optional[dict] = None     # the metrics as written to the card: card_metrics(metrics)
     problems: list = field(default_factory=list)   # one-line notes: a failed save, evaluation or card update
 
     @property
+    def record(self) -> RunRecord:
+        """The run's record as its card holds it: named when saved, its metrics once they are in the card."""
+        return self.result.record
+
+    @property
     def status(self) -> str:
-        return self.result.status
+        return self.record.status
 
     @property
     def reason(self) -> str:
         """The training reason, then each problem, '; '-joined."""
-        return "; ".join([r for r in [self.result.reason, self.saved_elsewhere] if r] + self.problems)
+        return "; ".join([r for r in [self.record.reason, self.saved_elsewhere] if r] + self.problems)
 
 
 def card_metrics(metrics: dict, **extra) -> dict:
@@ -92,8 +97,6 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
         outcome.problems.append("cancelled before the first step; nothing to save")
         return outcome
     phase("saving")
-    save = dict(status=result.status, reason=result.reason, device=device_name(result.device),
-                train_seconds=result.seconds, steps=result.steps, history=result.history, name=name)
     target = None if callable(out) else Path(out)
     with ExitStack() as held:
         try:
@@ -101,25 +104,31 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
                 target = out()
                 if target.is_dir():                     # made fresh: ours until its card has its metrics,
                     held.enter_context(folder_lock(target))   # so a rename or delete waits (ponder.store.manage)
-            outcome.run_dir = save_run(target, result.model, cfg, **save)
+            _save(outcome, target, name)
         except OSError as e:
             if callable(out) and target is not None:
                 remove_if_empty(target)                 # no empty run folder left behind
             if not rescue:
                 raise
-            _save_elsewhere(outcome, cfg, save, name, target, e)
+            _save_elsewhere(outcome, name, target, e)
         if evaluate and result.steps > 0:
             _evaluate(outcome, cfg, data, measure_fn, eval_limit, phase)
     return outcome
 
 
-def _save_elsewhere(outcome: RunOutcome, cfg: TrainConfig, save: dict, name, target, e: OSError) -> None:
+def _save(outcome: RunOutcome, folder: Path, name: Optional[str]) -> None:
+    """Save the trained model and its record in `folder`; the record takes the card's name and model config."""
+    res = outcome.result
+    res.record = res.record.completed(name=name or folder.name, model=model_config_dict(res.model))
+    outcome.run_dir = save_run(folder, res.model, res.record, history=res.history)
+
+
+def _save_elsewhere(outcome: RunOutcome, name, target, e: OSError) -> None:
     """run()'s rescue: the save where asked failed, so save the run in a fresh temporary folder."""
     first, where = one_line(e), target or "the runs folder"
     try:
         folder = Path(tempfile.mkdtemp(prefix="ponder-unsaved-"))
-        outcome.run_dir = save_run(folder, outcome.result.model, cfg,
-                                   **{**save, "name": name or (target.name if target else None)})
+        _save(outcome, folder, name or (target.name if target else None))
     except OSError as e2:
         raise SaveError(where, e2, f"could not save the run ({first}); the fallback save failed too") from None
     outcome.saved_elsewhere = (f"could not save the run to {where}: {first}; saved it to {outcome.run_dir} "
@@ -137,6 +146,6 @@ def _evaluate(outcome: RunOutcome, cfg: TrainConfig, data, measure_fn, eval_limi
     outcome.metrics = metrics
     try:
         update_card(outcome.run_dir, metrics=card_metrics(metrics))
-        outcome.recorded = card_metrics(metrics)
+        outcome.result.record = outcome.record.completed(metrics=card_metrics(metrics))
     except Exception as e:
         outcome.problems.append(f"could not add the test metrics to {outcome.run_dir}: {one_line(e)}")

@@ -16,6 +16,7 @@ import torch
 
 from . import data as D, lifecycle
 from .store.card import mean_expected_steps, two_decimals, update_card
+from .store.record import RunRecord
 from .store.checkpoint import load_checkpoint
 from .analysis.baselines import worth_sentence
 from .analysis.studies import prior_mean, rotation_study, rotation_verdict
@@ -71,12 +72,11 @@ def specs(gpu: bool) -> list:
     return out
 
 
-def evaluate_spec(model, card: dict, mnist: Optional[D.Mnist], quick: bool) -> dict:
+def evaluate_spec(model, cfg: TrainConfig, mnist: Optional[D.Mnist], quick: bool) -> dict:
     """Full test metrics of one model (ponder.analysis.unroll.measure_test): 'sample' mode, its task's groups
     (digit class; parity's easy / hard and by k), plus the other two modes and, for an image model trained on
     rotations or reading a growing part of the image, the rotation study."""
     limit = 2000 if quick else None
-    cfg = TrainConfig.from_dict(card["train"])
     out = measure_test(model, cfg, mnist, limit)
     keys = ("accuracy", "mean_steps", "median_steps", "std_steps")
     out["modes"] = {"sample": {k: out[k] for k in keys}}
@@ -119,28 +119,25 @@ def run(quick: bool = False, from_assets: bool = False, out: str = "results", da
         t0 = time.perf_counter()
         if from_assets:
             ck = load_checkpoint(ASSETS / spec.name, device=dev)
-            card = ck.card
+            record = RunRecord.from_card(ck.card)
             log(f"[{spec.name}] loaded from assets")
-            metrics = evaluate_spec(ck.model, card, mnist, quick)
+            metrics = evaluate_spec(ck.model, record.config, mnist, quick)
             if not quick:
                 update_card(ASSETS / spec.name, metrics=lifecycle.card_metrics(metrics, measured_on=device_name(dev)))
         else:
             tc = TrainConfig(**dict(spec.config, device=device, log_every=50, **(spec.quick if quick else {}))).validate()
             log(f"[{spec.name}] training {tc.task} lambda_p={tc.lambda_p} N={tc.max_steps} on {dev} ...")
             done = lifecycle.run(tc, out_dir / "models" / spec.name, load_data=lambda: mnist,
-                                 measure_fn=lambda model, _: evaluate_spec(model, {"task": tc.task, "train": tc.to_dict()},
-                                                                            mnist, quick))
-            res, metrics = done.result, done.metrics
-            card = {"status": res.status, "reason": done.reason, "train": tc.to_dict(), "train_seconds": res.seconds,
-                    "device": device_name(res.device), "lambda_p": tc.lambda_p, "max_steps": tc.max_steps}
-            log(f"[{spec.name}] {res.status} after {res.steps} steps, {res.seconds:.1f} s {done.reason}")
+                                 measure_fn=lambda model, _: evaluate_spec(model, tc, mnist, quick))
+            record, metrics = done.record.completed(reason=done.reason), done.metrics
+            log(f"[{spec.name}] {record.status} after {record.steps} steps, {record.train_seconds:.1f} s {done.reason}")
             if metrics is None:
                 log(f"[{spec.name}] not measured: {done.reason}")
                 continue
-        results["models"][spec.name] = {"role": spec.role or _role(spec.name), "status": card["status"],
-                                        "reason": card.get("reason", ""), "train": card["train"],
-                                        "train_seconds": card.get("train_seconds"), "device": card.get("device"),
-                                        "lambda_p": card["lambda_p"], "max_steps": card["max_steps"],
+        results["models"][spec.name] = {"role": spec.role or _role(spec.name), "status": record.status,
+                                        "reason": record.reason, "train": record.train,
+                                        "train_seconds": record.train_seconds, "device": record.device,
+                                        "lambda_p": record.lambda_p, "max_steps": record.max_steps,
                                         "metrics": metrics, "eval_seconds": round(time.perf_counter() - t0, 1)}
         log(f"[{spec.name}] accuracy {metrics['accuracy']:.4f}, mean steps {metrics['mean_steps']:.2f}")
     (out_dir / "results.json").write_text(json.dumps(results, indent=1))

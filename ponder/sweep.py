@@ -27,7 +27,8 @@ from typing import Callable, Optional
 
 from . import lifecycle
 from .store.atomic import atomic_write_bytes, atomic_write_json, folder_lock
-from .store.card import CARD, HISTORY, WEIGHTS, CheckpointError, one_line, read_card
+from .store.card import CARD, HISTORY, WEIGHTS, CheckpointError, one_line, read_record
+from .store.record import RunRecord, new_record
 from .config import ConfigError, TrainConfig
 from .tasks import get_task
 from .store.runs import LOG, SWEEP, TABLE
@@ -40,21 +41,18 @@ BACKENDS = ("local", "ray")
 
 def run_trial(cfg: TrainConfig, out: Path, load_data: Optional[Callable] = None,
               cancel: Optional[threading.Event] = None, callback: Optional[Callable] = None,
-              on_phase: Optional[Callable] = None, eval_limit: Optional[int] = None) -> dict:
+              on_phase: Optional[Callable] = None, eval_limit: Optional[int] = None) -> RunRecord:
     """Train one trial into the run folder `out` through lifecycle.run (measured on eval_limit test
-    items, default all). Returns its outcome (status, reason, steps, seconds, device, metrics); a
-    failure is an outcome too, never an exception."""
+    items, default all). Returns its record, the reason followed by any problem after the save (a failed
+    evaluation); a failure is a record too, never an exception."""
     clear_run(out)                             # a rerun of a failed trial starts from nothing
     t0 = time.time()
     try:
         done = lifecycle.run(cfg, out, load_data=load_data, callback=callback, cancel=cancel,
                              on_phase=on_phase, eval_limit=eval_limit, name=Path(out).name)
     except Exception as e:                     # bad device, missing data, the folder cannot be written, ...
-        return dict(status="failed", reason=one_line(e), steps=0, seconds=time.time() - t0, device="", metrics=None)
-    res = done.result
-    from .train import device_name
-    return dict(status=res.status, reason=done.reason, steps=res.steps, seconds=res.seconds,
-                device=device_name(res.device), metrics=(done.recorded or {}).get("test"))
+        return new_record(cfg, {}, status="failed", reason=one_line(e), device="", train_seconds=time.time() - t0)
+    return done.record.completed(reason=done.reason)
 
 
 def clear_run(out: Path) -> None:
@@ -113,14 +111,10 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
     with folder_lock(folder):              # one sweep at a time per folder, not deleted meanwhile (ponder.store.manage)
         old = {r.get("name"): r for r in (read_sweep(folder) or {}).get("trials", []) if isinstance(r, dict)}
         for t in trials:
-            _check_trial_folder(folder, t)
-        for t in trials:
-            r = old.get(t.name, {})
-            if (r.get("status") == "completed" and r.get("config") == t.config.to_dict()
-                    and (folder / t.name / CARD).is_file()):
-                t.status, t.reason, t.metrics = "completed", r.get("reason", ""), r.get("metrics")
-                t.steps = r.get("steps", 0)
-                t.seconds, t.device, t.resumed = r.get("seconds", 0.0), r.get("device", ""), True
+            saved = _trial_record(folder, t)
+            if saved is not None and saved.status == "completed" and old.get(t.name, {}).get("status") == "completed":
+                t.end(saved)                   # its card says it completed, with this config
+                t.resumed = True
         kept = [r for n, r in old.items() if n not in {t.name for t in trials}]   # trials of an earlier, other grid
         info = dict(plan=plan.to_dict(), backend=backend, started=time.time())
         lock = threading.Lock()
@@ -128,13 +122,13 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
         def write() -> None:                   # the whole state: at the start and the end
             with lock:
                 atomic_write_json(folder / SWEEP, dict(info, updated=time.time(),
-                                                       trials=[t.record() for t in trials] + kept))
+                                                       trials=[t.entry() for t in trials] + kept))
                 atomic_write_bytes(folder / TABLE, markdown_table(plan, trials).encode())
                 (folder / LOG).write_bytes(b"")     # its records are in sweep.json now
 
         def append(t: Trial) -> None:           # one trial's record, as it starts and as it ends
             with lock, open(folder / LOG, "a", encoding="utf-8") as f:
-                f.write(json.dumps(t.record()) + "\n")
+                f.write(json.dumps(t.entry()) + "\n")
 
         def started(t: Trial) -> None:
             t.status = "running"
@@ -142,9 +136,8 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
             if on_trial:
                 on_trial(t)
 
-        def finished(t: Trial, outcome: dict) -> None:
-            for k, v in outcome.items():
-                setattr(t, k, v)
+        def finished(t: Trial, record: RunRecord) -> None:
+            t.end(record)
             append(t)
             if on_trial:
                 on_trial(t)
@@ -176,7 +169,7 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
                                else ("failed", one_line(e)))
                 for t in todo:
                     if t.status in ("pending", "running"):
-                        t.status, t.reason = status, why
+                        t.end(new_record(t.config, {}, status=status, reason=why, device=""))
                 write()
                 raise
         write()
@@ -194,16 +187,18 @@ def _check_sweep_folder(folder: Path) -> None:
                           f"resume it)")
 
 
-def _check_trial_folder(folder: Path, t: Trial) -> None:
-    """ConfigError when the trial's folder holds a run trained with another config: a sweep resumes its
-    own trials and reruns unfinished ones, but never replaces a run of another sweep."""
+def _trial_record(folder: Path, t: Trial) -> Optional[RunRecord]:
+    """The record of the run in the trial's folder; None when there is none (or an unreadable one: rerun in
+    place). ConfigError when it was trained with another config: a sweep resumes its own trials and reruns
+    unfinished ones, but never replaces a run of another sweep."""
     try:
-        card = read_card(folder / t.name)
+        record = read_record(folder / t.name)
     except CheckpointError:
-        return                                 # no run there (or an unreadable one: rerun in place)
-    if card.get("train") != t.config.to_dict():
-        before = card.get("train") or {}
+        return None
+    if record.train != t.config.to_dict():
+        before = record.train
         diff = ", ".join(f"{k} {before.get(k)!r} -> {v!r}" for k, v in t.config.to_dict().items()
                          if before.get(k) != v)
         raise ConfigError(f"{folder / t.name} holds a run trained with another config ({diff}); it is not "
                           f"replaced: give the sweep a new folder")
+    return record

@@ -10,6 +10,7 @@ from typing import Optional
 
 from .config import ConfigError, TrainConfig
 from .store.card import mean_expected_steps
+from .store.record import RunRecord
 from .store.runs import safe_name
 from .tasks import get_task
 
@@ -23,15 +24,34 @@ class Trial:
     name: str                       # its run folder under the sweep folder, e.g. "lambda_p0.2-seed0"
     config: TrainConfig             # the full config it trains (task defaults, train flags, grid values, seed)
     values: dict                    # what makes it this trial: its grid values and seed, e.g. {"lambda_p": 0.2, "seed": 0}
-    status: str = "pending"         # pending / running / completed / cancelled / failed
-    reason: str = ""                # why it failed or stopped early (divergence, an error, the time budget)
-    metrics: Optional[dict] = None  # its test metrics as its card records them (None until measured)
-    steps: int = 0                  # optimiser steps trained
-    seconds: float = 0.0            # training time
-    device: str = ""                # where it trained, e.g. "cpu" or the GPU's name
+    status: str = "pending"         # pending / running, then its record's: completed / cancelled / failed
+    record: Optional[RunRecord] = None   # how it ended (ponder.sweep.run_trial); None until it ends
     resumed: bool = False           # completed by an earlier run of this sweep, so not trained again
 
-    def record(self) -> dict:
+    def end(self, record: RunRecord) -> None:
+        self.record, self.status = record, record.status
+
+    @property
+    def reason(self) -> str:        # why it failed or stopped early (divergence, an error, the time budget)
+        return self.record.reason if self.record else ""
+
+    @property
+    def metrics(self) -> Optional[dict]:   # its test metrics as its card records them (None until measured)
+        return (self.record.test or None) if self.record else None
+
+    @property
+    def steps(self) -> int:
+        return self.record.steps if self.record else 0
+
+    @property
+    def seconds(self) -> float:     # training time
+        return self.record.train_seconds if self.record else 0.0
+
+    @property
+    def device(self) -> str:        # where it trained, e.g. "cpu" or the GPU's name
+        return self.record.device if self.record else ""
+
+    def entry(self) -> dict:
         """Its entry in sweep.json."""
         return dict(name=self.name, values=self.values, status=self.status, reason=self.reason,
                     steps=self.steps, seconds=self.seconds, device=self.device, resumed=self.resumed,

@@ -14,6 +14,7 @@ from typing import Optional
 
 from .store.atomic import write_files
 from .store.card import CARD, HISTORY, WEIGHTS, one_line
+from .store.record import new_record
 from .config import ConfigError, TrainConfig
 from .sweep import clear_run, run_trial
 from .tasks import get_task
@@ -23,7 +24,7 @@ CONNECT_SECONDS = 10.0                                 # --address: how long to 
 
 
 def ray_trial(config: dict, name: str, data_dir: Optional[str], eval_limit: Optional[int]) -> tuple:
-    """A Ray task: one trial in a temporary folder on its node; returns (outcome, {file name: bytes})."""
+    """A Ray task: one trial in a temporary folder on its node; returns (its RunRecord, {file name: bytes})."""
     cfg = TrainConfig.from_dict(config).validate()
     with tempfile.TemporaryDirectory(prefix="ponder-trial-") as tmp:
         out = Path(tmp) / name
@@ -67,7 +68,8 @@ def run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data_
             if cancel is not None and cancel.is_set():
                 for ref, t in pending.items():
                     ray.cancel(ref, force=True)
-                    finished(t, dict(status="cancelled", reason="cancelled: the sweep was stopped"))
+                    finished(t, new_record(t.config, {}, status="cancelled", reason="cancelled: the sweep was stopped",
+                                           device=""))
                 return
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
             for ref in ready:
@@ -75,7 +77,7 @@ def run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data_
                 try:
                     outcome, files = ray.get(ref)
                 except Exception as e:           # the task died: out of memory, a lost node, ...
-                    outcome, files = dict(status="failed", reason=one_line(e)), {}
+                    outcome, files = new_record(t.config, {}, status="failed", reason=one_line(e), device=""), {}
                 if files:
                     (folder / t.name).mkdir(parents=True, exist_ok=True)
                     write_files({folder / t.name / f: b for f, b in files.items()})

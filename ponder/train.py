@@ -17,6 +17,7 @@ from .config import TrainConfig
 from .fastpath import choose_step_mode
 from .halting import PonderNet, answer_mixture, expected_steps, step_probs
 from .progress import StepForecast, StepTimer, cancel_reason
+from .store.record import RunRecord, new_record
 from .tasks import build_model, get_task
 from .train_step import Health, StepOut, Update
 
@@ -48,21 +49,35 @@ class Progress:
 
 @dataclass
 class TrainResult:
+    """The trained model and how training ended: its record (status, reason, steps, seconds, device; the
+    lifecycle adds the name and test metrics) plus what a card does not hold."""
     model: PonderNet
-    config: TrainConfig
-    status: str                              # completed / cancelled / failed (a used-up time budget: completed)
-    reason: str = ""
-    steps: int = 0
-    seconds: float = 0.0                     # the training loop (the time budget's clock), not the final validation
+    record: RunRecord                        # status / reason / steps / train_seconds / device (its full name)
     validation_seconds: float = 0.0          # the final validation pass after the loop
-    device: str = "cpu"
+    device: str = "cpu"                      # the torch device the model is on ('cuda', 'cpu')
     history: list = field(default_factory=list)   # Progress dicts
     step_mode: str = "eager"                 # how the steps ran: "cuda_graph" (captured and replayed) or "eager"
     step_mode_reason: str = ""               # why eager where a CUDA graph was possible or asked for
 
     @property
+    def status(self) -> str:                 # completed / cancelled / failed (a used-up time budget: completed)
+        return self.record.status
+
+    @property
+    def reason(self) -> str:
+        return self.record.reason
+
+    @property
+    def steps(self) -> int:
+        return self.record.steps
+
+    @property
+    def seconds(self) -> float:              # the training loop (the time budget's clock), not the final validation
+        return self.record.train_seconds
+
+    @property
     def partial(self) -> bool:
-        return self.status in ("cancelled", "failed")
+        return self.record.partial
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -271,6 +286,7 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
     reports.ended_at(step)
     model.eval()
     mode, mode_reason = update.step_mode()
-    return TrainResult(model=model, config=cfg, status=status, reason=reason, steps=step, seconds=seconds,
-                       validation_seconds=time.perf_counter() - t0 - seconds, device=str(device),
-                       history=reports.history, step_mode=mode, step_mode_reason=mode_reason)
+    record = new_record(cfg, {}, status=status, reason=reason, device=device_name(device),   # model config: when saved
+                        train_seconds=seconds, steps=step)
+    return TrainResult(model=model, record=record, validation_seconds=time.perf_counter() - t0 - seconds,
+                       device=str(device), history=reports.history, step_mode=mode, step_mode_reason=mode_reason)

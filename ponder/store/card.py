@@ -3,8 +3,9 @@ checks it (the ranges it checks: card_checks.py), and the one way to change it.
 
 A run folder holds:
     model.safetensors   the weights (see ponder.store.checkpoint)
-    run.json            the card: task, model config, training config, status, device,
-                        training time, metrics, library version
+    run.json            the card, format 2: its schema is ponder.store.record.RunRecord (the model config, the
+                        training config with the task, N and lambda_p, status, device, training time,
+                        metrics, library version); a format-1 card is converted as it is read
     metrics.jsonl       the training history, one progress report per line
 """
 from __future__ import annotations
@@ -13,18 +14,15 @@ import json
 import os
 import stat
 import threading
-import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
-from .. import __version__
 from .atomic import atomic_write_json, folder_lock, holds_lock, os_reason
 from .card_checks import MAX_CARD_TEXT, MAX_RUN_STEPS, check_card
-from ..config import ConfigError, TrainConfig, finite, short_repr
+from .record import FORMAT, FORMAT_VERSION, RunRecord, card_text
+from ..config import ConfigError, finite, short_repr
 
-FORMAT = "ponder-run"
-FORMAT_VERSION = 1
 WEIGHTS, CARD, HISTORY = "model.safetensors", "run.json", "metrics.jsonl"
 MAX_CARD_BYTES = 1024 * 1024          # a run.json is a few kB; refuse megabytes of JSON
 MAX_HISTORY_BYTES = 64 * 1024 * 1024   # a metrics.jsonl over this is not read (the shipped ones are < 1 MB)
@@ -57,25 +55,6 @@ def read_regular(f: Path, limit: int, follow_links: bool = True) -> bytes:
     if len(data) > limit:
         raise CheckpointError(f"{f}: over the {limit} byte limit")
     return data
-
-
-def card_text(v, limit: int = MAX_CARD_TEXT) -> str:
-    """A card string: text, at most `limit` characters (a long traceback as a reason stays loadable)."""
-    v = "" if v is None else str(v)
-    return v if len(v) <= limit else v[: limit - 3] + "..."
-
-
-def new_card(name: str, config: TrainConfig, model_config: dict, max_steps: int, lambda_p: float, *,
-             status: str, reason: str, device: str, train_seconds: float, steps: int, metrics: Optional[dict]) -> dict:
-    """A fresh card for a run saved now."""
-    return {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "ponder_version": __version__,
-        "name": card_text(name), "task": config.task,
-        "model": model_config, "max_steps": max_steps, "lambda_p": lambda_p,
-        "train": config.to_dict(), "status": card_text(status), "reason": card_text(reason),
-        "device": card_text(device), "train_seconds": round(float(train_seconds), 2), "steps": int(steps),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "metrics": metrics or {},
-    }
 
 
 def resolve_run_dir(path) -> Path:
@@ -114,11 +93,42 @@ def read_card(path) -> dict:
         raise CheckpointError(f"{f}: cannot read ({os_reason(e)})") from None
     if not isinstance(card, dict) or card.get("format") != FORMAT:
         raise CheckpointError(f"{f}: not a {FORMAT} card (format field missing or wrong)")
+    version = card.get("format_version", 1)
+    if version == 1:
+        card = from_format_1(card, f)
+    elif version != FORMAT_VERSION:
+        raise CheckpointError(f"{f}: card format {short_repr(version)}, this ponder reads formats 1 and "
+                              f"{FORMAT_VERSION} (a newer ponder wrote it?)")
     try:
         check_card(card)
     except (ConfigError, KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{f}: bad config: {one_line(e)}") from None
     return card
+
+
+def from_format_1(card: dict, f: Path) -> dict:
+    """A format-1 card (an upload or run saved by an earlier ponder: the task, N and lambda_p both at the top and
+    under train) as format 2. Converted, not refused, so such runs stay listed and importable; refused in one
+    line when a top-level copy disagrees with train's, since then it is unknown which one the weights follow."""
+    train = card.get("train")
+    if not isinstance(train, dict):
+        return card                          # check_card says what is wrong with it
+    out = {k: v for k, v in card.items() if k not in ("task", "max_steps", "lambda_p")}
+    out["format_version"] = FORMAT_VERSION
+    out["train"] = dict(train)
+    for k in ("task", "max_steps", "lambda_p"):
+        if k not in card:
+            raise CheckpointError(f"{f}: bad config: {k} is missing (a format-1 card holds it at the top)")
+        if k in train and train[k] != card[k]:
+            raise CheckpointError(f"{f}: bad config: format-1 card whose {k} {short_repr(card[k])} disagrees with "
+                                  f"train.{k} {short_repr(train[k])}")
+        out["train"][k] = card[k]
+    return out
+
+
+def read_record(path) -> RunRecord:
+    """The run.json of a run folder as a RunRecord, checked by read_card."""
+    return RunRecord.from_card(read_card(path))
 
 
 def update_card(run_dir, **fields) -> dict:

@@ -17,20 +17,16 @@ MAX_K = 10 ** 4                        # a parity range's largest k (the presets
 
 def check_card(card: dict) -> None:
     """Raise ConfigError for a card whose configs or descriptive fields are out of range."""
-    for k in ("task", "model", "max_steps", "lambda_p", "train"):
+    for k in ("model", "train"):
         if k not in card:
             raise ConfigError(f"{k} is missing")
+    for k in ("task", "max_steps", "lambda_p"):   # stored once, under train: a second copy could disagree
+        if k in card:
+            raise ConfigError(f"{k} belongs under train, not at the top of a format-2 card")
     if not isinstance(card["train"], dict):
         raise ConfigError(f"train must be a mapping, got {short_repr(card['train'])}")
-    train = TrainConfig.from_dict(card["train"]).validate()
-    if train.task != card["task"]:               # measurements follow train.task, the model follows task
-        raise ConfigError(f"train.task {short_repr(train.task)} does not match task {short_repr(card['task'])}")
-    model_config_from_dict(card["task"], card["model"])
-    if not (is_int(card.get("max_steps")) and 1 <= card["max_steps"] <= 200):
-        raise ConfigError(f"max_steps must be an integer in [1, 200], got {short_repr(card.get('max_steps'))}")
-    lp = card.get("lambda_p")
-    if not (finite(lp) and 0 < lp <= 1):
-        raise ConfigError(f"lambda_p must be in (0, 1], got {short_repr(lp)}")
+    train = TrainConfig.from_dict(card["train"]).validate()    # the task, N (max_steps) and lambda_p among them
+    model_config_from_dict(train.task, card["model"])
     for k in CARD_STRINGS:                      # the descriptive fields that pages print
         v = card.get(k)
         if v is not None and not (isinstance(v, str) and len(v) <= MAX_CARD_TEXT):
@@ -47,7 +43,7 @@ def check_card(card: dict) -> None:
         return
     if not isinstance(test, dict):
         raise ConfigError(f"metrics.test must be a mapping, got {short_repr(test)}")
-    check_test_metrics(test, card["max_steps"])
+    check_test_metrics(test, train.max_steps)
 
 
 def _check_number(where: str, v, lo, hi, integer: bool = False, optional: bool = False) -> None:

@@ -18,8 +18,9 @@ import torch
 
 from .atomic import (SaveError, folder_lock, holds_lock, json_bytes, jsonable, os_reason, remove_if_empty,
                      remove_stale_tmp, write_files)
-from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, new_card, one_line, read_card, read_regular, resolve_run_dir
-from ..config import ConfigError, TrainConfig
+from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, one_line, read_card, read_regular, resolve_run_dir
+from .record import RunRecord, new_record
+from ..config import ConfigError
 from ..halting import PonderNet
 from ..tasks import build_model, model_config_dict
 
@@ -40,7 +41,7 @@ class Checkpoint:
 
     @property
     def task(self) -> str:
-        return self.card["task"]
+        return self.card["train"]["task"]
 
 
 HISTORY_DIGITS = 5     # significant digits of the floats in metrics.jsonl: a chart history (and a small one)
@@ -62,13 +63,15 @@ def history_bytes(history: list) -> bytes:
     return "".join(json.dumps(chart_precision(jsonable(h))) + "\n" for h in history).encode()
 
 
-def save_run(run_dir, model: PonderNet, config: TrainConfig, *, status: str = "completed", reason: str = "",
+def save_run(run_dir, model: PonderNet, config, *, status: str = "completed", reason: str = "",
              device: str = "cpu", train_seconds: float = 0.0, steps: int = 0, history: Optional[list] = None,
              metrics: Optional[dict] = None, name: Optional[str] = None) -> Path:
     """Write a run folder (weights, card, history). Returns the folder.
 
-    The card holds `metrics` or none: a card's metrics always belong to the weights saved with it,
-    never to weights it replaces. The folder is locked while it is written (ponder.store.atomic.folder_lock;
+    config: the run's RunRecord (written as its card), or its TrainConfig with the record's fields as keywords.
+    Either way the card's model config, N and lambda_p are the model's (those of the weights saved), and its
+    name is the folder's unless the record or `name` gives one. The card holds `metrics` or none: a card's
+    metrics always belong to the weights saved with it, never to weights it replaces. The folder is locked while it is written (ponder.store.atomic.folder_lock;
     SaveError 'in use' when another writer holds it), so temporary files a killed save left are
     removed at once; a folder this call created is removed again when the save fails.
     """
@@ -84,8 +87,10 @@ def save_run(run_dir, model: PonderNet, config: TrainConfig, *, status: str = "c
         with nullcontext() if holds_lock(run_dir) else folder_lock(run_dir):
             # the folder is ours alone now: a .tmp file of a run file is a killed writer's, not a live one's
             remove_stale_tmp(run_dir, (WEIGHTS, CARD, HISTORY), older_than=0)
-            _write_run(run_dir, model, config, status=status, reason=reason, device=device,
-                       train_seconds=train_seconds, steps=steps, history=history, metrics=metrics, name=name)
+            record = config if isinstance(config, RunRecord) else new_record(
+                config, {}, status=status, reason=reason, device=device, train_seconds=train_seconds, steps=steps,
+                metrics=metrics)
+            _write_run(run_dir, model, record.completed(name=name or record.name or run_dir.name), history)
     except BaseException:
         if created:
             remove_if_empty(run_dir)        # a failed save leaves no empty run folder behind
@@ -93,8 +98,7 @@ def save_run(run_dir, model: PonderNet, config: TrainConfig, *, status: str = "c
     return run_dir
 
 
-def _write_run(run_dir: Path, model: PonderNet, config: TrainConfig, *, status, reason, device, train_seconds,
-               steps, history, metrics, name) -> None:
+def _write_run(run_dir: Path, model: PonderNet, record: RunRecord, history: Optional[list]) -> None:
     """save_run's files, written atomically; the caller holds the folder's lock."""
     from safetensors.torch import save
 
@@ -102,10 +106,9 @@ def _write_run(run_dir: Path, model: PonderNet, config: TrainConfig, *, status, 
     files = {run_dir / WEIGHTS: save(tensors, metadata={"format": FORMAT})}
     if history is not None:
         files[run_dir / HISTORY] = history_bytes(history)
-    card = new_card(name or run_dir.name, config, model_config_dict(model), model.max_steps, model.lambda_p,
-                    status=status, reason=reason, device=device, train_seconds=train_seconds, steps=steps,
-                    metrics=metrics)
-    files[run_dir / CARD] = json_bytes(card)
+    record = record.completed(model=model_config_dict(model), created="",
+                              train=dict(record.train, max_steps=model.max_steps, lambda_p=model.lambda_p))
+    files[run_dir / CARD] = json_bytes(record.to_card())
     # renames in this order, weights first and the card last: a crash in between leaves a
     # folder that still loads
     write_files(files)
@@ -171,7 +174,8 @@ def load_checkpoint(path, device="cpu") -> Checkpoint:
     # known to match weights that passed the size limit. Usual sizes skip that: the first meta
     # build imports torch's Python meta kernels, about a second.
     def build():
-        return build_model(card["task"], card["model"], card["max_steps"], card["lambda_p"])
+        train = card["train"]
+        return build_model(train["task"], card["model"], train["max_steps"], train["lambda_p"])
 
     model = None
     try:

@@ -113,8 +113,8 @@ def _check_import_size(ck, label: str) -> None:
     upload cannot make every page that shows it run for minutes."""
     hidden = ck.card["model"].get("hidden", 0)
     params = count_parameters(ck.model)
-    if ck.card["max_steps"] > IMPORT_MAX_STEPS or hidden > IMPORT_MAX_HIDDEN or params > IMPORT_MAX_PARAMS:
-        raise CheckpointError(f"upload '{label}': N {ck.card['max_steps']}, hidden size {hidden}, {params:,} "
+    if ck.card["train"]["max_steps"] > IMPORT_MAX_STEPS or hidden > IMPORT_MAX_HIDDEN or params > IMPORT_MAX_PARAMS:
+        raise CheckpointError(f"upload '{label}': N {ck.card['train']['max_steps']}, hidden size {hidden}, {params:,} "
                               f"parameters: an import may have at most N {IMPORT_MAX_STEPS}, hidden "
                               f"{IMPORT_MAX_HIDDEN} and {IMPORT_MAX_PARAMS:,} parameters (the Train form's limits)")
 

@@ -715,8 +715,8 @@ def test_sweep_page_trains_a_parity_sweep_with_the_reverse_kl(runs):
     assert list(at.dataframe[0].value["status"]) == ["completed", "completed"]
     for v in ("0.2", "0.5"):
         card = read_card(runs / "sweep-parity" / f"lambda_p{v}-seed0")
-        assert card["task"] == "parity" and card["train"]["regulariser"] == "kl-reverse"
-        assert card["train"]["parity_preset"] == "small" and card["lambda_p"] == float(v)
+        assert card["train"]["task"] == "parity" and card["train"]["regulariser"] == "kl-reverse"
+        assert card["train"]["parity_preset"] == "small" and card["train"]["lambda_p"] == float(v)
 
 
 def test_a_diverging_run_shows_as_failed_in_the_sweep_results(runs):
@@ -880,7 +880,9 @@ def test_import_on_the_compare_page_validates_uploads(runs):
     weights, card = _run_files(runs)
     pickle = io.BytesIO()
     torch.save({"w": torch.zeros(3)}, pickle)
-    bad_card = json.dumps({**json.loads(card), "max_steps": 10**6}).encode()
+    bad = json.loads(card)
+    bad["train"]["max_steps"] = 10**6
+    bad_card = json.dumps(bad).encode()
     parity_weights, _ = _run_files(runs, "tiny-parity")
     at = open_app("pages/compare.py")
     cases = [

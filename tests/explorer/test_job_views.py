@@ -43,11 +43,12 @@ def result_app():
     from explorer import job_views
     from explorer.jobs import RunState
     from ponder.config import TrainConfig
+    from ponder.store.record import new_record
     steps, reason, run_dir, *rest = st.session_state["case"]
     status, metrics = rest or ("cancelled", None)
-    job_views.run_result_ui(RunState(name="r", config=TrainConfig(task="parity", max_steps=2, max_seconds=10.0),
-                                     status=status, reason=reason, steps=steps, seconds=10.0, run_dir=run_dir,
-                                     metrics=metrics))
+    cfg = TrainConfig(task="parity", max_steps=2, max_seconds=10.0)
+    record = new_record(cfg, {}, status=status, reason=reason, steps=steps, train_seconds=10.0, metrics=metrics)
+    job_views.run_result_ui(RunState(name="r", config=cfg, status=status, run_dir=run_dir, record=record))
 
 
 def result_boxes(case):

@@ -54,7 +54,7 @@ def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tm
     assert "MNIST not found" in view.runs[1].reason and view.runs[1].run_dir is None
     a, c = view.runs[0], view.runs[2]
     assert a.started + a.seconds <= c.started + 0.5                      # one after the other
-    assert read_card(c.run_dir)["lambda_p"] == 0.6
+    assert read_card(c.run_dir)["train"]["lambda_p"] == 0.6
     assert reg.session_job("s1", "sweep") is job and reg.session_job("s1", "train") is None
 
 
@@ -83,8 +83,9 @@ def test_a_diverging_run_is_saved_as_failed_with_its_reason(registry, tmp_path, 
 
     def diverging(cfg, **kw):                 # train a little, then report the non-finite loss train() reports
         res = real_train(cfg, **kw)
-        return TrainResult(model=res.model, config=cfg, status="failed", reason="loss became nan at step 21",
-                           steps=res.steps, seconds=res.seconds, device=res.device, history=res.history)
+        return TrainResult(model=res.model, record=res.record.completed(status="failed",
+                                                                      reason="loss became nan at step 21"),
+                           device=res.device, history=res.history)
 
     monkeypatch.setattr(lifecycle, "train", diverging)
     run = wait_done(registry.submit("s1", [("nan", tiny())], root=tmp_path)).runs[0]

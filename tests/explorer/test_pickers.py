@@ -12,10 +12,10 @@ from ponder.tasks import TASKS
 
 
 def test_entry_label_names_lambda_p_the_accuracy_and_a_partial_run():
-    cancelled = ModelEntry("r", Path("r"), "run", {"lambda_p": 0.25, "status": "cancelled",
+    cancelled = ModelEntry("r", Path("r"), "run", {"train": {"lambda_p": 0.25}, "status": "cancelled",
                                                   "metrics": {"test": {"accuracy": 0.875}}})
     assert pickers.entry_label(cancelled) == "r · λp 0.25 · 87.5% · partial (cancelled)"
-    failed = ModelEntry("f", Path("f"), "run", {"lambda_p": 0.5, "status": "failed"})    # no metrics: no accuracy
+    failed = ModelEntry("f", Path("f"), "run", {"train": {"lambda_p": 0.5}, "status": "failed"})    # no metrics: no accuracy
     assert pickers.entry_label(failed) == "f · λp 0.5 · FAILED"
 
 

@@ -14,7 +14,7 @@ def _prior_traces(fig):
 
 
 def test_sweep_figures_keep_failed_runs():
-    rows = [sweep_row("a", {"lambda_p": 0.2, "status": "completed", "metrics": {"test": {
+    rows = [sweep_row("a", {"train": {"lambda_p": 0.2}, "status": "completed", "metrics": {"test": {
                 "accuracy": 0.99, "mean_steps": 4.7, "halting_distribution": [0.3, 0.3, 0.4]}}}),
             sweep_row("b", None, status="failed", reason="loss became nan at step 3", lambda_p=0.9)]
     grid = sf.sweep_grid_fig(rows)

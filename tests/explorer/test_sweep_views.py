@@ -6,6 +6,8 @@ from helpers import save_tiny_run
 from explorer.jobs import JobView, RunState
 from explorer.sweep_views import job_sweep_rows
 from ponder.config import TrainConfig
+from ponder.store.card import read_record
+from ponder.store.record import new_record
 from ponder.store.runs import SWEEP
 
 
@@ -14,11 +16,13 @@ def test_a_sweep_jobs_rows_come_from_saved_cards_and_from_the_runs_still_going(t
     done, _ = save_tiny_run(sweep / "lambda_p0.3-seed0", lambda_p=0.3,
                             metrics={"test": {"accuracy": 0.75, "mean_steps": 2.5, "n": 8}})
     (sweep / SWEEP).write_text('{"trials": []}')                  # a sweep folder: its trials are runs/<sweep>/<trial>
-    runs = [RunState(name="lambda_p0.3-seed0", config=TrainConfig(lambda_p=0.3), status="completed", run_dir=str(done)),
+    runs = [RunState(name="lambda_p0.3-seed0", config=TrainConfig(lambda_p=0.3), status="completed", run_dir=str(done),
+                     record=read_record(done)),
             RunState(name="lambda_p0.5-seed0", config=TrainConfig(lambda_p=0.5), status="running",
                      progress=[{"fraction": 0.4}]),
             RunState(name="lambda_p0.7-seed0", config=TrainConfig(lambda_p=0.7), status="running"),
-            RunState(name="lambda_p0.9-seed0", config=TrainConfig(lambda_p=0.9), status="failed", reason="NaN loss")]
+            RunState(name="lambda_p0.9-seed0", config=TrainConfig(lambda_p=0.9), status="failed",
+                     record=new_record(TrainConfig(lambda_p=0.9), {}, status="failed", reason="NaN loss"))]
     view = JobView(id="j", session="s", kind="sweep", status="running", runs=runs, created=time.time(),
                    finished=None, cancel_requested=False)
     rows = job_sweep_rows(view)

@@ -5,8 +5,9 @@ from explorer import tables
 
 
 def test_sweep_rows_and_card_description():
-    card = {"name": "r", "task": "mnist", "lambda_p": 0.3, "max_steps": 20, "status": "failed", "reason": "NaN",
-            "model": {"reader": "cnn"}, "train": {"beta": 0.01, "hidden": 64, "regulariser": "kl"}, "metrics": {}}
+    card = {"name": "r", "status": "failed", "reason": "NaN", "model": {"reader": "cnn"},
+            "train": {"task": "mnist", "lambda_p": 0.3, "max_steps": 20, "beta": 0.01, "hidden": 64, "regulariser": "kl"},
+            "metrics": {}}
     row = tables.sweep_row("r", card)
     assert row["status"] == "failed" and row["reason"] == "NaN" and row["accuracy"] is None and row["lambda_p"] == 0.3
     text = tables.describe_card(card)
@@ -18,15 +19,15 @@ def test_sweep_rows_and_card_description():
 
 
 def test_regulariser_and_reader_names_and_new_metric_shape():
-    card = {"name": "a", "task": "mnist", "lambda_p": 0.5, "max_steps": 20, "status": "completed",
-            "model": {"reader": "rows", "rows_per_step": 2}, "train": {"beta": 0.01, "regulariser": "kl-reverse"},
+    card = {"name": "a", "status": "completed", "model": {"reader": "rows", "rows_per_step": 2},
+            "train": {"task": "mnist", "lambda_p": 0.5, "max_steps": 20, "beta": 0.01, "regulariser": "kl-reverse"},
             "metrics": {"test": {"accuracy": 0.99, "mean_steps": 10.0, "n": 10,
                                  "expected_steps": {"mean": 10.5, "std": 1.8, "min": 5.0, "max": 19.0}}}}
     text = tables.describe_card(card)
     assert "KL(p_G ‖ p)" in text and "reader rows (2 a step)" in text and "mean E[n] 10.50" in text
     assert tables.sweep_row("a", card)["expected_steps"] == 10.5
-    assert tables.task_settings({"task": "parity", "model": {}, "train": {"parity_preset": "small"}}) == "parity preset small"
-    assert tables.task_settings({"task": "unknown"}) == ""
+    assert tables.task_settings({"model": {}, "train": {"task": "parity", "parity_preset": "small"}}) == "parity preset small"
+    assert tables.task_settings({"train": {"task": "unknown"}}) == ""
 
 
 def test_training_eta_uses_the_training_clock_and_the_budget():
@@ -56,7 +57,7 @@ def test_training_eta_shows_the_librarys_forecast_and_never_a_count_below_the_st
 def test_a_sweep_row_from_a_job_without_a_card_yet():
     row = tables.sweep_row("sweep-lp0.3", None, status="running 40%", lambda_p=0.3)
     assert (row["lambda_p"], row["status"], row["accuracy"], row["halting"]) == (0.3, "running 40%", None, None)
-    card = {"lambda_p": 0.2, "status": "completed", "metrics": {"test": {"accuracy": 0.99, "mean_steps": 4.7,
+    card = {"train": {"lambda_p": 0.2}, "status": "completed", "metrics": {"test": {"accuracy": 0.99, "mean_steps": 4.7,
                                                                            "halting_distribution": [0.6, 0.4]}}}
     row = tables.sweep_row("r", card)
     assert (row["accuracy"], row["mean_steps"], row["halting"]) == (0.99, 4.7, [0.6, 0.4])
@@ -67,9 +68,9 @@ INJECTION = ("[win a prize](http://evil.example/x) ![tracker](https://evil.examp
 
 
 def test_card_text_renders_as_plain_text():
-    card = {"name": "imported [x](http://evil.example)", "task": "mnist", "lambda_p": 0.3, "max_steps": 20,
-            "status": "cancelled", "reason": INJECTION, "device": "![d](http://evil.example/d.png)",
-            "train": {"beta": 0.01}, "metrics": {}}
+    card = {"name": "imported [x](http://evil.example)", "status": "cancelled", "reason": INJECTION,
+            "device": "![d](http://evil.example/d.png)",
+            "train": {"task": "mnist", "lambda_p": 0.3, "max_steps": 20, "beta": 0.01}, "metrics": {}}
     text = tables.describe_card(card)
     for raw in ("](", "![", "<img", ":red[", "$\\frac", "**bold**", "http://", "https://", "www.evil", "`code`"):
         assert not re.search(r"(?<!\\)" + re.escape(raw), text), raw          # only escaped, if at all
@@ -95,8 +96,8 @@ def test_renamed_says_what_a_name_became_and_why():
 def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_column():
     from pathlib import Path
     from ponder.store.runs import ModelEntry
-    card = {"task": "mnist", "lambda_p": 0.2, "max_steps": 20, "status": "completed", "device": "cpu",
-            "train": {"regulariser": "kl"}}
+    card = {"status": "completed", "device": "cpu",
+            "train": {"task": "mnist", "lambda_p": 0.2, "max_steps": 20, "regulariser": "kl"}}
     a, b = ModelEntry("a", Path("a"), "run", card), ModelEntry("b", Path("b"), "run", {**card, "train_seconds": 7.5})
     rows = tables.compare_rows([a, b], {"a": {"accuracy": 0.5, "mean_steps": 2.0, "n": 8}, "b": {}})
     assert "sweep" not in rows[0] and rows[0]["accuracy"] == 0.5 and rows[0]["train s"] is None
@@ -113,7 +114,7 @@ def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_colum
 def test_compare_rows_name_the_regulariser_and_the_parity_gap():
     from pathlib import Path
     from ponder.store.runs import ModelEntry
-    card = {"task": "parity", "lambda_p": 0.1, "max_steps": 20, "train": {"regulariser": "kl-reverse"}}
+    card = {"train": {"task": "parity", "lambda_p": 0.1, "max_steps": 20, "regulariser": "kl-reverse"}}
     m = {"accuracy": 0.99, "expected_steps": {"mean": 8.6}, "easy": {"expected_steps": 8.25},
          "hard": {"expected_steps": 9.0}}
     (row,) = tables.compare_rows([ModelEntry("p", Path("p"), "run", card)], {"p": m})

@@ -34,7 +34,7 @@ def test_every_shipped_model_loads_with_a_card(name):
 
 def test_default_model_first_1000_test_images(mnist):
     ck = load_checkpoint(ASSETS / "mnist-default")
-    assert ck.card["lambda_p"] == 0.2 and ck.card["max_steps"] == 20 and ck.card["train"]["beta"] == 0.01
+    assert ck.card["train"]["lambda_p"] == 0.2 and ck.card["train"]["max_steps"] == 20 and ck.card["train"]["beta"] == 0.01
     res = measure_test(ck.model, TrainConfig.from_dict(ck.card["train"]), mnist, 1000)
     assert res["accuracy"] >= 0.985
     assert ck.card["metrics"]["test"]["accuracy"] >= 0.99       # the full 10k test set, in the card

@@ -1,5 +1,6 @@
 """ponder/lifecycle.py: one run, start to end (train -> save -> measure -> record), the one path of
 `python -m ponder train`, `reproduce` and the explorer's background jobs."""
+import json
 import threading
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 from helpers import needs_mnist, run_cli
 from ponder import lifecycle
 from ponder.store.atomic import SaveError
-from ponder.store.card import read_card, read_history
+from ponder.store.card import read_card, read_history, read_record
 from ponder.store.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
 from ponder.store.runs import list_models
@@ -32,7 +33,11 @@ def test_a_run_is_trained_saved_measured_and_recorded(tmp_path):
         "by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group")}
     assert "baselines" in done.metrics and "baselines" not in card["metrics"]["test"]
     assert "by_k" in done.metrics and card["metrics"]["test"]["n"] == 500
-    assert card["metrics"] == lifecycle.card_metrics(done.metrics) == done.recorded
+    assert card["metrics"] == lifecycle.card_metrics(done.metrics) == done.record.metrics
+    # the record training returned, named and measured by the lifecycle, is the one the card holds
+    saved = read_record(done.run_dir)
+    assert saved.completed(created="", train_seconds=done.record.train_seconds) == done.record
+    assert saved.name == "r" and saved.device == "cpu" and saved.train_seconds == round(done.record.train_seconds, 2)
 
 
 def test_mnist_data_is_loaded_once_by_the_given_loader(tmp_path, mnist):
@@ -160,3 +165,9 @@ def test_the_cli_the_jobs_and_reproduce_all_go_through_run_once_per_run(tmp_path
     assert calls == ["parity"] * 4
     assert read_card(tmp_path / "results" / "models" / "parity-tiny")["metrics"]["test"]["n"] == 10000
     assert "## Parity `parity-tiny`" in (tmp_path / "results" / "results.md").read_text()
+    # reproduce's row is the run's record: what its card holds
+    row = json.loads((tmp_path / "results" / "results.json").read_text())["models"]["parity-tiny"]
+    rec = read_record(tmp_path / "results" / "models" / "parity-tiny")
+    assert (row["status"], row["train"], row["device"], row["max_steps"], row["lambda_p"]) == \
+           (rec.status, rec.train, rec.device, rec.max_steps, rec.lambda_p)
+    assert round(row["train_seconds"], 2) == rec.train_seconds

@@ -7,7 +7,7 @@ import pytest
 from helpers import assert_one_line
 from ponder import lifecycle
 from ponder import sweep as S, sweep_plan as P
-from ponder.store.card import WEIGHTS, read_card
+from ponder.store.card import WEIGHTS, read_card, read_record
 from ponder.store.checkpoint import load_checkpoint
 from ponder.config import ConfigError
 from ponder.store.runs import list_models, list_sweeps
@@ -42,6 +42,7 @@ def test_a_local_sweep_leaves_a_run_folder_per_trial_and_sweep_json(tmp_path):
         assert ck.card["status"] == "completed" and ck.card["name"] == t.name and ck.model.lambda_p == t.values["lambda_p"]
         assert rec["config"] == ck.card["train"] and rec["status"] == "completed" and rec["steps"] == 10
         assert rec["metrics"] == ck.card["metrics"]["test"] and rec["metrics"]["n"] == 200
+        assert t.record.train == ck.card["train"] and t.record.metrics == ck.card["metrics"]   # the trial's record
     table = (tmp_path / "sw" / S.TABLE).read_text().splitlines()
     assert table[0].startswith("| trial | lambda_p | seed | status | test accuracy") and len(table) == 4
     assert table[2].startswith("| lambda_p0.2-seed0 | 0.2 | 0 | completed | 0.")
@@ -60,6 +61,7 @@ def test_resume_skips_the_completed_trials_and_trains_the_rest(tmp_path, monkeyp
     assert [(t.status, t.resumed) for t in trials] == [("completed", True), ("completed", False)]
     assert (tmp_path / "sw" / "lambda_p0.2-seed0" / WEIGHTS).read_bytes() == weights
     assert trials[0].metrics["n"] == 100                          # its record is kept from the first run
+    assert trials[0].record == read_record(tmp_path / "sw" / "lambda_p0.2-seed0")   # read from its card
     assert "completed (resumed)" in (tmp_path / "sw" / S.TABLE).read_text()
     trained.clear()                     # another config with the same trial names: refused, nothing replaced
     with pytest.raises(ConfigError) as e:

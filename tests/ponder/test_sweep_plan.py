@@ -5,6 +5,7 @@ import pytest
 from helpers import assert_one_line
 from ponder import sweep_plan as P
 from ponder.config import ConfigError
+from ponder.store.record import new_record
 
 TINY = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, log_every=5, device="cpu")
 
@@ -48,9 +49,10 @@ def test_a_grid_over_the_cap_is_refused_before_anything_is_built():
 
 def test_the_table_has_a_row_per_trial_with_its_values_and_metrics():
     t0, t1 = plan("lambda_p=0.2,0.5").trials()
-    t0.status, t0.steps, t0.seconds = "completed", 10, 1.25
-    t0.metrics = {"accuracy": 0.75, "mean_steps": 2.5, "expected_steps": {"mean": 2.625}}
-    t1.status, t1.reason, t1.resumed = "failed", "loss became inf | at step 1", False
+    t0.end(new_record(t0.config, {}, status="completed", steps=10, train_seconds=1.25,
+                      metrics={"test": {"accuracy": 0.75, "mean_steps": 2.5, "expected_steps": {"mean": 2.625}}}))
+    t1.end(new_record(t1.config, {}, status="failed", reason="loss became inf | at step 1"))
+    t1.resumed = False
     lines = P.markdown_table(plan("lambda_p=0.2,0.5"), [t0, t1]).splitlines()
     assert lines[0] == "| trial | lambda_p | seed | status | test accuracy | mean steps | E[n] | steps | train s | reason |"
     # 0.75 -> 0.7500, 2.5 -> 2.50, 2.625 -> "2.62" (Python rounds the float 2.625 half to even), 1.25 s -> 1.2

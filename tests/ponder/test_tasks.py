@@ -109,7 +109,7 @@ def test_a_third_task_through_the_lifecycle_the_cli_and_the_loaders(toy, capsys)
     assert done.metrics["accuracy"] > 0.8 and done.metrics["n"] == 500 and done.metrics["split"] == "toy test"
     assert [r["label"] for r in done.metrics["by_class"]] == [0, 1]
     card = json.loads((toy / "lc" / "run.json").read_text())
-    assert card["task"] == "toy" and card["model"] == {"dim": 6, "hidden": 16}
+    assert card["train"]["task"] == "toy" and card["model"] == {"dim": 6, "hidden": 16}
     assert card["metrics"]["test"]["accuracy"] == done.metrics["accuracy"]
     # the CLI: train (no evaluation) and evaluate
     rc, out, err = run_cli(["train", "--task", "toy", "--out", str(toy / "cli"), "--device", "cpu", "--quiet",

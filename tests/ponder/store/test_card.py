@@ -23,6 +23,12 @@ def test_pickle_as_card_refused_and_never_run(tiny_run, tmp_path, protocol):
     assert not marker.exists()
 
 
+def _format_1(card):
+    """The card as format 1 wrote it: the task, N and lambda_p also at the top."""
+    card.update(format_version=1, **{k: card["train"][k] for k in ("task", "max_steps", "lambda_p")})
+    return card
+
+
 def _edit(fn):
     def apply(card):
         fn(card)
@@ -45,10 +51,10 @@ BAD_CARDS = {
     "over-1MiB": lambda c: json.dumps({**c, "pad": "x" * (2 * 1024 * 1024)}),
     "format-missing": _edit(lambda c: c.pop("format")),
     "format-wrong": _edit(lambda c: c.update(format="pytorch")),
-    "task-missing": _edit(lambda c: c.pop("task")),
-    "task-unknown": _edit(lambda c: c.update(task="cifar")),
-    "task-list": _edit(lambda c: c.update(task=["parity"])),
-    "task-null": _edit(lambda c: c.update(task=None)),
+    "task-missing": _edit(lambda c: _format_1(c).pop("task")),
+    "task-unknown": _edit(lambda c: c["train"].update(task="cifar")),
+    "task-list": _edit(lambda c: c["train"].update(task=["parity"])),
+    "task-null": _edit(lambda c: c["train"].update(task=None)),
     "model-missing": _edit(lambda c: c.pop("model")),
     "model-null": _edit(lambda c: c.update(model=None)),
     "model-list": _edit(lambda c: c.update(model=[16, 8])),
@@ -61,23 +67,23 @@ BAD_CARDS = {
     "model-hidden-bool": _edit(lambda c: c["model"].update(hidden=True)),
     "model-hidden-1e9": _edit(lambda c: c["model"].update(hidden=10 ** 9)),
     "model-hidden-10**400": _edit(lambda c: c["model"].update(hidden=10 ** 400)),
-    "max_steps-missing": _edit(lambda c: c.pop("max_steps")),
-    "max_steps-0": _edit(lambda c: c.update(max_steps=0)),
-    "max_steps-negative": _edit(lambda c: c.update(max_steps=-5)),
-    "max_steps-201": _edit(lambda c: c.update(max_steps=201)),
-    "max_steps-float": _edit(lambda c: c.update(max_steps=5.5)),
-    "max_steps-string": _edit(lambda c: c.update(max_steps="5")),
-    "max_steps-bool": _edit(lambda c: c.update(max_steps=True)),
-    "max_steps-huge": _edit(lambda c: c.update(max_steps=10 ** 400)),
-    "lambda_p-missing": _edit(lambda c: c.pop("lambda_p")),
-    "lambda_p-0": _edit(lambda c: c.update(lambda_p=0)),
-    "lambda_p-negative": _edit(lambda c: c.update(lambda_p=-0.5)),
-    "lambda_p-over-1": _edit(lambda c: c.update(lambda_p=1.5)),
-    "lambda_p-nan": _edit(lambda c: c.update(lambda_p=float("nan"))),
-    "lambda_p-inf": _edit(lambda c: c.update(lambda_p=float("inf"))),
-    "lambda_p-string": _edit(lambda c: c.update(lambda_p="0.3")),
-    "lambda_p-bool": _edit(lambda c: c.update(lambda_p=True)),
-    "lambda_p-list": _edit(lambda c: c.update(lambda_p=[0.3])),
+    "max_steps-missing": _edit(lambda c: _format_1(c).pop("max_steps")),
+    "max_steps-0": _edit(lambda c: c["train"].update(max_steps=0)),
+    "max_steps-negative": _edit(lambda c: c["train"].update(max_steps=-5)),
+    "max_steps-201": _edit(lambda c: c["train"].update(max_steps=201)),
+    "max_steps-float": _edit(lambda c: c["train"].update(max_steps=5.5)),
+    "max_steps-string": _edit(lambda c: c["train"].update(max_steps="5")),
+    "max_steps-bool": _edit(lambda c: c["train"].update(max_steps=True)),
+    "max_steps-huge": _edit(lambda c: c["train"].update(max_steps=10 ** 400)),
+    "lambda_p-missing": _edit(lambda c: _format_1(c).pop("lambda_p")),
+    "lambda_p-0": _edit(lambda c: c["train"].update(lambda_p=0)),
+    "lambda_p-negative": _edit(lambda c: c["train"].update(lambda_p=-0.5)),
+    "lambda_p-over-1": _edit(lambda c: c["train"].update(lambda_p=1.5)),
+    "lambda_p-nan": _edit(lambda c: c["train"].update(lambda_p=float("nan"))),
+    "lambda_p-inf": _edit(lambda c: c["train"].update(lambda_p=float("inf"))),
+    "lambda_p-string": _edit(lambda c: c["train"].update(lambda_p="0.3")),
+    "lambda_p-bool": _edit(lambda c: c["train"].update(lambda_p=True)),
+    "lambda_p-list": _edit(lambda c: c["train"].update(lambda_p=[0.3])),
     "train-null": _edit(lambda c: c.update(train=None)),
     "train-list": _edit(lambda c: c.update(train=["lr", 0.1])),
     "train-string": _edit(lambda c: c.update(train="lr=0.1")),

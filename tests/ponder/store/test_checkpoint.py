@@ -40,7 +40,7 @@ def test_round_trip_same_outputs(tmp_path):
     x = torch.randn(4, 1, 28, 28)
     with torch.no_grad():
         assert torch.equal(ck.model(x).y, model(x).y)
-    assert ck.card["task"] == "mnist" and ck.card["max_steps"] == 5 and ck.model.lambda_p == 0.3
+    assert ck.card["train"]["task"] == "mnist" and ck.card["train"]["max_steps"] == 5 and ck.model.lambda_p == 0.3
     assert ck.card["metrics"]["test"]["accuracy"] == 0.5 and ck.card["train_seconds"] == 1.5
     assert "ponder_version" in ck.card
     # the card is plain JSON (NaN written as null)
@@ -324,7 +324,7 @@ def test_card_that_does_not_fit_weights(tiny_run, edit):
 
     def change(card):
         if edit == "task-mnist":
-            card["task"] = card["train"]["task"] = "mnist"
+            card["train"]["task"] = "mnist"
             card["model"] = {"channels1": 4, "channels2": 8, "embed": 16, "hidden": 16, "dropout": 0.0}
         else:
             card["model"][edit] += 1
@@ -362,8 +362,7 @@ def test_huge_model_card_is_refused_without_allocating(tiny_run):
     d, _ = tiny_run
 
     def huge(card):
-        card.update(task="mnist", model=dict(channels1=4096, channels2=4096, embed=4096, hidden=4096, dropout=0.0),
-                    max_steps=200)
+        card.update(model=dict(channels1=4096, channels2=4096, embed=4096, hidden=4096, dropout=0.0))
         card["train"].update(task="mnist", hidden=4096, max_steps=200)
     edit_card(d, huge)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss        # KiB on Linux

@@ -257,7 +257,7 @@ def test_listing_while_runs_are_written_never_crashes_or_shows_half_runs(tmp_pat
         n = 0
         while not stop.is_set() or n == 0:
             for m in list_models(root, assets=tmp_path / "none"):
-                assert (m.path / WEIGHTS).exists() and m.card["task"] == "parity"
+                assert (m.path / WEIGHTS).exists() and m.card["train"]["task"] == "parity"
             n += 1
         return n
 
