@@ -819,6 +819,31 @@ def test_rotation_page_states_the_answer_from_the_numbers(runs):
     assert "outside" in at.error[0].value
 
 
+def test_rotation_page_refines_a_first_pass_and_a_fresh_server_opens_it_from_disk(runs, monkeypatch):
+    from explorer import loaders
+    at = open_app("pages/rotation.py", model="runs/tiny-mnist")
+    at.text_input(key="rot_angles").input("0, 30")
+    at.text_input(key="rot_ranges").input("60")
+    at.number_input(key="rot_limit").set_value(600)      # more than a first pass: 200 first, then the page again
+    at.button(key="rot_go").click()
+    run_ok(at)
+    assert "on 600 test images rotated" in texts(at) and "A first look" not in texts(at)
+    assert len(_worth(at)) == 1                         # the "worth it?" section once all images are in
+    kept = list((runs / ".cache" / "studies").glob("rotation-*.json"))
+    limits = [json.loads(f.read_text())["key"]["settings"] for f in kept]
+    assert {"angles": [0, 30], "ranges": [60], "limit": 600, "mode": "sample", "seed": 0} in limits
+    loaders.rotation_results.clear()                     # a fresh server: nothing in memory, the disk remembers
+    monkeypatch.setattr(loaders, "rotation_study", lambda *a, **k: pytest.fail("measured again"))
+    again = open_app("pages/rotation.py", model="runs/tiny-mnist")
+    again.text_input(key="rot_angles").input("0, 30")
+    again.text_input(key="rot_ranges").input("60")
+    again.number_input(key="rot_limit").set_value(600)
+    again.button(key="rot_go").click()
+    run_ok(again)
+    assert "on 600 test images rotated" in texts(again)
+    assert at.dataframe[0].value.equals(again.dataframe[0].value)
+
+
 def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeypatch):
     # an empty data folder: the rotation page says where to put MNIST and offers the download button;
     # a failed download is one red line, a successful one (faked: the local copy) opens the study
