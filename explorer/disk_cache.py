@@ -23,6 +23,7 @@ from ponder.store.runs import runs_root
 
 VERSION = 1        # raised when a study's measurement changes, so no older result is shown
 STUDY_THREADS = 1  # torch intra-op threads a measurement runs with
+MAX_FILES = 200    # results kept (the newest; a 2,000-image rotation study is about 1 MB)
 
 
 def folder() -> Path:
@@ -57,8 +58,21 @@ def write(study: str, path: str, file_stamp: tuple, settings: dict, result) -> N
     try:
         folder().mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(file_of(key), json.dumps({"key": key, "result": result}, default=_plain).encode())   # NaN kept as NaN
+        prune()
     except (OSError, TypeError, ValueError):
         pass
+
+
+def prune(keep: int = MAX_FILES) -> None:
+    """Remove all but the `keep` newest results (a deleted run's results, old settings)."""
+    files = []
+    for f in folder().glob("*.json"):
+        try:
+            files.append((f.stat().st_mtime_ns, f))
+        except OSError:
+            continue
+    for _, f in sorted(files, reverse=True)[keep:]:
+        f.unlink(missing_ok=True)
 
 
 def _plain(obj):

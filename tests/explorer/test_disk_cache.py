@@ -59,6 +59,16 @@ def test_a_corrupt_or_foreign_file_is_ignored_and_replaced(runs, damage):
     assert disk_cache.read(*args) == [3, 4]                          # the damaged file was replaced
 
 
+def test_only_the_newest_results_are_kept(runs, monkeypatch):
+    import os
+    for i in range(5):
+        disk_cache.cached("rotation", "m", (i,), {}, lambda: [i])
+        f = disk_cache.file_of(disk_cache.key_of("rotation", "m", (i,), {}))
+        os.utime(f, ns=(i * 10**9, i * 10**9))                        # written in this order, a second apart
+    disk_cache.prune(keep=2)
+    assert [i for i in range(5) if disk_cache.read("rotation", "m", (i,), {}) is not None] == [3, 4]
+
+
 def test_an_unwritable_runs_folder_still_gives_the_result(tmp_path, monkeypatch):
     (tmp_path / "file").write_text("a file where the runs folder should be")
     monkeypatch.setenv("PONDER_RUNS", str(tmp_path / "file"))
