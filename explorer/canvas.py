@@ -33,6 +33,7 @@ INK_FRACTION = INK       # pixels brighter than this fraction of the brightest o
                          # (explorer.ood measures the ink statistics with the same box)
 PEN = 2.7                # MNIST's median pen width at 28x28, in pixels; its quartiles 2.3 and 3.2 (digit_pen of the
 PEN_MAX = 3.2            # first 2,000 training digits): a drawing whose pen comes out wider is thinned to PEN
+BLOB = 2.5               # a drawing whose pen width is over 1/BLOB of its longer side is a blob (a dot: 1/2), not strokes
 THIN_SIDE = 200          # a drawing is thinned at most this many pixels on its longer side
 MAX_SIDE = 2048          # larger pictures are shrunk first (keeps uploads cheap)
 MAX_UPLOAD_MB = 10       # the upload widget's size limit
@@ -130,9 +131,10 @@ def digit_pen(small: np.ndarray) -> float:
 def thin_to_pen(crop: np.ndarray) -> np.ndarray:
     """A cropped drawing whose pen, once scaled to BOX, is wider than PEN_MAX: eroded (a grey 3x3 minimum
     filter, pass after pass, 1 px off each side of a stroke per pass) until it comes out no wider than PEN,
-    and cropped to its ink again. Unchanged when its pen is MNIST-like already; the last pass that leaves
-    ink when none comes out that thin (a filled shape stays one)."""
-    if digit_pen(_scaled(crop)) <= PEN_MAX:
+    and cropped to its ink again. Unchanged when its pen is MNIST-like already, or when it is a blob (its
+    "pen" over 1/BLOB of its longer side: a dot, a filled shape) rather than strokes; the last pass that
+    leaves ink when none comes out that thin."""
+    if digit_pen(_scaled(crop)) <= PEN_MAX or BLOB * pen_width(crop) > max(crop.shape):
         return crop
     if max(crop.shape) > THIN_SIDE:            # a big picture is thinned at THIN_SIDE (each pass filters every pixel)
         s = THIN_SIDE / max(crop.shape)

@@ -33,8 +33,8 @@ MIN_HOLE = 2       # an enclosed gap smaller than this many pixels is where stro
 # digits (seeded split), rounded outward; height: 10 for p0.05 = 11 rows; holes: 2, as in an 8, below
 # p99.95 = 3 (a third small loop: 0.2% of training digits, 40 of the 43 in the first 20,000 being 8s).
 # `python -m bench.ood`, 2026-11-24, drawings thinned to MNIST's pen (explorer/canvas.py): these ranges flag
-# 0.41% of the 10,000 test digits and 1 of 120 drawn digits, and 66% of 386 generated non-digits: dots 96%,
-# specks 98%, flat lines 85%, tangles 54%, noise 100%, filled shapes 60%, but scribbles only 31% and letters
+# 0.41% of the 10,000 test digits and 1 of 120 drawn digits, and 68% of 386 generated non-digits: dots 100%,
+# specks 98%, flat lines 85%, tangles 54%, noise 100%, filled shapes 75%, but scribbles only 31% and letters
 # 2% (unthinned: 70%; tangles 75%, filled shapes 77%); UNSURE catches more of those.
 RANGES = {                # statistic: (lowest typical, highest typical)
     "ink": (25.0, 240.0),
@@ -48,7 +48,7 @@ RANGES = {                # statistic: (lowest typical, highest typical)
 # shipped mnist-adaptive / mnist-default / mnist-rot22 answer 1.3% / 0.9% / 1.3% of the test digits below
 # it, and 35-48% of scribbles, 28-46% of letters, 0-2% of dots (a dot is "0" with confidence, hence RANGES).
 # Both together (the page's hint) flag 1.7% / 1.2% / 1.7% of the test digits and 83% of the non-digits
-# (measured on unthinned drawings; thinned, mnist-adaptive: 1.7% of the test digits, 81% of the non-digits).
+# (measured on unthinned drawings; thinned, mnist-adaptive: 1.7% of the test digits, 82% of the non-digits).
 UNSURE = 0.9
 
 # The answer for the input turned 180° (the page measures it with the same model, mode and seed) says the
