@@ -2,7 +2,9 @@
 
 MNIST: grey levels, white ink on black, the digit cropped to its bounding box, scaled to fit a
 20x20 box keeping its aspect ratio (anti-aliased), then placed in a 28x28 image so that its
-centre of mass is at the centre. The network's normalisation (mean/std) is applied by
+centre of mass is at the centre. A drawing's pen does not shrink with the digit: a small digit
+drawn with the canvas's 18 px pen would come out with strokes 5-8 px wide, so a pen wider than
+MNIST's after scaling is thinned first (pen_width, thin_to_pen). The network's normalisation (mean/std) is applied by
 ponder.data.mnist_inputs, exactly as in training.
 
 Pure numpy / PIL / torch; no Streamlit. Returns None for a blank or too faint image, so a page
@@ -19,7 +21,7 @@ from typing import Optional
 
 import numpy as np
 import torch
-from PIL import Image, ImageOps
+from PIL import Image, ImageFilter, ImageOps
 
 from ponder import data as D
 from .ood import INK
@@ -29,6 +31,10 @@ SIZE = 28                # inside a SIZE x SIZE image
 MIN_INK = 32.0           # the brightest ink must reach this grey level (of 255), else "blank"
 INK_FRACTION = INK       # pixels brighter than this fraction of the brightest one make the bounding box
                          # (explorer.ood measures the ink statistics with the same box)
+PEN = 2.7                # MNIST's median pen width at 28x28, in pixels; its quartiles 2.3 and 3.2 (digit_pen of the
+PEN_MAX = 3.2            # first 2,000 training digits): a drawing whose pen comes out wider is thinned to PEN
+BLOB = 2.5               # a drawing whose pen width is over 1/BLOB of its longer side is a blob (a dot: 1/2), not strokes
+THIN_SIDE = 200          # a drawing is thinned at most this many pixels on its longer side
 MAX_SIDE = 2048          # larger pictures are shrunk first (keeps uploads cheap)
 MAX_UPLOAD_MB = 10       # the upload widget's size limit
 MAX_PIXELS = 40_000_000  # refuse bigger pictures before decoding them (decompression bombs)
@@ -90,15 +96,62 @@ def preprocess_canvas(img) -> Optional[np.ndarray]:
         return None
     rows, cols = np.nonzero(grey > INK_FRACTION * top)
     crop = grey[rows.min():rows.max() + 1, cols.min():cols.max() + 1] * (255.0 / top)   # full contrast
+    return _centre_by_mass(_scaled(thin_to_pen(crop)))
+
+
+preprocess = preprocess_canvas     # short alias
+
+
+def pen_width(grey: np.ndarray) -> float:
+    """The width of the strokes in pixels: 2 × area / edge of the ink above half the brightest (a stroke
+    w wide and L long has area w·L and about 2·L edge pixels); 0 for no ink."""
+    m = grey > 0.5 * float(grey.max()) if grey.size else np.zeros((0, 0), bool)
+    p = np.pad(m, 1)
+    inner = p[1:-1, 1:-1] & p[:-2, 1:-1] & p[2:, 1:-1] & p[1:-1, :-2] & p[1:-1, 2:]
+    edge = int((m & ~inner).sum())
+    return 2.0 * float(m.sum()) / edge if edge else 0.0
+
+
+def _scaled(crop: np.ndarray) -> np.ndarray:
+    """A crop scaled to fit BOX x BOX (aspect kept, anti-aliased), 0..255."""
     h, w = crop.shape
     s = BOX / max(h, w)
     size = (max(1, min(BOX, round(w * s))), max(1, min(BOX, round(h * s))))
     small = np.asarray(Image.fromarray(np.ascontiguousarray(crop, np.float32)).resize(size, Image.LANCZOS), np.float32)
-    small = np.clip(small, 0.0, 255.0)
-    return _centre_by_mass(small)
+    return np.clip(small, 0.0, 255.0)
 
 
-preprocess = preprocess_canvas     # short alias
+def digit_pen(small: np.ndarray) -> float:
+    """The pen width of a scaled digit in its own pixels, measured as PEN was on MNIST: at 10x, bilinear."""
+    h, w = small.shape
+    big = Image.fromarray(np.ascontiguousarray(small, np.float32)).resize((10 * w, 10 * h), Image.BILINEAR)
+    return pen_width(np.asarray(big, np.float32)) / 10.0
+
+
+def thin_to_pen(crop: np.ndarray) -> np.ndarray:
+    """A cropped drawing whose pen, once scaled to BOX, is wider than PEN_MAX: eroded (a grey 3x3 minimum
+    filter, pass after pass, 1 px off each side of a stroke per pass) until it comes out no wider than PEN,
+    and cropped to its ink again. Unchanged when its pen is MNIST-like already, or when it is a blob (its
+    "pen" over 1/BLOB of its longer side: a dot, a filled shape) rather than strokes; the last pass that
+    leaves ink when none comes out that thin."""
+    if digit_pen(_scaled(crop)) <= PEN_MAX or BLOB * pen_width(crop) > max(crop.shape):
+        return crop
+    if max(crop.shape) > THIN_SIDE:            # a big picture is thinned at THIN_SIDE (each pass filters every pixel)
+        s = THIN_SIDE / max(crop.shape)
+        size = (max(1, round(crop.shape[1] * s)), max(1, round(crop.shape[0] * s)))
+        crop = np.clip(np.asarray(Image.fromarray(np.ascontiguousarray(crop, np.float32)).resize(size, Image.LANCZOS),
+                                  np.float32), 0.0, 255.0)
+    out, thin = crop, np.pad(crop, 1, mode="constant")
+    for _ in range(int(pen_width(crop) / 2) + 1):      # each pass thins the pen by 2 px; no stroke is wider than this
+        thin = np.asarray(Image.fromarray(np.ascontiguousarray(thin, np.float32)).filter(ImageFilter.MinFilter(3)),
+                          np.float32)
+        rows, cols = np.nonzero(thin > INK_FRACTION * 255.0)
+        if not len(rows):
+            break
+        out = thin[rows.min():rows.max() + 1, cols.min():cols.max() + 1]
+        if digit_pen(_scaled(out)) <= PEN:
+            break
+    return out
 
 
 def _centre_by_mass(small: np.ndarray) -> Optional[np.ndarray]:

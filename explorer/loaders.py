@@ -21,6 +21,7 @@ from ponder.store.runs import ModelEntry, list_models, models_stamp
 from ponder import data as D
 from ponder.analysis.studies import parity_sets, parity_study, pondering_gallery as pondering_gallery_of, rotation_study
 
+from . import disk_cache
 from .digits import data_dir, missing_data_message, mnist_dataset
 from .job_registry import JobRegistry
 
@@ -101,12 +102,28 @@ def history(entry: ModelEntry) -> list:
 @st.cache_data(max_entries=32, show_spinner="Evaluating the model on rotated digits (cached afterwards)…")
 def rotation_results(path: str, file_stamp: tuple, angles: tuple, ranges: tuple, limit: Optional[int],
                      mode: str, seed: int) -> list:
-    ck = _checkpoint(path, file_stamp)
-    data, _ = mnist()
-    x, y = data.test_x, data.test_y
-    if limit:
-        x, y = x[:limit], y[:limit]
-    return rotation_study(ck.model, x, y, angles, ranges, mode, seed, per_sample=True)
+    def compute():
+        ck = _checkpoint(path, file_stamp)
+        data, _ = mnist()
+        x, y = data.test_x, data.test_y
+        if limit:
+            x, y = x[:limit], y[:limit]
+        return rotation_study(ck.model, x, y, angles, ranges, mode, seed, per_sample=True)
+    settings = dict(angles=list(angles), ranges=list(ranges), limit=limit, mode=mode, seed=seed)
+    return disk_cache.cached("rotation", path, file_stamp, settings, compute)
+
+
+FIRST_PASS = 200      # test images of the rotation study's first pass, shown while the rest is measured
+
+
+def rotation_first(path: str, file_stamp: tuple, angles: tuple, ranges: tuple, limit: Optional[int],
+                   mode: str, seed: int) -> tuple[list, bool]:
+    """(rows, whole): the study on all its images when they are kept (memory or disk) or few, else a first
+    pass on the first FIRST_PASS images (whole False: the page measures the rest after showing it)."""
+    settings = dict(angles=list(angles), ranges=list(ranges), limit=limit, mode=mode, seed=seed)
+    if (limit or 10**9) <= FIRST_PASS or disk_cache.read("rotation", path, file_stamp, settings) is not None:
+        return rotation_results(path, file_stamp, angles, ranges, limit, mode, seed), True
+    return rotation_results(path, file_stamp, angles, ranges, FIRST_PASS, mode, seed), False
 
 
 @st.cache_data(max_entries=16, show_spinner="Finding the test digits it ponders least and most (cached afterwards)…")
@@ -125,12 +142,14 @@ def pondering_gallery(path: str, file_stamp: tuple, limit: int = 2000, k: int = 
 
 @st.cache_data(max_entries=32, show_spinner="Evaluating parity test sets (cached afterwards)…")
 def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int) -> dict:
-    ck = _checkpoint(path, file_stamp)
-    n = ck.card["model"]["n_elems"]
-    preset = fitted_preset(ck.card.get("train", {}).get("parity_preset"), n)
-    res = parity_study(ck.model, n, parity_sets(preset), size, mode, seed)
-    res["train_k"] = list(preset["train_k"])
-    return res
+    def compute():
+        ck = _checkpoint(path, file_stamp)
+        n = ck.card["model"]["n_elems"]
+        preset = fitted_preset(ck.card.get("train", {}).get("parity_preset"), n)
+        res = parity_study(ck.model, n, parity_sets(preset), size, mode, seed)
+        res["train_k"] = list(preset["train_k"])
+        return res
+    return disk_cache.cached("parity", path, file_stamp, dict(size=size, mode=mode, seed=seed), compute)
 
 
 @st.cache_data(max_entries=64, show_spinner="Measuring the model on test data (cached afterwards)…")

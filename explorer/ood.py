@@ -15,6 +15,8 @@ holes     closed loops: pieces of background (pixels <= 127) that the ink enclos
 ink_stats computes them for a batch; unlike_digits says, in words, which ones fall outside the range of
 MNIST's training digits, and whether the model's answer is unsure (below UNSURE, which catches the
 scribbles and letters the ink misses); an empty list: it looks like a digit. Both come from bench/ood.py.
+turned_reason adds a digit that reads far more surely turned 180°: an upside-down 7 is "6" at 99.6%, but
+turned it is "7" at 100%.
 """
 from __future__ import annotations
 
@@ -30,9 +32,10 @@ MIN_HOLE = 2       # an enclosed gap smaller than this many pixels is where stro
 # Typical ranges: the 0.05th and 99.95th percentiles of each statistic over MNIST's 55,000 training
 # digits (seeded split), rounded outward; height: 10 for p0.05 = 11 rows; holes: 2, as in an 8, below
 # p99.95 = 3 (a third small loop: 0.2% of training digits, 40 of the 43 in the first 20,000 being 8s).
-# `python -m bench.ood`, 2026-11-23: these ranges flag 0.41% of the 10,000 test digits and 1 of 120 drawn
-# digits, and 70% of 386 generated non-digits: dots 100%, specks 98%, flat lines 85%, tangles 75%, noise
-# 100%, filled shapes 77%, but scribbles only 27% and letters 4%; UNSURE catches more of those.
+# `python -m bench.ood`, 2026-11-24, drawings thinned to MNIST's pen (explorer/canvas.py): these ranges flag
+# 0.41% of the 10,000 test digits and 1 of 120 drawn digits, and 68% of 386 generated non-digits: dots 100%,
+# specks 98%, flat lines 85%, tangles 54%, noise 100%, filled shapes 75%, but scribbles only 31% and letters
+# 2% (unthinned: 70%; tangles 75%, filled shapes 77%); UNSURE catches more of those.
 RANGES = {                # statistic: (lowest typical, highest typical)
     "ink": (25.0, 240.0),
     "height": (10, 28),
@@ -44,8 +47,21 @@ RANGES = {                # statistic: (lowest typical, highest typical)
 # An answer below this probability is "unsure". Measured by `python -m bench.ood` (sample mode, seed 0): the
 # shipped mnist-adaptive / mnist-default / mnist-rot22 answer 1.3% / 0.9% / 1.3% of the test digits below
 # it, and 35-48% of scribbles, 28-46% of letters, 0-2% of dots (a dot is "0" with confidence, hence RANGES).
-# Both together (the page's hint) flag 1.7% / 1.2% / 1.7% of the test digits and 83% of the non-digits.
+# Both together (the page's hint) flag 1.7% / 1.2% / 1.7% of the test digits and 83% of the non-digits
+# (measured on unthinned drawings; thinned, mnist-adaptive: 1.7% of the test digits, 82% of the non-digits).
 UNSURE = 0.9
+
+# The answer for the input turned 180° (the page measures it with the same model, mode and seed) says the
+# input is upside down when it is another digit than the answer (not 6 for 9 or 9 for 6, the digits that turn
+# into each other), at least UNSURE, and either its chance of being wrong (1 - p) is TURNED_SURER times
+# smaller, or the answer is a digit with a closed loop (LOOPED: all but 19% / 22% / 4% / 20% of the first
+# 2,000 test 0s / 6s / 8s / 9s have one) while the input has none. The loop catches the upside-down 7 that
+# reads "6" at 99.96% and turned "7" at 99.98%, not far surer. `python -m bench.upside_down` (the first 2,000
+# test digits, sample mode, seed 0), upright / upside down, mnist-adaptive, -default, -rot22: TURNED_SURER 100
+# flags 2.05% / 36%, 1.3% / 36%, 0.95% / 36%; 10 flags 3.1% / 41%, 1.95% / 39%, 1.6% / 39%.
+TURNED_SURER = 100
+TURNS_INTO = {6: 9, 9: 6}
+LOOPED = (0, 6, 8, 9)
 
 WHY = {                   # (too low, too high): what it means, in words for the page
     "ink": ("very little ink for a digit", "far more ink than any training digit (a filled blob?)"),
@@ -130,9 +146,24 @@ def outside(stats: dict, ranges: dict = RANGES) -> np.ndarray:
     return bad
 
 
-def unlike_digits(digit, confidence=None) -> list:
+def turned_reason(pred: int, confidence: float, turned_pred: int, turned_confidence: float, holes=None):
+    """A reason (words) when the answer for the input turned 180° says it is upside down, else None: the
+    turned answer is another digit (not 6 for 9 or 9 for 6), at least UNSURE, and either far surer
+    (TURNED_SURER) or the answer is a digit with a loop (LOOPED) while the input has none (holes = 0)."""
+    if turned_pred == pred or TURNS_INTO.get(pred) == turned_pred or turned_confidence < UNSURE:
+        return None
+    turned = f"turned 180° it reads as {turned_pred} at {turned_confidence:.1%}"
+    if (1.0 - turned_confidence) * TURNED_SURER < 1.0 - confidence:
+        return f"{turned}, far surer than its answer {pred} at {confidence:.1%}: is it upside down?"
+    if pred in LOOPED and holes == 0:
+        return f"{turned}, and as it is it has no closed loop, which most {pred}s have: is it upside down?"
+    return None
+
+
+def unlike_digits(digit, confidence=None, turned=None) -> list:
     """One uint8 [28, 28] digit (and the model's probability for its answer, if known) -> the reasons it
-    does not look like a training digit, in words (empty: it does)."""
+    does not look like a training digit, in words (empty: it does). turned: (pred, confidence, turned_pred,
+    turned_confidence), the answers for the input as it is and turned 180° (turned_reason, with its holes)."""
     s = {k: float(v[0]) for k, v in ink_stats(digit).items()}
     why = []
     if s["ink"] < RANGES["ink"][0]:          # (nearly) blank: its shape says nothing
@@ -145,4 +176,6 @@ def unlike_digits(digit, confidence=None) -> list:
     if confidence is not None and confidence < UNSURE:
         why.append(f"the model is unsure: {confidence:.1%} for its answer (the shipped models give {UNSURE:.0%} "
                    f"or more to about 99% of MNIST test digits)")
+    if turned is not None and (reason := turned_reason(*turned, holes=s["holes"])):
+        why.append(reason)
     return why

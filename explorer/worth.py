@@ -16,7 +16,7 @@ from ponder.config import TrainConfig
 from ponder.store.runs import ModelEntry
 from ponder.tasks import get_task
 
-from . import loaders, tables, ui
+from . import disk_cache, loaders, tables, ui
 from .worth_figures import by_group_fig, family, settle_sentence, worth_fig
 
 ITEMS = 2000        # test items per model (MNIST: the first 2,000 test digits; parity: 2,000 problems of the preset)
@@ -25,9 +25,11 @@ FIELDS = ("n", "baselines", "settle", "per_step_accuracy_by_group")
 
 @st.cache_data(max_entries=32, show_spinner="Measuring a fixed depth and a confidence exit (cached afterwards)…")
 def _results(path: str, file_stamp: tuple, items: int) -> dict:
-    ck = loaders.checkpoint(path)
-    res = measure_test(ck.model, TrainConfig.from_dict(ck.card["train"]), loaders.task_data(ck.task), items)
-    return {k: res[k] for k in FIELDS}
+    def compute():
+        ck = loaders.checkpoint(path)
+        res = measure_test(ck.model, TrainConfig.from_dict(ck.card["train"]), loaders.task_data(ck.task), items)
+        return {k: res[k] for k in FIELDS}
+    return disk_cache.cached("worth", path, file_stamp, dict(items=items), compute)
 
 
 def results(entry: ModelEntry, items: int = ITEMS) -> Optional[dict]:

@@ -32,8 +32,10 @@ with right:
     with c2:
         views.answer_ui(trace, CLASSES, truth)
         worth.settle_ui(trace, truth)
-    # the drawing as drawn (a rotation is the user's own study), and this model's confidence
-    digit_page.unlike_digit_ui(unlike_digits(digit, trace.confidence))
+    # the drawing as drawn (a rotation is the user's own study), this model's confidence, and its answer turned 180°
+    turned = trace_input(model, canvas.model_input(digit, angle + 180), mode, seed)      # upside down?
+    digit_page.unlike_digit_ui(unlike_digits(digit, trace.confidence,
+                                             (trace.pred, trace.confidence, turned.pred, turned.confidence)))
 
 if second is not None:
     with ui.user_errors(stop=False):

@@ -39,10 +39,14 @@ except ValueError as e:
     st.error(str(e))
     st.stop()
 
-n_images = 10000 if full else int(limit)
+asked = 10000 if full else int(limit)
+study = (str(entry.path), loaders.stamp(entry.path), tuple(angles), tuple(ranges), None if full else int(limit), mode, 0)
 with ui.user_errors():
-    rows = loaders.rotation_results(str(entry.path), loaders.stamp(entry.path), tuple(angles), tuple(ranges),
-                                    None if full else int(limit), mode, 0)
+    rows, whole = loaders.rotation_first(*study)   # a first pass on a few images unless all were measured before
+n_images = int(rows[0]["n"]) if rows else 0
+if not whole:
+    st.info(f"A first look on the first {n_images:,} test images per rotation; measuring all "
+                         f"{asked:,} now (kept on disk afterwards, so the next visit opens with them).")
 answer, text = rotation_verdict(rows)
 st.subheader("Does it ponder longer on harder inputs?")
 (st.success if answer == "longer" else st.info)(text)
@@ -69,4 +73,10 @@ with c2:
              "One dot per test image: the step it halted at (jittered) and the probability of its answer; "
              "green right, red wrong.")
 ui.rotation_table_ui(labels, rows)
-worth.rotation_section_ui(entry, rows, n_images)
+if whole:
+    worth.rotation_section_ui(entry, rows, n_images)
+else:                                  # the rest of the images, and the "worth it?" section, then the page again
+    with ui.user_errors():
+        loaders.rotation_results(*study)
+        worth.results(entry)
+    st.rerun()

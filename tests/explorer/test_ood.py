@@ -83,3 +83,51 @@ def test_a_batch_in_chunks_equals_one_at_a_time():
         x = f["x"]
     whole, chunked = ood.ink_stats(x), ood.ink_stats(x, chunk=3)
     assert all(np.array_equal(whole[k], chunked[k]) for k in whole)
+
+
+# ----------------------------------------------------------------------------- upside down
+
+@pytest.mark.parametrize("pred, conf, turned_pred, turned_conf, flagged", [
+    (6, 0.996, 7, 0.99998, True),     # 1 - p 4e-3 against 2e-5, 200 times smaller
+    (6, 0.996, 7, 0.9998, False),     # a drawn 7 upside down (mnist-adaptive): 20 times smaller (its loop tells)
+    (7, 0.99998, 6, 0.996, False),    # the turned answer is the less sure one
+    (6, 0.99, 9, 0.99999, False),     # a 6 turned is a 9: no sign of being upside down
+    (9, 0.99, 6, 0.99999, False),
+    (2, 0.99, 2, 0.99999, False),     # the same answer either way
+    (7, 0.5, 4, 0.89, False),         # the turned answer is unsure itself
+    (3, 0.99, 5, 0.99991, True),      # 1 - p 0.01 against 0.00009: 111 times smaller, TURNED_SURER is 100
+    (3, 0.99, 5, 0.9998, False),      # 50 times smaller
+])
+def test_an_answer_far_surer_turned_180_degrees_says_upside_down(pred, conf, turned_pred, turned_conf, flagged):
+    assert ood.TURNED_SURER == 100
+    reason = ood.turned_reason(pred, conf, turned_pred, turned_conf, holes=1)     # loops say nothing here
+    assert (reason is not None) == flagged
+    if flagged:
+        assert f"reads as {turned_pred} at {turned_conf:.1%}" in reason and "upside down" in reason
+
+
+@pytest.mark.parametrize("pred, holes, flagged", [
+    (6, 0, True),         # a straight 7 drawn upside down (mnist-adaptive): "6" at 99.96%, turned "7" at 99.98%
+    (6, 1, False),        # a 6 with its loop
+    (6, None, False),     # holes not known
+    (7, 0, False),        # 7s have no loop
+    (0, 0, True), (8, 0, True), (9, 0, False),    # a loopless 9 turned is read as a 6: what a 9 turns into
+])
+def test_a_looped_answer_without_a_loop_and_a_sure_other_digit_turned_says_upside_down(pred, holes, flagged):
+    turned = 6 if pred == 9 else 7
+    reason = ood.turned_reason(pred, 0.9996, turned, 0.9998, holes=holes)
+    assert (reason is not None) == flagged
+    if flagged:
+        assert "no closed loop" in reason and f"reads as {turned} at 100.0%" in reason
+
+
+@given(pred=st.integers(0, 9), conf=st.floats(0, 1), turned=st.integers(0, 9), tconf=st.floats(0, 1))
+def test_only_a_surer_other_digit_turned_flags_and_the_reason_joins_the_list(pred, conf, turned, tconf):
+    reason = ood.turned_reason(pred, conf, turned, tconf, holes=0)          # the 1 below has no loop
+    if reason is not None:
+        assert turned != pred and {pred, turned} != {6, 9} and tconf >= ood.UNSURE
+        assert tconf > conf or pred in ood.LOOPED
+    digit = np.zeros((28, 28), np.uint8)
+    digit[4:24, 13:15] = 255                                   # a 1: nothing unlike a digit in its ink
+    why = ood.unlike_digits(digit, None, (pred, conf, turned, tconf))
+    assert (reason in why) if reason else not any("turned 180°" in w for w in why)

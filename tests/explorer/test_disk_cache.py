@@ -1,0 +1,110 @@
+"""explorer.disk_cache: a study's result kept on disk per (model, stamp, settings); a corrupt or foreign file is
+ignored and recomputed; an unwritable folder only means nothing is kept. And explorer.loaders' rotation study
+through it: a first pass on a few images until the whole study was measured once."""
+import json
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from explorer import disk_cache
+from helpers import save_tiny_run
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("PONDER_RUNS", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+def counting(result):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return result
+    return compute, calls
+
+
+def test_a_result_is_computed_once_then_read_from_disk(runs):
+    compute, calls = counting({"rows": [1.5, 2], "nan": math.nan})
+    first = disk_cache.cached("rotation", "assets/m", (1, 2, 3, 4), {"limit": 200}, compute)
+    again = disk_cache.cached("rotation", "assets/m", (1, 2, 3, 4), {"limit": 200}, compute)
+    assert calls == [1] and first["rows"] == again["rows"] == [1.5, 2]
+    assert math.isnan(again["nan"])                                  # NaN comes back as NaN, not null
+    files = list((runs / ".cache" / "studies").glob("rotation-*.json"))
+    assert len(files) == 1 and not list(files[0].parent.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("other", [dict(stamp=(1, 2, 3, 5)), dict(settings={"limit": 2000}),
+                                   dict(path="assets/other"), dict(study="parity")])
+def test_another_stamp_setting_model_or_study_is_measured_again(runs, other):
+    base = dict(study="rotation", path="assets/m", stamp=(1, 2, 3, 4), settings={"limit": 200})
+    compute, calls = counting([1])
+    disk_cache.cached(base["study"], base["path"], base["stamp"], base["settings"], compute)
+    k = {**base, **other}
+    disk_cache.cached(k["study"], k["path"], k["stamp"], k["settings"], compute)
+    assert calls == [1, 1]
+
+
+@pytest.mark.parametrize("damage", [b"", b"{not json", b"[1, 2]", b'{"key": {}, "result": 7}', b"\xff\xfe"])
+def test_a_corrupt_or_foreign_file_is_ignored_and_replaced(runs, damage):
+    args = ("rotation", "assets/m", (1, 2), {"limit": 200})
+    disk_cache.cached(*args, lambda: [1, 2])
+    (f,) = (runs / ".cache" / "studies").glob("*.json")
+    f.write_bytes(damage)
+    assert disk_cache.read(*args) is None
+    compute, calls = counting([3, 4])
+    assert disk_cache.cached(*args, compute) == [3, 4] and calls == [1]
+    assert disk_cache.read(*args) == [3, 4]                          # the damaged file was replaced
+
+
+def test_only_the_newest_results_are_kept(runs, monkeypatch):
+    import os
+    for i in range(5):
+        disk_cache.cached("rotation", "m", (i,), {}, lambda: [i])
+        f = disk_cache.file_of(disk_cache.key_of("rotation", "m", (i,), {}))
+        os.utime(f, ns=(i * 10**9, i * 10**9))                        # written in this order, a second apart
+    disk_cache.prune(keep=2)
+    assert [i for i in range(5) if disk_cache.read("rotation", "m", (i,), {}) is not None] == [3, 4]
+
+
+def test_an_unwritable_runs_folder_still_gives_the_result(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("a file where the runs folder should be")
+    monkeypatch.setenv("PONDER_RUNS", str(tmp_path / "file"))
+    compute, calls = counting({"a": 1})
+    assert disk_cache.cached("parity", "m", (1,), {}, compute) == {"a": 1}
+    assert disk_cache.cached("parity", "m", (1,), {}, compute) == {"a": 1} and calls == [1, 1]
+
+
+json_data = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+                         lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(result=json_data)
+def test_what_is_read_back_is_what_was_kept(tmp_path_factory, result):
+    import os
+    os.environ["PONDER_RUNS"] = str(tmp_path_factory.mktemp("runs"))
+    try:
+        kept = disk_cache.cached("worth", "m", (1,), {"items": 2}, lambda: result)
+        assert kept == json.loads(json.dumps(result)) == disk_cache.read("worth", "m", (1,), {"items": 2})
+    finally:
+        del os.environ["PONDER_RUNS"]
+
+
+def test_the_rotation_study_shows_a_first_pass_until_all_images_were_measured(runs, mnist):
+    from explorer import loaders
+    run = runs / "tiny"
+    save_tiny_run(run, "mnist", steps=10)
+    study = (str(run), loaders.stamp(run), (0.0, 90.0), (45.0,), 400, "sample", 0)
+    rows, whole = loaders.rotation_first(*study)
+    assert not whole and [r["n"] for r in rows] == [loaders.FIRST_PASS] * 3
+    full = loaders.rotation_results(*study)
+    assert [r["n"] for r in full] == [400] * 3
+    loaders.rotation_results.clear()                                  # a fresh server: only the disk remembers
+    rows, whole = loaders.rotation_first(*study)
+    assert whole and rows == full
+    small = study[:4] + (loaders.FIRST_PASS,) + study[5:]             # no more images than a first pass
+    rows, whole = loaders.rotation_first(*small)
+    assert whole and [r["n"] for r in rows] == [loaders.FIRST_PASS] * 3
