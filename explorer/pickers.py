@@ -221,3 +221,15 @@ def rotation_ui(key: str = "angle") -> float:
     slider()
     st.session_state[applied] = st.session_state[key]
     return float(st.session_state[key])
+
+
+def rotated_model_hint_ui(entry, task: str) -> None:
+    """A button to study a model trained on rotated digits, when the one picked saw none (the picked model is
+    shared by every page, so it is suggested, not switched)."""
+    rotated = {e.name: float(e.card["train"]["rotate_train"]) for e in loaders.models(task)
+               if isinstance(e.card.get("train"), dict) and (e.card["train"].get("rotate_train") or 0) > 0}
+    if rotated and entry.name not in rotated:
+        name, deg = next(iter(rotated.items()))
+        st.info(f"{entry.name} saw no rotated digits in training; {name} was trained on digits rotated by up to "
+                f"±{deg:g}°: study it to compare.")
+        st.button(f"Study {name}", key="rot_pick_rotated", on_click=pick_model, args=(task, name))

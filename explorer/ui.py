@@ -21,13 +21,13 @@ from ponder.config import ConfigError
 from ponder.halting import MODES
 from ponder.store.runs import RunNameError
 
-from . import digits, links, loaders, tables
+from . import digits, inputs, links, loaders, tables
 
 # Errors whose message is written for people (one line naming the file / field and the reason).
 USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
 
-# Plotly's toolbar covers titles and legends: off. Drag still zooms, a double
-# click resets, and Streamlit's own toolbar (hover, above the chart) shows it full screen.
+# Plotly's toolbar, shown on hover, holds one button (the chart as a PNG): its other buttons covered titles and
+# legends. Drag still zooms, a double click resets, and Streamlit's own toolbar shows a chart full screen.
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtons": [["toImage"]],     # one button: the chart as a PNG
                  "toImageButtonOptions": {"format": "png", "scale": 2, "filename": "ponder-chart"}}
 MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inference; a seeded draw). "
@@ -198,3 +198,23 @@ def rotation_table_ui(labels: Sequence[str], rows: Sequence[dict]) -> None:
         "E[n]": cc.NumberColumn("E[n]", format="%.2f", help="mean over the images of E[n] = Σ n·p_n"),
         "median": cc.NumberColumn("median", format="%.0f"), "std": cc.NumberColumn("std", format="%.2f"),
         "images": cc.NumberColumn("images", format="%d")})
+
+
+def rotation_settings_ui() -> tuple:
+    """The Rotation page's settings form: (fixed angles, uniform ranges, test images, halting mode, full set);
+    a bad angle list is one red line and stops the page."""
+    with st.form("rotation_settings"):
+        c1, c2, c3, c4 = st.columns([2, 1.3, 1, 1])
+        angles_text = c1.text_input("Fixed angles θ (degrees)", ", ".join(str(a) for a in inputs.DEFAULT_ANGLES),
+                                    key="rot_angles")
+        ranges_text = c2.text_input("Uniform ranges ±d (degrees)", "22.5, 45, 90", key="rot_ranges")
+        limit = c3.number_input("Test images", 100, 10000, 2000, 100, key="rot_limit")
+        mode = c4.selectbox("Halting mode", MODES, key="rot_mode", help=MODE_HELP)
+        full = st.checkbox("Use the full 10,000-image test set (slower)", key="rot_full")
+        st.form_submit_button("Evaluate", key="rot_go")
+    try:
+        angles, ranges = inputs.rotation_sets(angles_text, ranges_text)
+    except ValueError as e:
+        st.error(str(e))
+        st.stop()
+    return angles, ranges, limit, mode, full

@@ -1,8 +1,7 @@
 """Rotation study: accuracy and halting steps of an MNIST model on rotated test digits."""
 import streamlit as st
 
-from explorer import inputs, links, loaders, pickers, study_figures, ui, worth
-from ponder.halting import MODES
+from explorer import links, loaders, pickers, study_figures, ui, worth
 from ponder.analysis.studies import rotation_verdict, rotation_label
 
 ui.app_guard("rotation")
@@ -16,28 +15,9 @@ if mnist is None:
 if entry is None:
     st.warning("No MNIST model to study.")
     st.stop()
-rotated = {e.name: float(e.card["train"]["rotate_train"]) for e in loaders.models(TASK)
-           if isinstance(e.card.get("train"), dict) and (e.card["train"].get("rotate_train") or 0) > 0}
-if rotated and entry.name not in rotated:      # the picked model is shared by every page: suggested, not switched
-    name, deg = next(iter(rotated.items()))
-    st.info(f"{entry.name} saw no rotated digits in training; {name} was trained on digits rotated by up to "
-            f"±{deg:g}°: study it to compare.")
-    st.button(f"Study {name}", key="rot_pick_rotated", on_click=pickers.pick_model, args=(TASK, name))
+pickers.rotated_model_hint_ui(entry, TASK)
 
-with st.form("rotation_settings"):
-    c1, c2, c3, c4 = st.columns([2, 1.3, 1, 1])
-    angles_text = c1.text_input("Fixed angles θ (degrees)", ", ".join(str(a) for a in inputs.DEFAULT_ANGLES),
-                                key="rot_angles")
-    ranges_text = c2.text_input("Uniform ranges ±d (degrees)", "22.5, 45, 90", key="rot_ranges")
-    limit = c3.number_input("Test images", 100, 10000, 2000, 100, key="rot_limit")
-    mode = c4.selectbox("Halting mode", MODES, key="rot_mode", help=ui.MODE_HELP)
-    full = st.checkbox("Use the full 10,000-image test set (slower)", key="rot_full")
-    st.form_submit_button("Evaluate", key="rot_go")
-try:
-    angles, ranges = inputs.rotation_sets(angles_text, ranges_text)
-except ValueError as e:
-    st.error(str(e))
-    st.stop()
+angles, ranges, limit, mode, full = ui.rotation_settings_ui()
 
 asked = 10000 if full else int(limit)
 study = (str(entry.path), loaders.stamp(entry.path), tuple(angles), tuple(ranges), None if full else int(limit), mode, 0)
