@@ -1,4 +1,4 @@
-"""The explorer: `streamlit run streamlit_app.py`. Page config and navigation only; pages/ holds the pages."""
+"""The explorer: `streamlit run streamlit_app.py`. Page config and navigation only; app_pages/ holds the pages."""
 from pathlib import Path
 
 import streamlit as st
@@ -10,13 +10,13 @@ ICON = Path(__file__).resolve().parent / "explorer" / "icon.png"
 st.set_page_config(page_title="PonderNet explorer", page_icon=str(ICON), layout="wide")
 
 PAGES = [
-    st.Page("pages/digit.py", title="Ponder a digit", icon=":material/draw:", default=True),
-    st.Page("pages/train.py", title="Train", icon=":material/model_training:"),
-    st.Page("pages/sweep.py", title="λp sweep", icon=":material/ssid_chart:"),
-    st.Page("pages/rotation.py", title="Rotation study", icon=":material/rotate_right:"),
-    st.Page("pages/compare.py", title="Compare runs", icon=":material/compare_arrows:"),
-    st.Page("pages/parity.py", title="Parity", icon=":material/calculate:"),
-    st.Page("pages/runs.py", title="Runs", icon=":material/folder_open:"),
+    st.Page("app_pages/digit.py", title="Ponder a digit", icon=":material/draw:", default=True),
+    st.Page("app_pages/train.py", title="Train", icon=":material/model_training:"),
+    st.Page("app_pages/sweep.py", title="λp sweep", icon=":material/ssid_chart:"),
+    st.Page("app_pages/rotation.py", title="Rotation study", icon=":material/rotate_right:"),
+    st.Page("app_pages/compare.py", title="Compare runs", icon=":material/compare_arrows:"),
+    st.Page("app_pages/parity.py", title="Parity", icon=":material/calculate:"),
+    st.Page("app_pages/runs.py", title="Runs", icon=":material/folder_open:"),
 ]
 page = st.navigation(PAGES)
 # A metric in a narrow column (three side by side at 1280 px) ended in "…": metric values shrink to 1.5rem when

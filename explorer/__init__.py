@@ -1,4 +1,4 @@
-"""The Streamlit explorer's building blocks (the pages in pages/ lay them out; analyses live in ponder.analysis.studies).
+"""The Streamlit explorer's building blocks (the pages in app_pages/ lay them out; analyses live in ponder.analysis.studies).
 
     style.py          chart style: colours, step axes, layout, labelled rules, the prior trace
     figures.py        Plotly figures of halting: prior, one input's steps, training curves, overlays

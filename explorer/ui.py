@@ -38,7 +38,7 @@ MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inferenc
 def app_guard(url_path: str) -> None:
     """Send a page that Streamlit ran on its own through streamlit_app.py (call it first in a page).
 
-    With a pages/ folder, the first visit after a server start that opens /<page> directly is run
+    With a app_pages/ folder, the first visit after a server start that opens /<page> directly is run
     in Streamlit's old multipage mode: the page script alone, without st.navigation or the page
     config. Switch to the app with ?page=<page>, which streamlit_app.py turns into that page.
     """

@@ -50,7 +50,7 @@ if not view.active and saved:                      # the newest saved run, on it
     run = saved[-1]
     t, name = get_task(run.config.task), job_views.run_name(run.run_dir)
     if t.pages:
-        st.page_link(f"pages/{t.pages[0]}.py", label=f"Try {name} on the {t.pages[0].capitalize()} page",
+        st.page_link(f"app_pages/{t.pages[0]}.py", label=f"Try {name} on the {t.pages[0].capitalize()} page",
                      icon=":material/draw:", query_params={"model": name})
-    st.page_link("pages/compare.py", label="Compare it with other runs", icon=":material/compare_arrows:",
+    st.page_link("app_pages/compare.py", label="Compare it with other runs", icon=":material/compare_arrows:",
                  query_params={"models": name})
