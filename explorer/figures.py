@@ -139,15 +139,17 @@ def _hist(history, key) -> tuple[np.ndarray, np.ndarray]:
 
 
 def training_fig(history: Sequence[dict], lambda_p: Optional[float] = None, n_steps: Optional[int] = None,
-                 title: str = "") -> go.Figure:
-    """Loss terms (total, reconstruction, KL), accuracy and mean halting step against training step."""
+                 title: str = "", regulariser: str = "kl") -> go.Figure:
+    """Loss terms (total, reconstruction, KL in the run's direction), accuracy and mean halting step against
+    training step."""
+    kl = "KL(p_G‖p)" if regulariser == "kl-reverse" else "KL(p‖p_G)"
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
                         subplot_titles=("loss (log scale)", "accuracy", "mean halting step E[n]"))
     few = len([h for h in history if isinstance(h, dict)]) < 30      # markers, so a first point shows
     line_mode = "lines+markers" if few else "lines"
     losses, xmax = [], 1.0
     for key, name, color, dash in (("loss", "total loss", "#1F2430", "solid"),
-                                   ("rec", "reconstruction", PALETTE[2], "dot"), ("reg", "KL(p‖p_G)", PALETTE[5], "solid")):
+                                   ("rec", "reconstruction", PALETTE[2], "dot"), ("reg", kl, PALETTE[5], "solid")):
         x, y = _hist(history, key)
         y = np.clip(y, 1e-6, None)
         losses.append(y)

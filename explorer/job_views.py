@@ -55,7 +55,7 @@ def run_progress_ui(run: RunState, key: str) -> None:
     cfg = run.config
     c1, c2 = st.columns([2.2, 1])
     with c1:
-        chart(figures.training_fig(run.progress, cfg.lambda_p, cfg.max_steps),
+        chart(figures.training_fig(run.progress, cfg.lambda_p, cfg.max_steps, regulariser=cfg.regulariser),
               "Live training curves: total loss = reconstruction + β·KL, batch and validation accuracy, "
               "and the batch's mean expected halting step against the prior's mean.", key=f"{key}_curves")
     with c2:

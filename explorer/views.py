@@ -84,9 +84,9 @@ def trace_downloads_ui(tr: Trace, class_names: Sequence[str], name: str, key: st
     meta = {"model": name, "mode": tr.mode, "seed": tr.seed, "halt_step": tr.halt_step, "answer": class_names[tr.pred],
             "expected_steps": tr.expected_steps, "lambda_p": tr.lambda_p, "max_steps": tr.max_steps}
     c1, c2, _ = st.columns([1, 1, 3])
-    c1.download_button("Per-step numbers (CSV)", out.getvalue(), file_name="ponder-steps.csv", mime="text/csv",
+    c1.download_button("Steps as CSV", out.getvalue(), file_name="ponder-steps.csv", mime="text/csv", help="This input's numbers at every step: the answer, each class's probability, λ_n, p_n, P(halted by n), the prior",
                        on_click="ignore", icon=":material/download:", key=f"{key}_csv")
-    c2.download_button("… (JSON)", json.dumps({**meta, "steps": rows}, indent=1), file_name="ponder-steps.json",
+    c2.download_button("Steps as JSON", json.dumps({**meta, "steps": rows}, indent=1), file_name="ponder-steps.json",
                        mime="application/json", on_click="ignore", icon=":material/download:", key=f"{key}_json")
 
 

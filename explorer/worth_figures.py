@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.colors import sample_colorscale
+from plotly.colors import qualitative
 import torch
 
 from ponder.analysis.baselines import settle_steps
@@ -77,11 +77,11 @@ def by_group_fig(groups: dict, title: str = "Accuracy if it stopped at step n, b
     """{group name: [N] per-step accuracy} as one line per group."""
     fig = go.Figure()
     n = 1
-    many = len(groups) > len(PALETTE)                  # more groups than colours: a ramp, so no two look alike
+    many = len(groups) > len(PALETTE)                  # more groups than colours: 24 distinct ones (a ramp's neighbours look alike)
     for i, (name, acc) in enumerate(groups.items()):
         acc = np.asarray(acc, np.float64)
         n = max(n, len(acc))
-        color = sample_colorscale("Viridis", i / max(1, len(groups) - 1))[0] if many else PALETTE[i]
+        color = (qualitative.Dark24 if many else PALETTE)[i % 24]
         fig.add_trace(go.Scatter(x=steps(len(acc)), y=acc, mode="lines+markers", name=name,
                                  line=dict(color=color), marker=dict(size=5),
                                  hovertemplate=f"{name}<br>step %{{x}}<br>accuracy %{{y:.4f}}<extra></extra>"))

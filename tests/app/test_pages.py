@@ -1303,7 +1303,7 @@ def test_per_step_numbers_download_and_every_chart_has_a_png_button(runs, mnist,
         at.segmented_control(key="digit_source").set_value("MNIST test digit")
     run_ok(at)
     labels = [b.proto.label for b in at.get("download_button")]
-    assert "Per-step numbers (CSV)" in labels and "… (JSON)" in labels
+    assert "Steps as CSV" in labels and "Steps as JSON" in labels
     configs = [json.loads(c.proto.config) for c in at.get("plotly_chart")]
     assert configs and all(c["modeBarButtons"] == [["toImage"]] and c["toImageButtonOptions"]["format"] == "png"
                            for c in configs)

@@ -185,3 +185,9 @@ def test_the_step_slider_is_a_band_on_every_per_step_chart():
         lo, hi = ("y0", "y1") if name == "heat" else ("x0", "x1")               # the heatmap's steps are its rows
         assert len(band) == 1 and (band[0][lo], band[0][hi]) == (2.5, 3.5), name
     assert not any(s.fillcolor == CURSOR_COLOR for s in figs.trace_figures(tr, list("0123456789"))["p"].layout.shapes)
+
+
+def test_the_training_chart_names_the_runs_kl_direction():
+    rows = [{"step": s, "loss": 1.0, "rec": 0.9, "reg": 0.1, "accuracy": 0.5, "mean_steps": 3.0} for s in (1, 2)]
+    assert "KL(p_G‖p)" in [t.name for t in figs.training_fig(rows, 0.2, 5, regulariser="kl-reverse").data]
+    assert "KL(p‖p_G)" in [t.name for t in figs.training_fig(rows, 0.2, 5).data]
