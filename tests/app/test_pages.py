@@ -809,14 +809,19 @@ def test_rotation_page_suggests_the_rotation_trained_model_and_switches_to_it(ru
     assert at.sidebar.selectbox(key="pick_model_mnist").value == "mnist-rot22"   # one choice for every page
 
 
+def _rotation_study(at, angles: str, ranges: str, limit: int):
+    """Fill the Rotation page's form and press Evaluate."""
+    at.text_input(key="rot_angles").input(angles)
+    at.text_input(key="rot_ranges").input(ranges)
+    at.number_input(key="rot_limit").set_value(limit)
+    at.button(key="rot_go").click()
+    return run_ok(at)
+
+
 def test_rotation_page_states_the_answer_from_the_numbers(runs):
     at = open_app("app_pages/rotation.py", model="runs/tiny-mnist")
     at.session_state["_model_mnist"] = "runs/tiny-mnist"
-    at.text_input(key="rot_angles").input("0, 90")
-    at.text_input(key="rot_ranges").input("45")
-    at.number_input(key="rot_limit").set_value(100)
-    at.button(key="rot_go").click()
-    run_ok(at)
+    _rotation_study(at, "0, 90", "45", 100)
     assert at.sidebar.selectbox(key="pick_model_mnist").value == "runs/tiny-mnist"
     verdict = texts(at)
     assert "Does it ponder longer" in at.subheader[0].value
@@ -835,11 +840,7 @@ def test_rotation_page_states_the_answer_from_the_numbers(runs):
 def test_rotation_page_refines_a_first_pass_and_a_fresh_server_opens_it_from_disk(runs, monkeypatch):
     from explorer import loaders
     at = open_app("app_pages/rotation.py", model="runs/tiny-mnist")
-    at.text_input(key="rot_angles").input("0, 30")
-    at.text_input(key="rot_ranges").input("60")
-    at.number_input(key="rot_limit").set_value(600)      # more than a first pass: 200 first, then the page again
-    at.button(key="rot_go").click()
-    run_ok(at)
+    _rotation_study(at, "0, 30", "60", 600)              # more than a first pass: 200 first, then the page again
     assert "on 600 test images rotated" in texts(at) and "A first look" not in texts(at)
     assert len(_worth(at)) == 1                         # the "worth it?" section once all images are in
     kept = list((runs / ".cache" / "studies").glob("rotation-*.json"))
@@ -847,12 +848,7 @@ def test_rotation_page_refines_a_first_pass_and_a_fresh_server_opens_it_from_dis
     assert {"angles": [0, 30], "ranges": [60], "limit": 600, "mode": "sample", "seed": 0} in limits
     loaders.rotation_results.clear()                     # a fresh server: nothing in memory, the disk remembers
     monkeypatch.setattr(loaders, "rotation_study", lambda *a, **k: pytest.fail("measured again"))
-    again = open_app("app_pages/rotation.py", model="runs/tiny-mnist")
-    again.text_input(key="rot_angles").input("0, 30")
-    again.text_input(key="rot_ranges").input("60")
-    again.number_input(key="rot_limit").set_value(600)
-    again.button(key="rot_go").click()
-    run_ok(again)
+    again = _rotation_study(open_app("app_pages/rotation.py", model="runs/tiny-mnist"), "0, 30", "60", 600)
     assert "on 600 test images rotated" in texts(again)
     assert at.dataframe[0].value.equals(again.dataframe[0].value)
 
@@ -1073,12 +1069,7 @@ def test_parity_page_worth_it_chart_and_easy_hard_per_step_accuracy(runs):
 
 
 def test_rotation_page_per_step_accuracy_by_rotation(runs):
-    at = open_app("app_pages/rotation.py", model="runs/tiny-mnist")
-    at.text_input(key="rot_angles").input("0, 90")
-    at.text_input(key="rot_ranges").input("45")
-    at.number_input(key="rot_limit").set_value(100)
-    at.button(key="rot_go").click()
-    run_ok(at)
+    at = _rotation_study(open_app("app_pages/rotation.py", model="runs/tiny-mnist"), "0, 90", "45", 100)
     assert len(_worth(at)) == 1 and "At equal compute" in texts(at)
     groups = _by_group(at)
     assert [t["name"] for t in groups["data"]] == ["0°", "90°", "±45°"] and all(len(t["y"]) == 5 for t in groups["data"])
