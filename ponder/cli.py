@@ -1,4 +1,4 @@
-"""Command line: python -m ponder {train, evaluate, sweep, reproduce} --help. The train command lives here;
+"""Command line: python -m ponder {train, evaluate, sweep, study, reproduce} --help. The train command lives here;
 the parser is cli_args.py, the evaluate and sweep commands cli_evaluate.py and cli_sweep.py."""
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ def main(argv=None) -> int:
             return cmd_evaluate(args)
         if args.command == "sweep":
             return cmd_sweep(args)
+        if args.command == "study":
+            return cmd_study(args)
         if args.command == "reproduce":
             from .reproduce import run as reproduce
             return reproduce(quick=args.quick, from_assets=args.from_assets, out=args.out,
@@ -162,3 +164,18 @@ def _remove_if_empty(out, created: bool) -> None:
     from .store.atomic import remove_if_empty
     if created:
         remove_if_empty(out)
+
+
+def cmd_study(args) -> int:
+    from pathlib import Path
+
+    from .store.atomic import atomic_write_json
+    from .study import STUDY, study, study_markdown
+    s = study(args.folder, data_dir=args.data_dir, device=args.device)
+    print(study_markdown(s), end="")
+    if args.to:
+        Path(args.to).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(Path(args.to), s)
+    print(f"wrote {Path(args.folder) / STUDY}" + (f" and {args.to}" if args.to else ""))
+    return 0
+

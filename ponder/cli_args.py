@@ -11,6 +11,7 @@ import threading
 from dataclasses import fields
 
 from .config import DEVICES, MAX_SEED, REGULARISERS, TrainConfig
+from .halting import LAMBDA_INPUTS
 from .tasks import TASKS
 from .tasks.mnist import MNIST_READERS
 
@@ -112,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", default="auto", choices=DEVICES)
     e.add_argument("--json", action="store_true", help="print one JSON object")
 
+    s = sub.add_parser("study", help="measure a sweep's trials and compare its settings over seeds (study.json/md)")
+    s.add_argument("folder", help="a sweep folder (python -m ponder sweep --out)")
+    s.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw")
+    s.add_argument("--device", default="cpu", choices=DEVICES)
+    s.add_argument("--to", default=None, help="also write study.json here (docs/studies/NAME.json: results.md reads it)")
+
     r = sub.add_parser("reproduce", help="retrain or re-evaluate the shipped models; write results.md/json")
     r.add_argument("--quick", action="store_true", help="small settings, under 5 minutes on 2 CPU cores")
     r.add_argument("--from-assets", action="store_true", help="only re-evaluate the models in assets/")
@@ -133,6 +140,9 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
     t.add_argument("--regulariser", default=None, choices=REGULARISERS,
                    help="kl: KL(p || p_G), the paper's direction; kl-reverse: KL(p_G || p), the prior first "
                         f"(default: {defaults('regulariser')})")
+    t.add_argument("--lambda-input", default=d.lambda_input, choices=LAMBDA_INPUTS,
+                   help="what the lambda head reads: hidden (the cell's state, the paper's) or confidence (also the "
+                        f"answer's top probability and how far it moved since the last step) (default {d.lambda_input})")
     t.add_argument("--reader", default=None, choices=MNIST_READERS,
                    help="MNIST step function: rows (rows_per_step more rows each step: evidence grows, so halting "
                         "varies by digit), cnn (the article's: the whole image every step, halting follows the "

@@ -44,6 +44,9 @@ class TrainConfig:
     lr_schedule: str = "onecycle"    # "onecycle" (warm-up then cosine decay) or "constant"
     check_every: int = 50            # read the device's divergence flag (and snapshot the weights) every this many
                                      # steps and at log points; a NaN/inf run stops at most this many steps late
+    lambda_input: str = "hidden"     # what the lambda head reads: "hidden" (h_{n+1}, the paper's) or "confidence"
+                                     # (also the answer's top probability and its change from step n-1;
+                                     # ponder.halting.confidence_features)
     cuda_graph: bool = True          # on CUDA: capture the whole training step in a CUDA graph and replay it
                                      # (eager steps where capture fails; ignored on CPU/MPS and with compile)
 
@@ -60,6 +63,9 @@ class TrainConfig:
         get_task(self.task)
         _check(finite(self.lambda_p) and 0.0 < self.lambda_p <= 1.0, "lambda_p", "(0, 1]", self.lambda_p)
         _check(finite(self.beta) and self.beta >= 0.0, "beta", ">= 0", self.beta)
+        from .halting import LAMBDA_INPUTS
+        _check(_choice(self.lambda_input, LAMBDA_INPUTS), "lambda_input", f"one of {', '.join(LAMBDA_INPUTS)}",
+               self.lambda_input)
         _check(_choice(self.regulariser, REGULARISERS), "regulariser", f"one of {', '.join(REGULARISERS)}", self.regulariser)
         for task in TASKS.values():          # each task checks the fields it reads, whatever the run's task
             task.check(self)

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 MODES = ("sample", "deterministic", "expected")
 LOG_HALF = math.log(0.5)
+LAMBDA_INPUTS = ("hidden", "confidence")     # what the lambda head reads (PonderNet.lambda_input)
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -55,6 +56,13 @@ def halting_lambdas(lambda_logits: torch.Tensor) -> torch.Tensor:
     """lambda_n = sigma(l_n), with lambda_N = 1. [N, B] -> [N, B] float32."""
     lam = torch.sigmoid(lambda_logits.float())
     return torch.cat([lam[:-1], torch.ones_like(lam[:1])])
+
+
+def confidence_features(probs: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+    """What the lambda head reads besides h under lambda_input="confidence", from the answer y_n's class
+    probabilities P_n [..., C] and the step before's P_{n-1} (uniform before step 1): the answer's confidence
+    max_c P_n(c) and how far it moved, the total-variation distance 1/2 sum_c |P_n(c) - P_{n-1}(c)|. [..., 2]"""
+    return torch.stack([probs.amax(-1), 0.5 * (probs - prev).abs().sum(-1)], -1)
 
 
 def first_true(mask: torch.Tensor) -> torch.Tensor:
@@ -150,11 +158,26 @@ class PonderResult:
 class PonderNet(nn.Module):
     """Runs a step function for up to N steps and owns the halting distribution."""
 
-    def __init__(self, step_fn: nn.Module, max_steps: int, lambda_p: float):
+    def __init__(self, step_fn: nn.Module, max_steps: int, lambda_p: float, lambda_input: str = "hidden"):
         super().__init__()
+        if lambda_input not in LAMBDA_INPUTS:
+            raise ValueError(f"lambda_input must be one of {LAMBDA_INPUTS}, got {lambda_input!r}")
         self.step_fn = step_fn
         self.max_steps = int(max_steps)     # N
         self.lambda_p = float(lambda_p)     # the prior's lambda_p (kept for charts and losses)
+        self.lambda_input = lambda_input
+        # "confidence": lambda_n = sigma(head(h_{n+1}) + w . confidence_features(P_n, P_{n-1}) + b), the features
+        # detached (the answer is not bent to move the halting); w, b start at 0, so step 1 of training is the
+        # plain head's
+        self.confidence_head = nn.Linear(2, 1) if lambda_input == "confidence" else None
+        if self.confidence_head is not None:
+            nn.init.zeros_(self.confidence_head.weight)
+            nn.init.zeros_(self.confidence_head.bias)
+
+    def confidence_logit(self, probs: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+        """The confidence head's share of lambda_n's logit: probs, prev [..., C] -> [...] (float32)."""
+        feats = confidence_features(probs.detach().float(), prev.detach().float())
+        return self.confidence_head(feats).squeeze(-1)
 
     def forward(self, x: torch.Tensor) -> PonderForward:
         """Full unroll of all N steps (training / evaluation)."""
@@ -171,6 +194,10 @@ class PonderNet(nn.Module):
                 logits.append(l)
             y, lambda_logits = torch.stack(ys), torch.stack(logits)
         lambda_logits = lambda_logits.float()                   # [N, B]
+        if self.confidence_head is not None:
+            probs = step_probs(self, y)                         # [N, B, C]
+            prev = torch.cat([torch.full_like(probs[:1], 1.0 / probs.shape[-1]), probs[:-1]])   # P_{n-1}, P_0 uniform
+            lambda_logits = lambda_logits + self.confidence_logit(probs, prev)                   # [N, B]
         return PonderForward(
             y=y,                                                # [N, B, ...]
             log_p=halting_log_probs(lambda_logits),             # [N, B]
@@ -224,11 +251,18 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
         t_lam = torch.full((N, B), float("nan"), device=dev)
         t_p = torch.full((N, B), float("nan"), device=dev)
         t_probs = None
+    prev = None                                           # P_{n-1} of the active samples (confidence head)
     for n in range(N):
         y, h, l = fn.step(ctx, h, n)
         l = l.float()
         if out_y is None:
             out_y = torch.zeros((B, *y.shape[1:]), device=dev)
+        if model.confidence_head is not None:
+            cur = fn.probs(y).float()                                  # [b, C]
+            if prev is None:
+                prev = torch.full_like(cur, 1.0 / cur.shape[1])        # P_0 uniform
+            l = l + model.confidence_logit(cur, prev)
+            prev = cur
         last = n == N - 1
         if need_survive:
             log_not = F.logsigmoid(-l)                                 # log(1 - lambda_n)
@@ -260,6 +294,8 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             idx, ctx, h = idx[keep], ctx.index_select(0, keep), h.index_select(0, keep)
             if need_survive:
                 log_survive = log_survive[keep]
+            if prev is not None:
+                prev = prev[keep]
     out_probs = fn.probs(out_y).float()                                # [B, C], once for all samples
     res = PonderResult(probs=out_probs, pred=out_probs.argmax(1), halt_step=halt_step,
                        steps_run=halt_step.clone())

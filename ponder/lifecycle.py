@@ -17,13 +17,15 @@ from .store.atomic import SaveError, folder_lock, remove_if_empty
 from .store.card import one_line, update_card
 from .store.checkpoint import save_run
 from .store.record import RunRecord
+from .analysis.pays import pays
 from .analysis.unroll import measure_test
 from .config import TrainConfig
 from .halting import PonderNet
 from .tasks import get_task, model_config_dict
 from .train import Progress, TrainResult, train
 
-BREAKDOWNS = ("by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group")   # in results, not in a card
+BREAKDOWNS = ("by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group",   # in results, not in a card
+              "learned_by_group")
 QUICK_TEST_ITEMS = 2000    # test items measured where the whole test set would keep a person waiting: a run the
                            # explorer trains, and a run listed there whose card has no test metrics
 
@@ -53,8 +55,11 @@ class RunOutcome:
 
 
 def card_metrics(metrics: dict, **extra) -> dict:
-    """The one metrics shape a card holds: {'test': the test metrics without the breakdowns, **extra}."""
-    return {"test": {k: v for k, v in metrics.items() if k not in BREAKDOWNS}, **extra}
+    """The one metrics shape a card holds: {'test': the test metrics without the breakdowns, with `pays`
+    (ponder.analysis.pays: the baselines' few numbers) where they were measured, **extra}."""
+    test = {k: v for k, v in metrics.items() if k not in BREAKDOWNS}
+    p = pays(metrics)
+    return {"test": {**test, "pays": p} if p else test, **extra}
 
 
 def measure(model: PonderNet, cfg: TrainConfig, data, limit: Optional[int] = None) -> dict:

@@ -81,7 +81,7 @@ def parameter_count(cfg: TrainConfig) -> int:
     import torch
     from .tasks import build_model
     with torch.device("meta"):
-        model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p)
+        model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p, cfg.lambda_input)
     return sum(p.numel() for p in model.parameters())
 
 

@@ -161,15 +161,19 @@ def parse_seeds(text: str) -> list:
 # ----------------------------------------------------------------------------- the table
 
 def markdown_table(plan: Plan, trials) -> str:
-    """One row per trial: its grid values and seed, status, test accuracy, mean halting step, E[n], time."""
+    """One row per trial: its grid values and seed, status, test accuracy, mean halting step, E[n], the learned
+    halting's lead over a confidence exit at equal steps and its E[n] − settle (ponder.analysis.pays), time."""
     cols = list(plan.grid) + ["seed"]
-    head = ["trial", *cols, "status", "test accuracy", "mean steps", "E[n]", "steps", "train s", "reason"]
+    head = ["trial", *cols, "status", "test accuracy", "mean steps", "E[n]", "learned − confidence", "E[n] − settle",
+            "steps", "train s", "reason"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for t in trials:
         m = t.metrics or {}
         en = mean_expected_steps(m) if m else None
+        pays = m.get("pays") or {}
         cells = [t.name, *(_cell(t.values.get(c)) for c in cols), t.status + (" (resumed)" if t.resumed else ""),
                  _cell(m.get("accuracy"), "{:.4f}"), _cell(m.get("mean_steps"), "{:.2f}"), _cell(en, "{:.2f}"),
+                 _cell(pays.get("learned_minus_confidence"), "{:+.4f}"), _cell(pays.get("expected_minus_settle"), "{:.2f}"),
                  str(t.steps), _cell(t.seconds, "{:.1f}"), t.reason.replace("|", "/")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

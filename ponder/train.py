@@ -149,7 +149,7 @@ def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], m
     torch.manual_seed(cfg.seed)
     device = pick_device(cfg.device)
     if model is None:
-        model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p)
+        model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p, cfg.lambda_input)
     model.to(device).train()
     task = get_task(cfg.task)
     if task.uses_data and mnist is None:

@@ -183,7 +183,8 @@ def at_equal_steps(correct: torch.Tensor, conf: torch.Tensor, p: torch.Tensor,
 
 
 def worth_it(stats: dict, groups: Optional[dict] = None) -> dict:
-    """The baselines, settle steps and per-step accuracy by group of one unroll (ponder.analysis.unroll.unroll_stats:
+    """The baselines, settle steps, per-step accuracy and the learned halting (mean E[n], expected accuracy) by
+    group of one unroll (ponder.analysis.unroll.unroll_stats:
     per_step_correct, per_step_confidence, p [N, B]; correct [B] of the mode's own halting). groups:
     {name: bool mask [B]}; empty groups are left out. JSON-ready."""
     correct, conf, p = stats["per_step_correct"], stats["per_step_confidence"], stats["p"]
@@ -195,6 +196,8 @@ def worth_it(stats: dict, groups: Optional[dict] = None) -> dict:
                       "at_equal_steps": at_equal_steps(correct, conf, p, stats.get("correct"))},
         "settle": {**settle(correct, p), "by_group": {k: settle(correct[:, m], p[:, m]) for k, m in groups.items()}},
         "per_step_accuracy_by_group": {k: fixed_depth(correct[:, m]).tolist() for k, m in groups.items()},
+        "learned_by_group": {k: {key: ln[key] for key in ("mean_steps", "accuracy")}
+                             for k, m in groups.items() for ln in [learned(correct[:, m], p[:, m])]},
     }
 
 

@@ -7,6 +7,9 @@ from ..config import ConfigError, TrainConfig, finite, is_int, model_config_from
 
 MAX_CARD_TEXT = 10000                 # name / status / reason / device strings in a card
 CARD_STRINGS = ("name", "status", "reason", "device", "created", "ponder_version")
+PAYS_RANGES = {"accuracy": (0, 1), "learned": (0, 1), "fixed_depth": (0, 1), "confidence_exit": (0, 1),
+               "learned_minus_confidence": (-1, 1), "learned_minus_fixed": (-1, 1), "needed": (-1, 1),
+               "en_std": (0, None), "mean_steps": (1, None)}   # None: N; any other key: [-N, N] (steps)
 SPREAD_KEYS = ("mean", "std", "min", "max")   # metrics.test.expected_steps: E[n] over the test inputs
 METRIC_LISTS = ("halting_distribution", "per_step_accuracy", "prior")   # one number per step, charted by pages
 MAX_RUN_STEPS = 10 ** 9                # optimiser steps a card may claim (the shipped runs took <= 40,000)
@@ -99,6 +102,11 @@ def check_test_metrics(test: dict, max_steps: int, where: str = "metrics.test", 
         if g["count"]:                           # an empty group has no accuracy or steps (NaN as saved)
             check_test_metrics({k: g.get(k) for k in ("accuracy", "mean_steps", "expected_steps",
                                                       "halting_distribution")}, N, f"{where}.{group}", spread=False)
+    p = test.get("pays")                         # ponder.analysis.pays: accuracies, differences, steps
+    if p is not None:
+        for k, v in _check_mapping(f"{where}.pays", p).items():
+            lo, hi = PAYS_RANGES.get(k, (-N, N))
+            _check_number(f"{where}.pays.{short_repr(k, 30)}", v, lo, N if hi is None else hi, optional=True)
     bc = test.get("by_correctness")
     if bc is not None:
         for name, g in _check_mapping(f"{where}.by_correctness", bc).items():

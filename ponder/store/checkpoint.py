@@ -175,7 +175,8 @@ def load_checkpoint(path, device="cpu") -> Checkpoint:
     # build imports torch's Python meta kernels, about a second.
     def build():
         train = card["train"]
-        return build_model(train["task"], card["model"], train["max_steps"], train["lambda_p"])
+        return build_model(train["task"], card["model"], train["max_steps"], train["lambda_p"],
+                           train.get("lambda_input", "hidden"))
 
     model = None
     try:

@@ -152,13 +152,14 @@ def get_task(name) -> Task:
     return task
 
 
-def build_model(task: str, model_cfg, max_steps: int, lambda_p: float):
-    """The PonderNet of a task: its step function (from a model config or a card's mapping) and halting."""
+def build_model(task: str, model_cfg, max_steps: int, lambda_p: float, lambda_input: str = "hidden"):
+    """The PonderNet of a task: its step function (from a model config or a card's mapping) and halting
+    (lambda_input: what its lambda head reads, ponder.halting.LAMBDA_INPUTS)."""
     from ..halting import PonderNet
     t = get_task(task)
     if isinstance(model_cfg, dict):
         model_cfg = t.model_config_from_dict(model_cfg)
-    return PonderNet(t.build_step(model_cfg, lambda_p), max_steps=max_steps, lambda_p=lambda_p)
+    return PonderNet(t.build_step(model_cfg, lambda_p), max_steps=max_steps, lambda_p=lambda_p, lambda_input=lambda_input)
 
 
 from . import mnist, parity  # noqa: E402,F401  (each registers its task)

@@ -5,7 +5,7 @@ import torch
 
 from helpers import tiny_model
 from ponder import data as D
-from ponder.halting import MODES, draw_uniforms, expected_steps, first_true, halt_mask, halting_log_probs, ponder
+from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, confidence_features, draw_uniforms, expected_steps, first_true, halt_mask, halting_log_probs, ponder)
 from ponder.losses import kl_to_prior
 
 
@@ -33,8 +33,10 @@ def test_halt_mask_deterministic_is_median():
 
 @pytest.mark.parametrize("task", ["mnist", "parity"])
 @pytest.mark.parametrize("mode", ["sample", "deterministic"])
-def test_early_exit_equals_full_unroll_then_gather(task, mode):
-    model = tiny_model(task, max_steps=8, lambda_p=0.3)
+@pytest.mark.parametrize("lambda_input", LAMBDA_INPUTS)
+def test_early_exit_equals_full_unroll_then_gather(task, mode, lambda_input):
+    # seed 1 with the confidence head: a seed whose tiny mnist model's median halt still varies by input
+    model = tiny_model(task, max_steps=8, lambda_p=0.3, lambda_input=lambda_input, seed=int(lambda_input != "hidden"))
     x = _inputs(task)
     u = draw_uniforms(8, 64, torch.Generator().manual_seed(3))
     res = ponder(model, x, mode, uniforms=u, trace=True)
@@ -53,6 +55,41 @@ def test_early_exit_equals_full_unroll_then_gather(task, mode):
         assert torch.allclose(res.trace_p[:s, b], out.log_p[:s, b].exp(), atol=1e-5)
         assert torch.allclose(res.trace_lambda[:s, b], out.lambdas[:s, b], atol=1e-5)
         assert torch.isnan(res.trace_p[s:, b]).all()
+
+
+def test_confidence_features_by_hand():
+    # P_1 = (0.7, 0.2, 0.1) after the uniform P_0 = (1/3, 1/3, 1/3): confidence 0.7; total variation
+    # 1/2 (|0.7 - 1/3| + |0.2 - 1/3| + |0.1 - 1/3|) = 1/2 (11/30 + 4/30 + 7/30) = 11/30
+    p1 = torch.tensor([0.7, 0.2, 0.1])
+    f = confidence_features(p1, torch.full((3,), 1 / 3))
+    assert torch.allclose(f, torch.tensor([0.7, 11 / 30]), atol=1e-6)
+    # P_2 = (0.1, 0.8, 0.1): confidence 0.8, moved 1/2 (0.6 + 0.6 + 0) = 0.6; an unchanged answer moved 0
+    f2 = confidence_features(torch.tensor([[0.1, 0.8, 0.1], [0.7, 0.2, 0.1]]), torch.stack([p1, p1]))
+    assert torch.allclose(f2, torch.tensor([[0.8, 0.6], [0.7, 0.0]]), atol=1e-6)
+
+
+@pytest.mark.parametrize("task", ["mnist", "parity"])
+def test_a_fresh_confidence_head_halts_like_the_hidden_one(task):
+    # w, b start at 0: the same step weights give the same lambdas with either input
+    plain = tiny_model(task, max_steps=6, lambda_input="hidden")
+    conf = PonderNet(plain.step_fn, 6, plain.lambda_p, lambda_input="confidence").eval()
+    x = _inputs(task, b=16)
+    with torch.no_grad():
+        assert torch.equal(plain(x).lambda_logits, conf(x).lambda_logits)
+
+
+def test_the_confidence_features_are_detached():
+    # the halting may read the answer but not bend it: a loss on the lambdas alone gives the answer head no
+    # gradient, and the confidence head one
+    model = tiny_model("parity", max_steps=6, lambda_input="confidence").train()
+    model(_inputs("parity", b=16)).lambda_logits.sum().backward()
+    assert model.step_fn.out_head.weight.grad is None or not model.step_fn.out_head.weight.grad.any()
+    assert model.confidence_head.weight.grad.abs().sum() > 0
+
+
+def test_bad_lambda_input():
+    with pytest.raises(ValueError, match="lambda_input"):
+        tiny_model("parity", lambda_input="answer")
 
 
 def test_early_exit_really_skips_compute():

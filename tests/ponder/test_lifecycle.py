@@ -12,6 +12,7 @@ from ponder.store.atomic import SaveError
 from ponder.store.card import read_card, read_history, read_record
 from ponder.store.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
+from ponder.analysis.pays import pays
 from ponder.store.runs import list_models
 
 TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",
@@ -27,10 +28,13 @@ def test_a_run_is_trained_saved_measured_and_recorded(tmp_path):
     assert done.run_dir == tmp_path / "r" and [p.step for p in reports] == [5, 10, 15, 20]
     card = read_card(done.run_dir)
     assert card["status"] == "completed" and card["steps"] == 20 and len(read_history(done.run_dir)) == 4
-    # one metrics shape: {'test': the full metrics less the per-class / per-k breakdowns and the baselines}
+    # one metrics shape: {'test': the full metrics less the per-class / per-k breakdowns and the baselines,
+    # plus the baselines' few numbers (pays)}
     assert set(card["metrics"]) == {"test"}
-    assert card["metrics"]["test"] == {k: v for k, v in done.metrics.items() if k not in (
-        "by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group")}
+    assert card["metrics"]["test"] == {**{k: v for k, v in done.metrics.items() if k not in (
+        "by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group", "learned_by_group")},
+        "pays": pays(done.metrics)}
+    assert card["metrics"]["test"]["pays"]["learned"] == done.metrics["baselines"]["at_equal_steps"]["learned"]
     assert "baselines" in done.metrics and "baselines" not in card["metrics"]["test"]
     assert "by_k" in done.metrics and card["metrics"]["test"]["n"] == 500
     assert card["metrics"] == lifecycle.card_metrics(done.metrics) == done.record.metrics

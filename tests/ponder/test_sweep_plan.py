@@ -50,12 +50,15 @@ def test_a_grid_over_the_cap_is_refused_before_anything_is_built():
 def test_the_table_has_a_row_per_trial_with_its_values_and_metrics():
     t0, t1 = plan("lambda_p=0.2,0.5").trials()
     t0.end(new_record(t0.config, {}, status="completed", steps=10, train_seconds=1.25,
-                      metrics={"test": {"accuracy": 0.75, "mean_steps": 2.5, "expected_steps": {"mean": 2.625}}}))
+                      metrics={"test": {"accuracy": 0.75, "mean_steps": 2.5, "expected_steps": {"mean": 2.625},
+                                        "pays": {"learned_minus_confidence": -0.0025, "expected_minus_settle": 1.5}}}))
     t1.end(new_record(t1.config, {}, status="failed", reason="loss became inf | at step 1"))
     t1.resumed = False
     lines = P.markdown_table(plan("lambda_p=0.2,0.5"), [t0, t1]).splitlines()
-    assert lines[0] == "| trial | lambda_p | seed | status | test accuracy | mean steps | E[n] | steps | train s | reason |"
-    # 0.75 -> 0.7500, 2.5 -> 2.50, 2.625 -> "2.62" (Python rounds the float 2.625 half to even), 1.25 s -> 1.2
-    assert lines[2] == "| lambda_p0.2-seed0 | 0.2 | 0 | completed | 0.7500 | 2.50 | 2.62 | 10 | 1.2 |  |"
+    assert lines[0] == ("| trial | lambda_p | seed | status | test accuracy | mean steps | E[n] | learned − confidence | "
+                        "E[n] − settle | steps | train s | reason |")
+    # 0.75 -> 0.7500, 2.5 -> 2.50, 2.625 -> "2.62" (Python rounds the float 2.625 half to even), 1.25 s -> 1.2,
+    # -0.0025 -> -0.0025 with its sign, 1.5 -> 1.50
+    assert lines[2] == "| lambda_p0.2-seed0 | 0.2 | 0 | completed | 0.7500 | 2.50 | 2.62 | -0.0025 | 1.50 | 10 | 1.2 |  |"
     # no metrics: "-"; a "|" in the reason would end the cell, so it is written "/"
-    assert lines[3] == "| lambda_p0.5-seed0 | 0.5 | 0 | failed | - | - | - | 0 | 0.0 | loss became inf / at step 1 |"
+    assert lines[3] == "| lambda_p0.5-seed0 | 0.5 | 0 | failed | - | - | - | - | - | 0 | 0.0 | loss became inf / at step 1 |"

@@ -1,0 +1,128 @@
+"""A study: a sweep's settings compared by whether their thought pays, over seeds. `python -m ponder study DIR`
+measures every completed trial of the sweep folder DIR on its full test set (ponder.analysis.unroll.measure_test),
+writes each trial's pays() numbers into its card, and writes DIR/study.json and DIR/study.md: per setting (the
+grid values without the seed) the mean, spread and range over seeds of ponder.analysis.pays.KEYS, and the mean
+per-step accuracy of each named group (parity's easy / hard, MNIST's quartiles of E[n]) over seeds."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .analysis.pays import over_seeds, pays
+from .analysis.unroll import measure_test
+from .config import ConfigError
+from .lifecycle import card_metrics
+from .store.atomic import atomic_write_bytes, atomic_write_json
+from .store.card import update_card
+from .store.checkpoint import load_checkpoint
+from .store.record import RunRecord
+from .sweep import read_sweep
+from .tasks import get_task
+
+STUDY, STUDY_TABLE = "study.json", "study.md"
+CURVE_GROUPS = ("easy", "hard", "E[n] Q1", "E[n] Q4")      # the per-step accuracy curves a study keeps
+
+
+def measure_trial(folder: Path, data=None, device: str = "cpu") -> dict:
+    """One trial's full test measurement; its card gets the card metrics (with pays). Returns
+    {pays, curves: {group: per-step accuracy}}."""
+    ck = load_checkpoint(folder, device=device)
+    cfg = RunRecord.from_card(ck.card).config
+    res = measure_test(ck.model, cfg, data)
+    update_card(folder, metrics=card_metrics(res))
+    return {"pays": pays(res), "curves": {g: c for g, c in res["per_step_accuracy_by_group"].items() if g in CURVE_GROUPS}}
+
+
+def study(folder, data_dir: Optional[str] = None, device: str = "cpu", log=print) -> dict:
+    """Measure the completed trials of the sweep in `folder` and summarise them per setting (see the module)."""
+    folder = Path(folder)
+    sw = read_sweep(folder)
+    if sw is None:
+        raise ConfigError(f"{folder} holds no sweep (no readable sweep.json): give a folder `python -m ponder sweep` wrote")
+    task = get_task(sw["plan"]["task"])
+    data = None
+    trials = [t for t in sw["trials"] if isinstance(t, dict) and t.get("status") == "completed"]
+    points: dict = {}
+    for t in trials:
+        if task.uses_data and data is None:
+            data = task.load_data(data_dir)
+        m = measure_trial(folder / t["name"], data, device)
+        setting = {k: v for k, v in t["values"].items() if k != "seed"}
+        key = json.dumps(setting, sort_keys=True)
+        points.setdefault(key, {"setting": setting, "trials": []})["trials"].append(
+            {"name": t["name"], "seed": t["values"].get("seed"), **m})
+        log(f"{t['name']}: " + ", ".join(f"{k} {v:.4f}" for k, v in m["pays"].items() if v is not None))
+    out = {"folder": folder.name, "plan": sw["plan"], "settings": []}
+    for p in points.values():
+        curves = {}
+        for g in CURVE_GROUPS:
+            cs = [tr["curves"][g] for tr in p["trials"] if g in tr["curves"]]
+            if cs:
+                curves[g] = np.mean(np.array(cs, np.float64), 0).tolist()      # [N] mean over seeds
+        out["settings"].append({"setting": p["setting"], "seeds": [tr["seed"] for tr in p["trials"]],
+                                "over_seeds": over_seeds([tr["pays"] for tr in p["trials"]]),
+                                "curves": curves, "trials": [{k: tr[k] for k in ("name", "seed", "pays")}
+                                                             for tr in p["trials"]]})
+    atomic_write_json(folder / STUDY, out)
+    atomic_write_bytes(folder / STUDY_TABLE, study_markdown(out).encode())
+    return out
+
+
+# ----------------------------------------------------------------------------- the tables
+
+COLUMNS = (("accuracy", "accuracy", 4), ("mean_steps", "E[n]", 2), ("en_std", "E[n] std", 2),
+           ("learned_minus_confidence", "learned − confidence", 4), ("learned_minus_fixed", "learned − fixed", 4),
+           ("expected_minus_settle", "E[n] − settle", 2), ("hard_minus_easy", "hard − easy E[n]", 2),
+           ("needed", "needed on hard", 4))
+
+
+def _cell(s: Optional[dict], digits: int) -> str:
+    if s is None:
+        return "-"
+    if s["n"] == 1:
+        return f"{s['mean']:.{digits}f}"
+    return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f} ({s['min']:.{digits}f} to {s['max']:.{digits}f})"
+
+
+def setting_label(setting: dict, base: dict, task: Optional[str] = None) -> str:
+    """A setting in words: the sweep's fixed flags that matter most (of those its task reads), then its grid values."""
+    reads = get_task(task).reads if task else ()
+    keys = ("regulariser", "lambda_p", "beta", "hidden", "lambda_input") + tuple(
+        k for k in ("reader", "rows_per_step", "parity_preset") if k in reads)
+    show = {k: base[k] for k in keys if k in base and k not in setting}
+    return ", ".join(f"{k} {v}" for k, v in {**show, **setting}.items())
+
+
+def study_markdown(s: dict, title: Optional[str] = None) -> str:
+    """A study's table: one row per setting, mean ± std (min to max) over its seeds."""
+    used = [c for c in COLUMNS if any(st["over_seeds"].get(c[0]) for st in s["settings"])]
+    lines = [f"### {title or s['folder']}", "",
+             "| setting | seeds | " + " | ".join(name for _, name, _ in used) + " |",
+             "|---|---|" + "---|" * len(used)]
+    for st in s["settings"]:
+        cells = [_cell(st["over_seeds"].get(k), d) for k, _, d in used]
+        lines.append(f"| {setting_label(st['setting'], s['plan'].get('base', {}), s['plan'].get('task'))} | "
+                     f"{', '.join(map(str, st['seeds']))} | " + " | ".join(cells) + " |")
+    groups = [g for g in CURVE_GROUPS if any(g in st["curves"] for st in s["settings"])]
+    if groups:
+        lines += ["", "Per-step accuracy by group, mean over seeds (step 1, 2, …):", ""]
+        for st in s["settings"]:
+            for g in groups:
+                if g in st["curves"]:
+                    lines.append(f"- {setting_label(st['setting'], {})} · {g}: "
+                                 + " ".join(f"{a:.3f}" for a in st["curves"][g]))
+    return "\n".join(lines) + "\n"
+
+
+def load_studies(folder) -> dict:
+    """{name: study} of the study JSON files in `folder` (docs/studies), by file name; {} when there are none."""
+    out = {}
+    for f in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
+        try:
+            out[f.stem] = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+    return out
