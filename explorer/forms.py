@@ -7,6 +7,7 @@ import streamlit as st
 import torch
 
 from ponder.config import REGULARISERS, ConfigError, TrainConfig
+from ponder.halting import LAMBDA_INPUTS
 from ponder.tasks import TASKS, get_task
 from ponder.tasks.mnist import MNIST_READERS
 from ponder.store.manage import import_zip
@@ -57,6 +58,7 @@ MAX_STEPS, MAX_HIDDEN, MAX_BATCH = IMPORT_MAX_STEPS, IMPORT_MAX_HIDDEN, 512   # 
 SIZE_HELP = "The form's limits keep a run under ~2.5 GB of memory; a run that does not fit in the memory free now is refused."
 
 REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G ‖ p), reverse"}
+LAMBDA_INPUT_LABELS = {"hidden": "the cell's state h (the paper's)", "confidence": "h and the answer's confidence"}
 READER_LABELS = {"rows": "rows: 2 more a step (ponders)", "coarse": "coarse to fine",
                  "cnn": "cnn: whole image (the article's)"}
 # E[n] std over the test digits, 3-epoch runs (README's reader table; docs/results.md, "The default MNIST design")
@@ -84,6 +86,10 @@ def train_form_ui(task: str) -> Optional[tuple]:
                            format_func=REGULARISER_LABELS.get,
                            help="KL(p ‖ p_G), the paper's, lets p ≈ 0 on early steps (mode-seeking); "
                                 "KL(p_G ‖ p) keeps weight on every step (mass-covering).")
+        lam_in = st.selectbox("What the λ head reads", LAMBDA_INPUTS, index=LAMBDA_INPUTS.index(v("lam_in", d.lambda_input)),
+                              key=k + "lam_in", format_func=LAMBDA_INPUT_LABELS.get,
+                              help="The halting probability λ_n comes from the cell's state h; 'confidence' also gives "
+                                   "it the answer's top probability and how far the answer moved since the last step.")
         reader = st.selectbox("What each step sees (MNIST)", MNIST_READERS,
                               index=MNIST_READERS.index(v("reader", d.reader)),
                               disabled="reader" not in t.reads, key=k + "reader", format_func=READER_LABELS.get,
@@ -119,7 +125,7 @@ def train_form_ui(task: str) -> Optional[tuple]:
         go = st.form_submit_button("Start training", icon=":material/play_arrow:", type="primary",
                                    width="stretch", key="tf_start")
     if go:
-        kept.update(name=name, beta=beta, reg=reg, reader=reader, n=n, hidden=hidden, batch=batch, lr=lr, epochs=epochs,
+        kept.update(name=name, beta=beta, reg=reg, lam_in=lam_in, reader=reader, n=n, hidden=hidden, batch=batch, lr=lr, epochs=epochs,
                     seconds=seconds, rot=rot, preset=preset, seed=seed, device=device)
     if not go:
         return None
@@ -130,7 +136,7 @@ def train_form_ui(task: str) -> Optional[tuple]:
                                max_seconds=float(seconds) or None,
                                rotate_train=float(rot) if "rotate_train" in t.reads else 0.0,
                                seed=int(seed), device=device, parity_preset=preset, regulariser=reg,
-                               reader=reader if "reader" in t.reads else d.reader)
+                               lambda_input=lam_in, reader=reader if "reader" in t.reads else d.reader)
     try:
         safe, cfg = safe_name(name), cfg.validate()
         if note := tables.renamed(name, safe):

@@ -37,6 +37,11 @@ def plain(text) -> str:
 REGULARISER_NAMES = {"kl": "KL(p ‖ p_G)", "kl-reverse": "KL(p_G ‖ p)"}
 
 
+def lambda_input_name(train: dict) -> str:
+    """What the run's λ head reads, in words (cards without the field: h, the paper's)."""
+    return "h and the answer's confidence" if (train or {}).get("lambda_input") == "confidence" else "h"
+
+
 def regulariser_name(train: dict) -> str:
     """The KL direction a run was trained with, in words ('?' for a training config without one)."""
     return REGULARISER_NAMES.get((train or {}).get("regulariser"), "?")
@@ -57,6 +62,7 @@ def describe_card(card: dict) -> str:
     parts = [f"**{plain(card.get('name', '?'))}** · {tr.get('task', '?')} · status **{plain(card.get('status', '?'))}**"
              + (f" ({plain(card['reason'])})" if card.get("reason") else ""),
              f"λp = {tr.get('lambda_p')}, β = {tr.get('beta')}, regulariser {regulariser_name(tr)}, "
+             f"λ head reads {lambda_input_name(tr)}, "
              + (f"{task_settings(card)}, " if task_settings(card) else "") + f"N = {tr.get('max_steps')}, "
              f"hidden = {tr.get('hidden')}, batch = {tr.get('batch_size')}, lr = {tr.get('lr')}",
              f"epochs = {tr.get('epochs')}, time budget = {tr.get('max_seconds') or 'none'}, "

@@ -19,13 +19,16 @@ from .store.card import mean_expected_steps, two_decimals, update_card
 from .store.record import RunRecord
 from .store.checkpoint import load_checkpoint
 from .analysis.baselines import worth_sentence
+from .analysis.pays import marks, pays
 from .analysis.studies import prior_mean, rotation_study, rotation_verdict
 from .analysis.unroll import measure_test
 from .config import ConfigError, TrainConfig
 from .tasks import get_task
+from .study import load_studies, study_markdown
 from .train import device_name, pick_device
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
+STUDIES = Path(__file__).resolve().parent.parent / "docs" / "studies"   # `python -m ponder study DIR --to` writes these
 FIXED_ANGLES = (0, 22.5, 45, 67.5, 90, 135, 180)
 UNIFORM_RANGES = (22.5, 45, 67.5, 90)
 SWEEP = (0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
@@ -142,6 +145,7 @@ def run(quick: bool = False, from_assets: bool = False, out: str = "results", da
                                         "lambda_p": record.lambda_p, "max_steps": record.max_steps,
                                         "metrics": metrics, "eval_seconds": round(time.perf_counter() - t0, 1)}
         log(f"[{spec.name}] accuracy {metrics['accuracy']:.4f}, mean steps {metrics['mean_steps']:.2f}")
+    results["studies"] = load_studies(STUDIES)
     (out_dir / "results.json").write_text(json.dumps(results, indent=1))
     (out_dir / "results.md").write_text(results_markdown(results))
     log(f"wrote {out_dir / 'results.md'} and {out_dir / 'results.json'}")
@@ -240,7 +244,39 @@ def results_markdown(r: dict) -> str:
         lines += ["", f"Failed runs: {', '.join(failed) if failed else 'none (every run finished with a finite loss)'}.", ""]
     lines += [line for name, m in models.items() if "by_k" in m["metrics"] for line in parity_section(name, m)]
     lines += worth_section(models)
+    lines += marks_section(models)
+    lines += studies_section(r.get("studies") or {})
     return "\n".join(lines) + "\n"
+
+
+def marks_section(models: dict) -> list:
+    """The marks each shipped model is held to (ponder.analysis.pays.MARKS), its measured value and whether it
+    meets them."""
+    rows = [(n, mk) for n, m in models.items() for mk in marks(n, pays(m["metrics"]))]
+    if not rows:
+        return []
+    lines = table("Does the thought pay? The shipped models against their marks",
+                  "| model | mark | needs | measured | met |")
+    for n, mk in rows:
+        v = "-" if mk["value"] is None else f"{mk['value']:.4f}"
+        lines.append(f"| {n} | {mk['what']} | {mk['op']} {mk['mark']:g} | {v} | {'yes' if mk['met'] else '**no**'} |")
+    return lines + [""]
+
+
+def studies_section(studies: dict) -> list:
+    """What each study of docs/studies/ measured (ponder.study): per setting, mean ± std (min to max) over seeds."""
+    if not studies:
+        return []
+    lines = ["## What makes halting pay: the studies", "",
+             "Each row is one setting trained with 3 seeds or more (`python -m ponder sweep ... --seeds 0,1,2`, then "
+             "`python -m ponder study DIR --to docs/studies/NAME.json`), measured on the full test set: accuracy "
+             "(sampled halting), mean E[n] and its std over the inputs, the learned halting's expected accuracy minus a "
+             "confidence exit's and a fixed depth's at the same mean steps, mean E[n] − settle step, and for parity "
+             "hard − easy E[n] and 'needed on hard' (the hard vectors' accuracy under the learned halting minus their "
+             "accuracy at a fixed depth equal to the easy vectors' mean E[n]).", ""]
+    for name, s in studies.items():
+        lines += study_markdown(s, title=name).splitlines() + [""]
+    return lines
 
 
 def parity_section(name: str, m: dict) -> list:

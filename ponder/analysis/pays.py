@@ -32,17 +32,19 @@ def pays(res: dict) -> Optional[dict]:
         return None
     at = base["at_equal_steps"]
     out = {k: None for k in KEYS}
-    out.update(accuracy=res["accuracy"], mean_steps=at["mean_steps"], en_std=res["expected_steps"]["std"],
+    en = res.get("expected_steps")
+    out.update(accuracy=res["accuracy"], mean_steps=at["mean_steps"], en_std=en.get("std") if isinstance(en, dict) else None,
                learned=at["learned"], fixed_depth=at["fixed_depth"], confidence_exit=at["confidence_exit"],
                learned_minus_confidence=at["learned"] - at["confidence_exit"],
                learned_minus_fixed=at["learned"] - at["fixed_depth"],
-               expected_minus_settle=res["settle"]["mean_expected_minus_settle"])
+               expected_minus_settle=(res.get("settle") or {}).get("mean_expected_minus_settle"))
     easy, hard = res.get("easy"), res.get("hard")
     if easy and hard and easy.get("count") and hard.get("count"):
         out["hard_minus_easy"] = hard["expected_steps"] - easy["expected_steps"]
         curve = res["per_step_accuracy_by_group"]["hard"]                 # [N] hard vectors' accuracy at depth n
         at_easy = float(np.interp(easy["expected_steps"], np.arange(1, len(curve) + 1), curve))
-        out["needed"] = res["learned_by_group"]["hard"]["accuracy"] - at_easy
+        hard_learned = res.get("learned_by_group", {}).get("hard")
+        out["needed"] = None if hard_learned is None else hard_learned["accuracy"] - at_easy
     return out
 
 

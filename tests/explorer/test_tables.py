@@ -13,6 +13,9 @@ def test_sweep_rows_and_card_description():
     text = tables.describe_card(card)
     assert "λp = 0.3" in text and "failed" in text and "NaN" in text
     assert "regulariser KL(p ‖ p_G)" in text and "reader cnn" in text
+    assert "λ head reads h," in text                         # a card without lambda_input: the paper's head
+    conf = tables.describe_card({**card, "train": {**card["train"], "lambda_input": "confidence"}})
+    assert "λ head reads h and the answer's confidence," in conf
     # a card that does not say is not given the defaults: '?' for the regulariser, no reader
     bare = tables.describe_card({**card, "model": {}, "train": {"beta": 0.01}})
     assert "regulariser ?" in bare and "reader" not in bare

@@ -59,3 +59,35 @@ def test_specs_name_the_shipped_models():
     assert names[:2] == ["mnist-default", "mnist-rot22"] and names[-2:] == ["parity-15", "parity-30-extrapolation"]
     assert [s.name for s in specs(gpu=False) if s.role == "sweep"] == [f"sweep-lp{v:g}" for v in (0.1, 0.2, 0.3, 0.5, 0.7, 0.9)]
     assert {s.name for s in specs(gpu=True)} >= {"parity-paper", "parity-extrapolation"}
+
+
+def _adaptive(learned, confidence, gap, std):
+    """A results.json model entry holding only what the marks read."""
+    at = {"mean_steps": 9.0, "learned": learned, "fixed_depth": 0.97, "confidence_exit": confidence}
+    return {"role": "adaptive", "metrics": {"accuracy": learned, "expected_steps": {"mean": 9.0, "std": std},
+                                            "baselines": {"at_equal_steps": at},
+                                            "settle": {"mean_expected_minus_settle": gap}}}
+
+
+def test_the_marks_table_says_which_marks_a_model_meets():
+    from ponder.reproduce import marks_section
+    # learned 0.9915 vs confidence 0.9928: -0.0013 >= -0.002 met; E[n] - settle 4.22 > 2.5 not met; std 1.82 >= 1.5
+    lines = marks_section({"mnist-adaptive": _adaptive(0.9915, 0.9928, 4.22, 1.82), "other": _adaptive(0.5, 0.5, 0, 0)})
+    rows = [line for line in lines if line.startswith("| mnist-adaptive")]
+    assert rows == ["| mnist-adaptive | test accuracy | >= 0.99 | 0.9915 | yes |",
+                    "| mnist-adaptive | E[n] std over the test images | >= 1.5 | 1.8200 | yes |",
+                    "| mnist-adaptive | learned − confidence exit at equal steps | >= -0.002 | -0.0013 | yes |",
+                    "| mnist-adaptive | mean E[n] − settle step | <= 2.5 | 4.2200 | **no** |"]
+    assert not any(line.startswith("| other") for line in lines)        # a model without marks has no rows
+    assert marks_section({"other": _adaptive(0.5, 0.5, 0, 0)}) == []
+
+
+def test_the_studies_section_renders_each_study_file():
+    from ponder.reproduce import studies_section
+    s = {"folder": "sw", "plan": {"task": "mnist", "base": {"lambda_p": 0.5}},
+         "settings": [{"setting": {"beta": 0.1}, "seeds": [0, 1, 2], "curves": {"E[n] Q1": [0.5, 0.9]},
+                       "over_seeds": {"learned": {"mean": 0.99, "std": 0.001, "min": 0.989, "max": 0.991, "n": 3}}}]}
+    md = "\n".join(studies_section({"mnist-beta": s}))
+    assert "### mnist-beta" in md and "| lambda_p 0.5, beta 0.1 | 0, 1, 2 |" in md
+    assert "- beta 0.1 · E[n] Q1: 0.500 0.900" in md
+    assert studies_section({}) == []
