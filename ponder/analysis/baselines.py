@@ -97,11 +97,15 @@ def _bracket(correct: torch.Tensor, conf: torch.Tensor, mean_steps: float, taus:
 
 
 def confidence_exit_at(correct: torch.Tensor, conf: torch.Tensor, mean_steps: float) -> dict:
-    """The confidence exit at a given mean number of steps: {accuracy, threshold}, the accuracy interpolated
-    between the two neighbouring thresholds whose mean steps bracket `mean_steps` (threshold: the lower)."""
-    t0, _, (m0, a0), (m1, a1) = _bracket(correct, conf, mean_steps)
+    """The confidence exit at a given mean number of steps: {accuracy, threshold, minus_settle}, the accuracy and
+    its mean exit step − settle step (over the inputs that settle; None when none does) interpolated between the
+    two neighbouring thresholds whose mean steps bracket `mean_steps` (threshold: the lower)."""
+    t0, t1, (m0, a0), (m1, a1) = _bracket(correct, conf, mean_steps)
     w = 0.0 if m1 == m0 else (mean_steps - m0) / (m1 - m0)
-    return {"accuracy": a0 + w * (a1 - a0), "threshold": t0}
+    s = settle_steps(correct)                                                   # [B]
+    ok = s > 0
+    g0, g1 = ((exit_steps(conf, t)[ok] - s[ok]).double().mean().item() if ok.any() else None for t in (t0, t1))
+    return {"accuracy": a0 + w * (a1 - a0), "threshold": t0, "minus_settle": None if g0 is None else g0 + w * (g1 - g0)}
 
 
 def interpolate(steps, accuracy, mean_steps: float) -> float:
@@ -169,14 +173,16 @@ def range_groups(k: torch.Tensor, ranges: dict) -> dict:
 def at_equal_steps(correct: torch.Tensor, conf: torch.Tensor, p: torch.Tensor,
                    sampled: Optional[torch.Tensor] = None) -> dict:
     """The three policies at the learned halting's mean E[n]: {mean_steps, learned (expected accuracy),
-    learned_interval, fixed_depth, confidence_exit, confidence_threshold} (+ learned_sampled)."""
+    learned_interval, fixed_depth, confidence_exit, confidence_threshold, confidence_minus_settle (the confidence
+    exit's mean exit step − settle step)} (+ learned_sampled)."""
     ln = learned(correct, p, sampled)
     m = ln["mean_steps"]
     fd = fixed_depth(correct)
     ce = confidence_exit_at(correct, conf, m)
     out = {"mean_steps": m, "learned": ln["accuracy"], "learned_interval": ln["interval"],
            "fixed_depth": interpolate(range(1, len(fd) + 1), fd.tolist(), m),
-           "confidence_exit": ce["accuracy"], "confidence_threshold": ce["threshold"]}
+           "confidence_exit": ce["accuracy"], "confidence_threshold": ce["threshold"],
+           "confidence_minus_settle": ce["minus_settle"]}
     if sampled is not None:
         out["learned_sampled"] = ln["sampled_accuracy"]
     return out

@@ -7,6 +7,7 @@ Per run (pays):
     learned, fixed_depth, confidence_exit   accuracy of the three policies at the learned halting's mean E[n]
     learned_minus_confidence / _fixed       the learned halting's lead over each (negative: behind)
     expected_minus_settle                   mean E[n] - settle step: steps pondered after the answer was right for good
+    confidence_minus_settle                 the same for the confidence exit at equal mean steps (its exit step)
     en_std                                  std of E[n] over the test inputs (does the halting vary by input?)
     hard_minus_easy                         parity: mean E[n] on hard vectors minus on easy ones
     needed                                  parity: the hard vectors' accuracy under the learned halting minus
@@ -21,7 +22,7 @@ from typing import Optional
 import numpy as np
 
 KEYS = ("accuracy", "mean_steps", "en_std", "learned", "fixed_depth", "confidence_exit", "learned_minus_confidence",
-        "learned_minus_fixed", "expected_minus_settle", "hard_minus_easy", "needed")
+        "learned_minus_fixed", "expected_minus_settle", "confidence_minus_settle", "hard_minus_easy", "needed")
 
 
 def pays(res: dict) -> Optional[dict]:
@@ -37,7 +38,8 @@ def pays(res: dict) -> Optional[dict]:
                learned=at["learned"], fixed_depth=at["fixed_depth"], confidence_exit=at["confidence_exit"],
                learned_minus_confidence=at["learned"] - at["confidence_exit"],
                learned_minus_fixed=at["learned"] - at["fixed_depth"],
-               expected_minus_settle=(res.get("settle") or {}).get("mean_expected_minus_settle"))
+               expected_minus_settle=(res.get("settle") or {}).get("mean_expected_minus_settle"),
+               confidence_minus_settle=at.get("confidence_minus_settle"))
     easy, hard = res.get("easy"), res.get("hard")
     if easy and hard and easy.get("count") and hard.get("count"):
         out["hard_minus_easy"] = hard["expected_steps"] - easy["expected_steps"]

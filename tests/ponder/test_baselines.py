@@ -37,6 +37,8 @@ P = torch.tensor([[0.2, 0.5, 0.1],
 #   w = 0.083333/0.666667 = 0.125, accuracy 1/3 + 0.125·1/3 = 0.375, threshold 0.8.
 # settle: a right at steps 2 and 3 -> 2; b wrong at 2, right at 3 -> 3; c never. Mean settle 2.5;
 #   E[n] − settle: a 0.1, b −1.25, mean −0.575; never settled 1.
+# the confidence exit's exit − settle (a and b, which settle): τ = 0.8 exits a, b at 2, 2 -> 0, −1, mean −0.5;
+#   τ = 0.95 at 3, 3 -> 1, 0, mean 0.5; at w = 0.125: −0.5 + 0.125·1 = −0.375.
 
 
 def test_the_toy_worked_by_hand():
@@ -54,6 +56,7 @@ def test_the_toy_worked_by_hand():
     assert at["fixed_depth"] == pytest.approx(0.361111, abs=1e-6)
     assert at["confidence_exit"] == pytest.approx(0.375)
     assert at["confidence_threshold"] == pytest.approx(0.8)
+    assert at["confidence_minus_settle"] == pytest.approx(-0.375)
     assert settle_steps(CORRECT).tolist() == [2, 3, 0]
     s = settle(CORRECT, P)
     assert s["mean_settle_step"] == pytest.approx(2.5)
