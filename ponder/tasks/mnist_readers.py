@@ -40,7 +40,8 @@ class GruUpdate:
 
     Two ways, the same values (tests/ponder/test_mnist_readers.py):
       fused   (CUDA) gh = W_hh h + [0, 0, b_hn] in one GEMM, then PyTorch's fused GRU kernel
-              (aten._thnn_fused_gru_cell): two kernels a step forward, two backward.
+              (aten._thnn_fused_gru_cell): one GEMM and one element-wise kernel a step (and one fused
+              element-wise kernel in the backward pass).
       hand    (CPU)  two addmm with gi's columns as their bias, then sigmoid, tanh, addcmul, lerp.
     """
 
