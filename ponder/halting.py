@@ -251,7 +251,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             log_survive = log_survive + log_not
         # the step's one host read: how many halt (none read at step N, where all do); the positions then come
         # from nonzero_static, whose size is given, so no further sync
-        n_hit = len(idx) if last else int(halt_now.sum())
+        n_hit = len(idx) if last else int(halt_now.count_nonzero())
         if n_hit:
             hit = torch.nonzero_static(halt_now, size=n_hit).squeeze(1)           # positions in the active batch
             done = idx[hit]
