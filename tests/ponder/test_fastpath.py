@@ -206,7 +206,8 @@ def per_parameter_check(params) -> bool:
 BAD = (float("nan"), float("inf"), float("-inf"))
 DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 # parameter lists: 1 to 6 non-empty tensors (every parameter of a model has elements) of any float dtype,
-# values over float32's whole range with NaN and infinities; a large float32 turns infinite in float16
+# values over float32's whole range (squares that overflow float32) with NaN and infinities; a large float32
+# turns infinite in float16
 param_lists = st.lists(st.tuples(st.lists(st.floats(width=32), min_size=1, max_size=30), st.sampled_from(DTYPES),
                                  st.booleans()), min_size=1, max_size=6)
 
