@@ -14,6 +14,7 @@ from ponder.store.manage import import_zip
 from ponder.store.runs import RunNameError, safe_name, unused_name
 from ponder.store.uploads import IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, import_checkpoint
 from ponder.sweep_plan import Plan
+from ponder.train import trains_on
 
 from . import tables
 from .links import LP_HELP, LP_RANGE
@@ -24,6 +25,10 @@ from .ui import USER_ERRORS, one_line, remembered_lambda_p
 
 def devices() -> list:
     return ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def device_label(device: str) -> str:
+    return f"auto: {trains_on('auto')}" if device == "auto" else device
 
 
 def task_ui(key: str = "train_task") -> str:
@@ -121,7 +126,9 @@ def train_form_ui(task: str) -> Optional[tuple]:
         seed = st.number_input("Seed", 0, 2**31 - 1, v("seed", 0), 1, key=k + "seed")
         choices = devices()
         device = st.selectbox("Device", choices, index=choices.index(v("device", choices[0])) if v("device") in choices
-                              else 0, key=k + "device")
+                              else 0, key=k + "device", format_func=device_label,
+                              help="auto: the GPU when there is one (CUDA, else Apple's MPS), else the CPU.")
+        st.caption(f"Trains on: {trains_on(device)}")
         go = st.form_submit_button("Start training", icon=":material/play_arrow:", type="primary",
                                    width="stretch", key="tf_start")
     if go:

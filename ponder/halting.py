@@ -283,14 +283,17 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             halt_now = log_survive + log_not <= LOG_HALF
         if need_survive:
             log_survive = log_survive + log_not
-        hit = halt_now.nonzero().squeeze(1)                            # positions in the active batch
-        if len(hit):
+        # the step's one host read: how many halt (none read at step N, where all do); the positions then come
+        # from nonzero_static, whose size is given, so no further sync
+        n_hit = len(idx) if last else int(halt_now.count_nonzero())
+        if n_hit:
+            hit = torch.nonzero_static(halt_now, size=n_hit).squeeze(1)           # positions in the active batch
             done = idx[hit]
             out_y[done] = y.index_select(0, hit).float()
             halt_step[done] = n + 1
-            if len(hit) == len(idx):
+            if n_hit == len(idx):
                 break
-            keep = (~halt_now).nonzero().squeeze(1)                    # the rest runs the next step
+            keep = torch.nonzero_static(~halt_now, size=len(idx) - n_hit).squeeze(1)   # the rest runs the next step
             idx, ctx, h = idx[keep], ctx.index_select(0, keep), h.index_select(0, keep)
             if need_survive:
                 log_survive = log_survive[keep]

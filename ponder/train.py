@@ -100,6 +100,12 @@ def device_name(dev) -> str:
     return str(dev)
 
 
+def trains_on(name: str = "auto") -> str:
+    """What a run with TrainConfig.device = name trains on, as its card names it: 'cpu', 'mps' or
+    'cuda (NVIDIA H100 80GB HBM3)' ("auto": cuda > mps > cpu). The train form shows it."""
+    return device_name(pick_device(name))
+
+
 def lr_at(cfg: TrainConfig, progress: float) -> float:
     """Learning rate at a fraction of training done: 5% linear warm-up then cosine to 2% (onecycle)."""
     if cfg.lr_schedule == "constant":

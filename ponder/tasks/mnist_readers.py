@@ -24,6 +24,58 @@ if TYPE_CHECKING:
     from .mnist import MnistConfig
 
 
+def fused_gru(t: torch.Tensor) -> bool:
+    """Whether the GRU update of tensors like t runs PyTorch's fused GRU kernel: on CUDA, the only device
+    that has it (the kernel nn.GRUCell runs there). Elsewhere GruUpdate's hand-fused update runs."""
+    return t.is_cuda
+
+
+fused_gru_cell = torch.ops.aten._thnn_fused_gru_cell     # (input gates, hidden gates, h) -> (h', workspace)
+
+
+class GruUpdate:
+    """One GRU step h_n -> h_{n+1} from the precomputed input projection gi = W_ih e + b_ih + [b_hr, b_hz, 0]
+    (nn.GRUCell's parameters and equations, see MnistStep), with W_hh split once per unroll: each split of a
+    tensor that needs a gradient costs a zero-filled gradient buffer in the backward pass.
+
+    Two ways, the same values (tests/ponder/test_mnist_readers.py):
+      fused   (CUDA) gh = W_hh h + [0, 0, b_hn] in one GEMM, then PyTorch's fused GRU kernel
+              (aten._thnn_fused_gru_cell): one GEMM and one element-wise kernel a step (and one fused
+              element-wise kernel in the backward pass).
+      hand    (CPU)  two addmm with gi's columns as their bias, then sigmoid, tanh, addcmul, lerp.
+    """
+
+    def __init__(self, cell: nn.GRUCell, like: torch.Tensor):
+        H, w, b = cell.hidden_size, cell.weight_hh, cell.bias_hh       # w [3H, H], b [3H]
+        self.H, self.fused = H, fused_gru(like)
+        if self.fused:
+            self.w = (w.t(), F.pad(b[2 * H:], (2 * H, 0)))             # W_hh^T [H, 3H], [0, 0, b_hn] [3H]
+        else:
+            self.w = (w[:2 * H].t(), w[2 * H:].t(), b[2 * H:])         # W_hr,hz^T [H, 2H], W_hn^T [H, H], b_hn
+
+    def split(self, gi):
+        """One level's gi [B, 3H] as __call__ takes it."""
+        return (gi,) if self.fused else (gi[:, :2 * self.H], gi[:, 2 * self.H:])
+
+    def levels(self, gi):
+        """gi [B, L, 3H] -> L levels as __call__ takes them, split once (one unbind: one gradient op in the
+        backward pass, not a zero-filled [B, L, 3H] buffer per step as gi[:, n] would cost)."""
+        if self.fused:
+            return [(g,) for g in gi.transpose(0, 1).unbind(0)]
+        rz = gi[..., :2 * self.H].transpose(0, 1).unbind(0)         # L x [B, 2H]
+        n = gi[..., 2 * self.H:].transpose(0, 1).unbind(0)          # L x [B, H]
+        return list(zip(rz, n))
+
+    def __call__(self, h, gi):
+        if self.fused:
+            w_t, b = self.w
+            return fused_gru_cell(gi[0], torch.addmm(b, h, w_t), h)[0]   # h_{n+1} [B, H]
+        (gi_rz, gi_n), (w_rz, w_n, b_n) = gi, self.w
+        r, z = torch.sigmoid(torch.addmm(gi_rz, h, w_rz)).chunk(2, 1)     # [B, H] each
+        n = torch.tanh(torch.addcmul(gi_n, r, torch.addmm(b_n, h, w_n)))   # [B, H]
+        return torch.lerp(n, h, z)                              # h_{n+1} = (1 - z) n + z h   [B, H]
+
+
 def add_cell_and_heads(m: nn.Module, cfg: MnistConfig, lambda_p: float, fc_in: int) -> None:
     """What every MNIST reader has after its CNN: fc -> embedding (dropout), a GRU cell, the answer
     head (10 classes) and the lambda head (started at the prior)."""
@@ -75,31 +127,18 @@ class MnistStep(nn.Module):
     def init_hidden(self, ctx):
         return ctx.new_zeros(ctx.shape[0], self.cfg.hidden)     # [B, H]
 
-    def _parts(self, ctx):
-        """ctx split into the r,z and n columns, W_hh into the same rows (transposed for addmm), b_hn.
-
-        Split once per unroll, not once per step: each split of a tensor that needs a gradient costs
-        a zero-filled gradient buffer in the backward pass.
-        """
-        H, w = self.cfg.hidden, self.cell.weight_hh             # w [3H, H]
-        return ctx[:, :2 * H], ctx[:, 2 * H:], w[:2 * H].t(), w[2 * H:].t(), self.cell.bias_hh[2 * H:]
-
-    @staticmethod
-    def _update(h, ctx_rz, ctx_n, w_rz, w_n, b_n):
-        r, z = torch.sigmoid(torch.addmm(ctx_rz, h, w_rz)).chunk(2, 1)          # [B, H] each
-        n = torch.tanh(torch.addcmul(ctx_n, r, torch.addmm(b_n, h, w_n)))       # [B, H]
-        return torch.lerp(n, h, z)                              # h_{n+1} = (1 - z) n + z h   [B, H]
-
     def step(self, ctx, h, n=0):
-        h = self._update(h, *self._parts(ctx))
+        upd = GruUpdate(self.cell, ctx)
+        h = upd(h, upd.split(ctx))
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
 
     def unroll(self, ctx, h, n_steps: int):
         """All steps at once: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls."""
-        parts = self._parts(ctx)
+        upd = GruUpdate(self.cell, ctx)
+        gi = upd.split(ctx)                                     # split once per unroll, not once per step
         hs = []
         for _ in range(n_steps):
-            h = self._update(h, *parts)
+            h = upd(h, gi)
             hs.append(h)
         hs = torch.stack(hs)                                    # [N, B, H]
         return self.out_head(hs), self.lambda_head(hs).squeeze(-1)
@@ -117,7 +156,7 @@ class GrowingEvidence(nn.Module):
     Steps past the last level see the whole image and keep refining the state.
 
     As in MnistStep, ctx has the r and z gates' hidden biases folded in (ctx_l = W_ih e_l + b_ih +
-    [b_hr, b_hz, 0]) and a step runs MnistStep's fused update: nn.GRUCell's parameters and equations.
+    [b_hr, b_hz, 0]) and a step runs GruUpdate: nn.GRUCell's parameters and equations.
     """
 
     def init_hidden(self, ctx):
@@ -129,27 +168,18 @@ class GrowingEvidence(nn.Module):
         bias = self.cell.bias_ih + F.pad(self.cell.bias_hh[:2 * H], (0, H))     # b_ih + [b_hr, b_hz, 0]
         return F.linear(e, self.cell.weight_ih, bias)
 
-    def _weights(self):
-        H, w = self.cfg.hidden, self.cell.weight_hh             # w [3H, H]
-        return w[:2 * H].t(), w[2 * H:].t(), self.cell.bias_hh[2 * H:]
-
     def step(self, ctx, h, n=0):
-        H, level = self.cfg.hidden, ctx[:, min(n, ctx.shape[1] - 1)]          # [B, 3H]
-        h = MnistStep._update(h, level[:, :2 * H], level[:, 2 * H:], *self._weights())
+        upd = GruUpdate(self.cell, ctx)
+        h = upd(h, upd.split(ctx[:, min(n, ctx.shape[1] - 1)]))           # level min(n, L - 1) [B, 3H]
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
 
     def unroll(self, ctx, h, n_steps: int):
-        """All steps: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls.
-
-        The levels are split off once (unbind: one gradient op in the backward pass, not a zero-filled
-        [B, L, 3H] buffer per step as ctx[:, n] would cost)."""
-        H, w = self.cfg.hidden, self._weights()
-        rz = ctx[..., :2 * H].transpose(0, 1).unbind(0)         # L x [B, 2H]
-        nn_ = ctx[..., 2 * H:].transpose(0, 1).unbind(0)        # L x [B, H]
+        """All steps: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls."""
+        upd = GruUpdate(self.cell, ctx)
+        levels = upd.levels(ctx)                                            # L levels, split once
         hs = []
         for n in range(n_steps):
-            level = min(n, len(rz) - 1)
-            h = MnistStep._update(h, rz[level], nn_[level], *w)
+            h = upd(h, levels[min(n, len(levels) - 1)])
             hs.append(h)
         hs = torch.stack(hs)                                                 # [N, B, H]
         return self.out_head(hs), self.lambda_head(hs).squeeze(-1)

@@ -29,6 +29,7 @@ from explorer.style import CURSOR_COLOR
 from ponder.analysis.baselines import worth_sentence
 from ponder.analysis.unroll import measure_test
 from ponder.lifecycle import card_metrics
+from ponder.train import trains_on
 from job_helpers import TINY
 
 DIVERGING = dict(TINY, beta=1e38)            # the KL weight overflows the gradient at the first step
@@ -357,6 +358,7 @@ def test_train_page_runs_a_tiny_job_until_it_finishes(runs):
     assert not at.success and "Completed" in at.warning[0].value and "apptest-parity" in texts(at)
     card = read_card(runs / "apptest-parity")
     assert card["status"] == "completed" and card["steps"] == 20 and card["train"]["hidden"] == 16
+    assert card["train"]["device"] == "auto" and card["device"] == trains_on("auto")     # where the form said
     assert len(charts(at)) == 2                             # training curves and the halting distribution
     # "Try it" opens its task's page with the new run chosen (and Compare with it)
     links = {l.proto.label: l.proto for l in at.get("page_link")}
@@ -380,6 +382,22 @@ def test_train_form_defaults_to_the_pondering_mnist_design_and_says_which_design
     assert "cnn: whole image (the article's)" in at.sidebar.selectbox(key="tf_mnist_reader").options
     assert at.sidebar.slider(key="tf_mnist_lp").value == 0.5                      # MNIST's own prior default
     assert READER_NOTE in [c.value for c in at.sidebar.caption]
+
+
+def test_train_form_says_which_device_the_run_trains_on(runs, monkeypatch):
+    """One line under the Device choice: the CPU here; on a machine with a GPU, auto (the default) trains on it."""
+    if getattr(torch.backends, "mps", None) is not None:
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    at = open_app("app_pages/train.py")
+    assert at.sidebar.selectbox(key="tf_mnist_device").value == "auto"
+    assert "Trains on: cpu" in [c.value for c in at.sidebar.caption]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    at = open_app("app_pages/train.py")
+    device = at.sidebar.selectbox(key="tf_mnist_device")
+    assert device.value == "auto" and device.options == ["auto: cuda (NVIDIA H100 80GB HBM3)", "cpu", "cuda"]
+    assert "Trains on: cuda (NVIDIA H100 80GB HBM3)" in [c.value for c in at.sidebar.caption]
 
 
 def _start_parity_job(at, name, epochs):

@@ -12,6 +12,7 @@ import threading
 
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 from helpers import tiny_model
 from ponder import data as D
@@ -19,7 +20,7 @@ from ponder import train as T
 from ponder.config import ConfigError, TrainConfig
 from ponder.halting import expected_steps
 from ponder.losses import ponder_loss
-from ponder.fastpath import GraphedStep, choose_step_mode
+from ponder.fastpath import WEIGHTS, DivergenceGuard, GraphedStep, choose_step_mode
 from ponder.train import batch_accuracy, lr_at, train
 from ponder.tasks import get_task
 
@@ -193,6 +194,61 @@ def test_a_divergence_found_after_cancel_is_reported_as_failed():
     res = train(parity_cfg(epochs=10, check_every=50), model=model, cancel=cancel)
     assert res.status == "failed" and "at step 3" in res.reason and res.steps == 2
     assert same_weights(weights(res.model), seen["before"][3])
+
+
+# ----------------------------------------------------------------------------- the weights' finiteness check
+
+def per_parameter_check(params) -> bool:
+    """The check after_update replaces: isfinite per parameter, stacked (2 kernels a parameter on CUDA)."""
+    return bool(torch.stack([torch.isfinite(p).all() for p in params]).all())
+
+
+BAD = (float("nan"), float("inf"), float("-inf"))
+DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+# parameter lists: 1 to 6 non-empty tensors (every parameter of a model has elements) of any float dtype,
+# values over float32's whole range (squares that overflow float32) with NaN and infinities; a large float32
+# turns infinite in float16
+param_lists = st.lists(st.tuples(st.lists(st.floats(width=32), min_size=1, max_size=30), st.sampled_from(DTYPES),
+                                 st.booleans()), min_size=1, max_size=6)
+
+
+def tensors(drawn):
+    return [torch.tensor(v).to(dt).view(-1, 1) if col else torch.tensor(v).to(dt) for v, dt, col in drawn]
+
+
+@settings(max_examples=150, deadline=None)
+@given(drawn=param_lists, step=st.integers(1, 10**6))
+def test_weights_check_agrees_with_the_per_parameter_check(drawn, step):
+    params = tensors(drawn)
+    guard = DivergenceGuard("cpu")
+    guard.count.fill_(step)                                      # the update being checked
+    guard.after_update(params)
+    expected = None if per_parameter_check(params) else (step, WEIGHTS)
+    failure = guard.first_failure()
+    assert (failure and failure[:2]) == expected
+    assert failure is None or math.isnan(failure[2])
+
+
+@settings(max_examples=40, deadline=None)
+@given(n_steps=st.integers(1, 12), data=st.data())
+def test_a_poisoned_weight_is_recorded_at_its_step_and_kept(n_steps, data):
+    """Updates 1..n_steps; one weight of one parameter turns NaN or infinite after update `bad` and stays so:
+    WEIGHTS at step `bad`, not overwritten by the later non-finite steps."""
+    model = tiny_model("parity", max_steps=3)
+    params = list(model.parameters())
+    bad = data.draw(st.integers(1, n_steps), label="bad")
+    which = data.draw(st.integers(0, len(params) - 1), label="parameter")
+    guard = DivergenceGuard("cpu")
+    for step in range(1, n_steps + 1):
+        guard.before_update(torch.tensor(1.0), torch.tensor(1.0))
+        if step == bad:
+            with torch.no_grad():
+                p = params[which].view(-1)
+                p[data.draw(st.integers(0, p.numel() - 1), label="index")] = data.draw(st.sampled_from(BAD))
+        guard.after_update(model.parameters())
+        assert (guard.first_failure() is None) == (step < bad)
+    step, kind, value = guard.first_failure()
+    assert (step, kind) == (bad, WEIGHTS) and math.isnan(value)
 
 
 def test_check_every_is_validated():

@@ -2,10 +2,12 @@
 model must survive (odd images, extreme values; NaN/inf refused)."""
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 from helpers import tiny_model
 from ponder import data as D
-from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, confidence_features, draw_uniforms, expected_steps, first_true, halt_mask, halting_log_probs, ponder)
+from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, confidence_features, draw_uniforms, expected_steps,
+                            first_true, halt_mask, halting_log_probs, ponder)
 from ponder.losses import kl_to_prior
 
 
@@ -90,6 +92,52 @@ def test_the_confidence_features_are_detached():
 def test_bad_lambda_input():
     with pytest.raises(ValueError, match="lambda_input"):
         tiny_model("parity", lambda_input="answer")
+
+
+class HostReads:
+    """Counts the reads of tensor values by the host (each a device sync on a GPU) while it is installed."""
+    READS = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "nonzero")
+
+    def __init__(self, monkeypatch):
+        self.n = 0
+        for name in self.READS:
+            real = getattr(torch.Tensor, name)
+            monkeypatch.setattr(torch.Tensor, name, self._counted(real))
+
+    def _counted(self, real):
+        def read(t, *a, **kw):
+            self.n += 1
+            return real(t, *a, **kw)
+        return read
+
+
+@settings(max_examples=25, deadline=None)
+@given(task=st.sampled_from(["mnist", "parity"]), mode=st.sampled_from(["sample", "deterministic"]),
+       seed=st.integers(0, 2**16), n_steps=st.integers(1, 9), batch=st.integers(1, 40))
+def test_early_exit_equals_a_full_unroll_with_one_host_read_per_step(task, mode, seed, n_steps, batch):
+    """pred, halt_step, probs and the traces of early exit equal a full unroll's (traces NaN after each sample's
+    halt); the host reads the device once for the input check and at most once a step (how many halted)."""
+    model = tiny_model(task, max_steps=n_steps, lambda_p=0.3, seed=seed % 50)
+    x = _inputs(task, batch, seed)
+    u = draw_uniforms(n_steps, batch, torch.Generator().manual_seed(seed + 1))
+    with pytest.MonkeyPatch.context() as mp:
+        reads = HostReads(mp)
+        res = ponder(model, x, mode, uniforms=u, trace=True)
+        n_reads = reads.n
+    with torch.no_grad():
+        out = model(x)
+    steps = first_true(halt_mask(out.lambda_logits, mode, u))                     # [B]
+    probs = model.step_fn.probs(out.y.flatten(0, 1)).view(n_steps, batch, -1)     # [N, B, C]
+    gathered = probs[steps - 1, torch.arange(batch)]                              # [B, C]
+    assert torch.equal(res.halt_step, steps) and torch.equal(res.steps_run, steps)
+    assert torch.equal(res.pred, gathered.argmax(1))
+    assert torch.allclose(res.probs, gathered, atol=1e-5)
+    ran = torch.arange(1, n_steps + 1).unsqueeze(1) <= steps                      # [N, B] steps each sample ran
+    nan = torch.tensor(float("nan"))
+    assert torch.allclose(res.trace_p, torch.where(ran, out.log_p.exp(), nan), atol=1e-5, equal_nan=True)
+    assert torch.allclose(res.trace_lambda, torch.where(ran, out.lambdas, nan), atol=1e-5, equal_nan=True)
+    assert torch.allclose(res.trace_probs, torch.where(ran.unsqueeze(-1), probs, nan), atol=1e-5, equal_nan=True)
+    assert n_reads <= 1 + int(steps.max())
 
 
 def test_early_exit_really_skips_compute():

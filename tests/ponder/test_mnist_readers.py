@@ -11,7 +11,8 @@ from ponder import data as D
 from ponder.tasks.mnist import MnistConfig
 from ponder.config import TrainConfig
 from ponder.halting import expected_steps, first_true, halt_mask, ponder
-from ponder.tasks.mnist_readers import RowReader
+from ponder.tasks import mnist_readers
+from ponder.tasks.mnist_readers import GruUpdate, RowReader
 from ponder.tasks import build_model
 from ponder.train import train
 
@@ -61,6 +62,84 @@ def test_mnist_gradients_match_grucell():
     (torch.stack(ys).square().sum() + torch.stack(ls).sin().sum()).backward()
     for k, p in model.named_parameters():
         assert torch.allclose(new[k], p.grad, atol=1e-5, rtol=1e-4), k
+
+
+# ----------------------------------------------------------------------------- the fused GRU kernel (CUDA) and the hand update
+
+def gru_kernel_equations(input_gates, hidden_gates, hx):
+    """aten._thnn_fused_gru_cell without biases, as aten/src/ATen/native/cuda/RNN.cu's gru_cell_forward
+    computes it: r = sigma(i_r + h_r), z = sigma(i_z + h_z), n = tanh(i_n + r h_n), h' = n + z (hx - n).
+    The kernel exists on CUDA only; this stands in for it on CPU so the inputs GruUpdate builds for it
+    (one W_hh GEMM with [0, 0, b_hn] as its bias, the level splits) are checked here."""
+    i_r, i_z, i_n = input_gates.chunk(3, 1)
+    h_r, h_z, h_n = hidden_gates.chunk(3, 1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    return n + z * (hx - n), None
+
+
+def run_model(model, x):
+    """Full unroll's outputs and gradients (a loss that uses every output), and step()'s outputs."""
+    model.zero_grad()
+    out = model(x)
+    (out.y.square().sum() + out.lambda_logits.sin().sum()).backward()
+    grads = {k: p.grad.clone() for k, p in model.named_parameters()}
+    with torch.no_grad():
+        fn = model.step_fn
+        ctx = fn.encode(x)
+        h, steps = fn.init_hidden(ctx), []
+        for n in range(model.max_steps):
+            y, h, l = fn.step(ctx, h, n)
+            steps.append((y, l))
+    return out.y.detach(), out.lambda_logits.detach(), grads, steps
+
+
+def assert_same_run(a, b, atol=1e-5):
+    assert torch.allclose(a[0], b[0], atol=atol) and torch.allclose(a[1], b[1], atol=atol)
+    for k in a[2]:
+        assert torch.allclose(a[2][k], b[2][k], atol=atol, rtol=1e-4), k
+    for (ya, la), (yb, lb) in zip(a[3], b[3]):
+        assert torch.allclose(ya, yb, atol=atol) and torch.allclose(la, lb, atol=atol)
+
+
+def test_the_fused_kernel_runs_on_cuda_only():
+    assert not GruUpdate(torch.nn.GRUCell(4, 3), torch.zeros(2, 9)).fused           # CPU: the hand update
+    assert mnist_readers.fused_gru(torch.zeros(1, device="meta")) is False
+
+
+@settings(max_examples=6, deadline=None)
+@given(reader=st.sampled_from(["cnn", "rows", "coarse"]), seed=st.integers(0, 2**16))
+def test_fused_gru_inputs_give_the_hand_updates_values_and_gradients(reader, seed):
+    """GruUpdate's CUDA path (one GEMM, then the fused kernel, here its equations on CPU) and its CPU path:
+    the same outputs, gradients and step() outputs within 1e-5, on the same weights and images."""
+    model = tiny_model("mnist", max_steps=7, reader=reader, rows_per_step=4, seed=seed % 100).train()
+    x = torch.randn(6, 1, 28, 28, generator=torch.Generator().manual_seed(seed))
+    torch.manual_seed(seed)
+    hand = run_model(model, x)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(mnist_readers, "fused_gru", lambda t: True)
+        mp.setattr(mnist_readers, "fused_gru_cell", gru_kernel_equations)
+        torch.manual_seed(seed)                                      # the same dropout masks
+        fused = run_model(model, x)
+    assert_same_run(fused, hand)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the fused GRU kernel runs on CUDA only")
+@pytest.mark.parametrize("reader", ["cnn", "rows", "coarse"])
+def test_on_cuda_the_fused_kernel_equals_the_hand_update(reader, monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)        # float32 GEMMs on both sides
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    model = tiny_model("mnist", max_steps=7, reader=reader, rows_per_step=4).train().cuda()
+    x = torch.randn(6, 1, 28, 28, device="cuda")
+    assert GruUpdate(model.step_fn.cell, x).fused
+    torch.manual_seed(0)
+    fused = run_model(model, x)
+    monkeypatch.setattr(mnist_readers, "fused_gru", lambda t: False)
+    torch.manual_seed(0)
+    assert_same_run(fused, run_model(model, x))
+    monkeypatch.undo()
+    with torch.autocast("cuda", dtype=torch.bfloat16):              # the training step's autocast: it runs
+        assert torch.isfinite(model(x).y).all()
 
 
 # ----------------------------------------------------------------------------- readers whose evidence grows

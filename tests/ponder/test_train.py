@@ -157,6 +157,29 @@ def test_non_finite_loss_fails_and_keeps_last_good_weights():
     assert all(torch.isfinite(v).all() for v in after7.values())
 
 
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def no_mps(monkeypatch):
+    if getattr(torch.backends, "mps", None) is not None:
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+
+def test_trains_on_names_the_device_auto_picks(monkeypatch):
+    """auto: CUDA when there is a GPU (named as the card names it), else MPS, else the CPU; a named device as is."""
+    no_mps(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert T.trains_on("auto") == T.trains_on() == T.trains_on("cpu") == "cpu"
+    with pytest.raises(RuntimeError, match="no CUDA GPU"):
+        T.trains_on("cuda")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert T.trains_on("auto") == "mps" and T.trains_on("cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: H100)
+    assert T.trains_on("auto") == T.trains_on("cuda") == f"cuda ({H100})"
+    assert T.trains_on("cpu") == "cpu"
+
+
 def test_lr_schedule_shape():
     cfg = TrainConfig(lr=1.0)
     assert lr_at(cfg, 0.0) == pytest.approx(0.1)
