@@ -171,11 +171,14 @@ def cmd_study(args) -> int:
 
     from .store.atomic import atomic_write_json
     from .study import STUDY, study, study_markdown
-    s = study(args.folder, data_dir=args.data_dir, device=args.device)
+    if len(args.folders) > 1 and not args.to:
+        raise ConfigError("a study of several sweep folders is written where --to says (e.g. docs/studies/NAME.json)")
+    s = study(args.folders, data_dir=args.data_dir, device=args.device)
     print(study_markdown(s), end="")
     if args.to:
         Path(args.to).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(Path(args.to), s)
-    print(f"wrote {Path(args.folder) / STUDY}" + (f" and {args.to}" if args.to else ""))
+    wrote = [str(Path(args.folders[0]) / STUDY)] if len(args.folders) == 1 else []
+    print(f"wrote {' and '.join(wrote + ([args.to] if args.to else []))}")
     return 0
 

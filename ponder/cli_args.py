@@ -113,8 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", default="auto", choices=DEVICES)
     e.add_argument("--json", action="store_true", help="print one JSON object")
 
-    s = sub.add_parser("study", help="measure a sweep's trials and compare its settings over seeds (study.json/md)")
-    s.add_argument("folder", help="a sweep folder (python -m ponder sweep --out)")
+    s = sub.add_parser("study", help="measure sweeps' trials and compare their settings over seeds (study.json/md)")
+    s.add_argument("folders", nargs="+", help="sweep folders of one task (python -m ponder sweep --out); one folder "
+                                              "gets its study.json and study.md, several need --to")
     s.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw")
     s.add_argument("--device", default="cpu", choices=DEVICES)
     s.add_argument("--to", default=None, help="also write study.json here (docs/studies/NAME.json: results.md reads it)")

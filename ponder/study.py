@@ -36,26 +36,37 @@ def measure_trial(folder: Path, data=None, device: str = "cpu") -> dict:
     return {"pays": pays(res), "curves": {g: c for g, c in res["per_step_accuracy_by_group"].items() if g in CURVE_GROUPS}}
 
 
-def study(folder, data_dir: Optional[str] = None, device: str = "cpu", log=print) -> dict:
-    """Measure the completed trials of the sweep in `folder` and summarise them per setting (see the module)."""
-    folder = Path(folder)
-    sw = read_sweep(folder)
-    if sw is None:
-        raise ConfigError(f"{folder} holds no sweep (no readable sweep.json): give a folder `python -m ponder sweep` wrote")
-    task = get_task(sw["plan"]["task"])
-    data = None
-    trials = [t for t in sw["trials"] if isinstance(t, dict) and t.get("status") == "completed"]
-    points: dict = {}
-    for t in trials:
-        if task.uses_data and data is None:
-            data = task.load_data(data_dir)
-        m = measure_trial(folder / t["name"], data, device)
-        setting = {k: v for k, v in t["values"].items() if k != "seed"}
-        key = json.dumps(setting, sort_keys=True)
-        points.setdefault(key, {"setting": setting, "trials": []})["trials"].append(
-            {"name": t["name"], "seed": t["values"].get("seed"), **m})
-        log(f"{t['name']}: " + ", ".join(f"{k} {v:.4f}" for k, v in m["pays"].items() if v is not None))
-    out = {"folder": folder.name, "plan": sw["plan"], "settings": []}
+LABEL_KEYS = ("regulariser", "lambda_p", "beta", "hidden", "lambda_input", "epochs", "batch_size", "lr",
+              "reader", "rows_per_step", "parity_preset")    # the config fields a setting is named by
+
+
+def study(folders, data_dir: Optional[str] = None, device: str = "cpu", log=print) -> dict:
+    """Measure the completed trials of the sweeps in `folders` (one task) and summarise them per setting (see the
+    module). A setting: the config fields of LABEL_KEYS its task reads, and its grid values; its seeds are pooled."""
+    folders = [Path(f) for f in ([folders] if isinstance(folders, (str, Path)) else folders)]
+    sweeps = []
+    for folder in folders:
+        sw = read_sweep(folder)
+        if sw is None:
+            raise ConfigError(f"{folder} holds no sweep (no readable sweep.json): give a folder `python -m ponder sweep` wrote")
+        sweeps.append((folder, sw))
+    tasks = {sw["plan"]["task"] for _, sw in sweeps}
+    if len(tasks) != 1:
+        raise ConfigError(f"a study compares sweeps of one task, got {', '.join(sorted(tasks))}")
+    task = get_task(tasks.pop())
+    keys = [k for k in LABEL_KEYS if k in task.reads or k not in ("reader", "rows_per_step", "parity_preset")]
+    data, points = None, {}
+    for folder, sw in sweeps:
+        for t in (t for t in sw["trials"] if isinstance(t, dict) and t.get("status") == "completed"):
+            if task.uses_data and data is None:
+                data = task.load_data(data_dir)
+            m = measure_trial(folder / t["name"], data, device)
+            setting = {k: t["config"].get(k) for k in keys}
+            setting.update({k: v for k, v in t["values"].items() if k != "seed"})
+            p = points.setdefault(json.dumps(setting, sort_keys=True), {"setting": setting, "trials": []})
+            p["trials"].append({"name": f"{folder.name}/{t['name']}", "seed": t["values"].get("seed"), **m})
+            log(f"{folder.name}/{t['name']}: " + ", ".join(f"{k} {v:.4f}" for k, v in m["pays"].items() if v is not None))
+    out = {"folders": [f.name for f in folders], "task": task.name, "settings": []}
     for p in points.values():
         curves = {}
         for g in CURVE_GROUPS:
@@ -66,8 +77,9 @@ def study(folder, data_dir: Optional[str] = None, device: str = "cpu", log=print
                                 "over_seeds": over_seeds([tr["pays"] for tr in p["trials"]]),
                                 "curves": curves, "trials": [{k: tr[k] for k in ("name", "seed", "pays")}
                                                              for tr in p["trials"]]})
-    atomic_write_json(folder / STUDY, out)
-    atomic_write_bytes(folder / STUDY_TABLE, study_markdown(out).encode())
+    if len(folders) == 1:
+        atomic_write_json(folders[0] / STUDY, out)
+        atomic_write_bytes(folders[0] / STUDY_TABLE, study_markdown(out).encode())
     return out
 
 
@@ -88,33 +100,33 @@ def _cell(s: Optional[dict], digits: int) -> str:
     return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f} ({s['min']:.{digits}f} to {s['max']:.{digits}f})"
 
 
-def setting_label(setting: dict, base: dict, task: Optional[str] = None) -> str:
-    """A setting in words: the sweep's fixed flags that matter most (of those its task reads), then its grid values."""
-    reads = get_task(task).reads if task else ()
-    keys = ("regulariser", "lambda_p", "beta", "hidden", "lambda_input") + tuple(
-        k for k in ("reader", "rows_per_step", "parity_preset") if k in reads)
-    show = {k: base[k] for k in keys if k in base and k not in setting}
-    return ", ".join(f"{k} {v}" for k, v in {**show, **setting}.items())
+def _words(d: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in d.items())
 
 
 def study_markdown(s: dict, title: Optional[str] = None) -> str:
-    """A study's table: one row per setting, mean ± std (min to max) over its seeds."""
-    used = [c for c in COLUMNS if any(st["over_seeds"].get(c[0]) for st in s["settings"])]
-    lines = [f"### {title or s['folder']}", "",
+    """A study's table: what its settings share, then one row per setting (the fields in which they differ),
+    mean ± std (min to max) over its seeds; then the per-step accuracy curves by group."""
+    settings = s["settings"]
+    fields = list(dict.fromkeys(k for st in settings for k in st["setting"]))
+    same = {k: settings[0]["setting"].get(k) for k in fields
+            if len({json.dumps(st["setting"].get(k)) for st in settings}) == 1}
+    varying = [k for k in fields if k not in same]
+    used = [c for c in COLUMNS if any(st["over_seeds"].get(c[0]) for st in settings)]
+    lines = [f"### {title or ', '.join(s['folders'])}", "", f"{s['task']}; every setting: {_words(same)}.", "",
              "| setting | seeds | " + " | ".join(name for _, name, _ in used) + " |",
              "|---|---|" + "---|" * len(used)]
-    for st in s["settings"]:
+    label = {id(st): _words({k: st["setting"].get(k) for k in varying}) or "-" for st in settings}
+    for st in settings:
         cells = [_cell(st["over_seeds"].get(k), d) for k, _, d in used]
-        lines.append(f"| {setting_label(st['setting'], s['plan'].get('base', {}), s['plan'].get('task'))} | "
-                     f"{', '.join(map(str, st['seeds']))} | " + " | ".join(cells) + " |")
-    groups = [g for g in CURVE_GROUPS if any(g in st["curves"] for st in s["settings"])]
+        lines.append(f"| {label[id(st)]} | {', '.join(map(str, st['seeds']))} | " + " | ".join(cells) + " |")
+    groups = [g for g in CURVE_GROUPS if any(g in st["curves"] for st in settings)]
     if groups:
         lines += ["", "Per-step accuracy by group, mean over seeds (step 1, 2, …):", ""]
-        for st in s["settings"]:
+        for st in settings:
             for g in groups:
                 if g in st["curves"]:
-                    lines.append(f"- {setting_label(st['setting'], {})} · {g}: "
-                                 + " ".join(f"{a:.3f}" for a in st["curves"][g]))
+                    lines.append(f"- {label[id(st)]} · {g}: " + " ".join(f"{a:.3f}" for a in st["curves"][g]))
     return "\n".join(lines) + "\n"
 
 

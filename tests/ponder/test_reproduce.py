@@ -84,10 +84,12 @@ def test_the_marks_table_says_which_marks_a_model_meets():
 
 def test_the_studies_section_renders_each_study_file():
     from ponder.reproduce import studies_section
-    s = {"folder": "sw", "plan": {"task": "mnist", "base": {"lambda_p": 0.5}},
-         "settings": [{"setting": {"beta": 0.1}, "seeds": [0, 1, 2], "curves": {"E[n] Q1": [0.5, 0.9]},
-                       "over_seeds": {"learned": {"mean": 0.99, "std": 0.001, "min": 0.989, "max": 0.991, "n": 3}}}]}
+    acc = {"mean": 0.99, "std": 0.001, "min": 0.989, "max": 0.991, "n": 3}
+    s = {"folders": ["sw"], "task": "mnist",
+         "settings": [{"setting": {"lambda_p": 0.5, "beta": b}, "seeds": [0, 1, 2], "curves": {"E[n] Q1": [0.5, 0.9]},
+                       "over_seeds": {"accuracy": acc}} for b in (0.1, 0.2)]}
     md = "\n".join(studies_section({"mnist-beta": s}))
-    assert "### mnist-beta" in md and "| lambda_p 0.5, beta 0.1 | 0, 1, 2 |" in md
-    assert "- beta 0.1 · E[n] Q1: 0.500 0.900" in md
+    assert "### mnist-beta" in md and "mnist; every setting: lambda_p 0.5." in md
+    assert "| beta 0.1 | 0, 1, 2 | 0.9900 ± 0.0010 (0.9890 to 0.9910) |" in md
+    assert "- beta 0.2 · E[n] Q1: 0.500 0.900" in md
     assert studies_section({}) == []

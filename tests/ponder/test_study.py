@@ -7,7 +7,7 @@ import pytest
 from ponder.cli import main
 from ponder.config import ConfigError
 from ponder.store.card import read_card
-from ponder.study import STUDY, STUDY_TABLE, load_studies, setting_label, study, study_markdown
+from ponder.study import STUDY, STUDY_TABLE, load_studies, study, study_markdown
 
 TINY = ["--task", "parity", "--parity-preset", "small", "--hidden", "8", "--epochs", "1", "--steps-per-epoch", "6",
         "--max-steps", "4", "--device", "cpu"]
@@ -25,7 +25,10 @@ def test_a_study_summarises_each_setting_over_its_seeds(swept, tmp_path, capsys)
     assert main(["study", str(swept), "--to", str(to)]) == 0
     s = json.loads((swept / STUDY).read_text())
     assert json.loads(to.read_text()) == s and (swept / STUDY_TABLE).read_text() == study_markdown(s)
-    assert [st["setting"] for st in s["settings"]] == [{"lambda_p": 0.3}, {"lambda_p": 0.5}]
+    # a setting: the config fields a study names settings by (those parity reads), then the grid's values
+    assert [st["setting"] for st in s["settings"]] == [
+        {"regulariser": "kl-reverse", "lambda_p": lp, "beta": 0.01, "hidden": 8, "lambda_input": "hidden",
+         "epochs": 1.0, "batch_size": 128, "lr": 0.003, "parity_preset": "small"} for lp in (0.3, 0.5)]
     for st in s["settings"]:
         assert st["seeds"] == [0, 1] and [t["seed"] for t in st["trials"]] == [0, 1]
         learned = [t["pays"]["learned"] for t in st["trials"]]
@@ -38,7 +41,9 @@ def test_a_study_summarises_each_setting_over_its_seeds(swept, tmp_path, capsys)
     card = read_card(swept / "lambda_p0.3-seed1")
     assert card["metrics"]["test"]["pays"] == s["settings"][0]["trials"][1]["pays"]
     out = capsys.readouterr().out
-    assert "| lambda_p 0.3 |" not in out and "lambda_p 0.3 | 0, 1 |" in out     # the label names the fixed flags too
+    # the table names what every setting shares once, and each row by what differs
+    assert "parity; every setting: regulariser kl-reverse, beta 0.01, hidden 8," in out
+    assert "| lambda_p 0.3 | 0, 1 |" in out and "| lambda_p 0.5 | 0, 1 |" in out
     assert load_studies(to.parent) == {"tiny": s}
 
 
@@ -47,13 +52,27 @@ def test_a_folder_without_a_sweep_is_refused(tmp_path):
         study(tmp_path)
 
 
-def test_setting_label_names_the_flags_its_task_reads():
-    base = {"regulariser": "kl", "lambda_p": 0.5, "beta": 0.01, "hidden": 32, "lambda_input": "hidden",
-            "reader": "rows", "parity_preset": "video-15", "steps_per_epoch": 1000}
-    assert setting_label({"beta": 0.1}, base, "parity") == (
-        "regulariser kl, lambda_p 0.5, hidden 32, lambda_input hidden, parity_preset video-15, beta 0.1")
-    assert setting_label({"beta": 0.1}, base, "mnist") == (
-        "regulariser kl, lambda_p 0.5, hidden 32, lambda_input hidden, reader rows, beta 0.1")
+def test_several_sweeps_make_one_study(swept, tmp_path, capsys):
+    other = tmp_path / "other"
+    assert main(["sweep", *TINY, "--hidden", "12", "--lambda-p", "0.3", "--seeds", "0", "--out", str(other)]) == 0
+    assert main(["study", str(swept), str(other)]) == 1      # several folders need --to, said in one line
+    assert "ponder: error: a study of several sweep folders is written where --to says" in capsys.readouterr().err
+    s = study([swept, other])
+    assert s["folders"] == ["sw", "other"] and len(s["settings"]) == 3
+    assert s["settings"][2]["trials"][0]["name"] == "other/seed0" and s["settings"][2]["seeds"] == [0]
+    md = study_markdown(s)
+    # the rows differ in hidden size and lambda_p: both name a row; a study of one folder writes nothing else
+    assert "| lambda_p 0.3, hidden 8 | 0, 1 |" in md and "| lambda_p 0.3, hidden 12 | 0 |" in md
+    assert not (other / STUDY).exists()
+
+
+def test_a_study_of_two_tasks_is_refused(swept, tmp_path):
+    mnistish = tmp_path / "m"
+    mnistish.mkdir()
+    sw = json.loads((swept / "sweep.json").read_text())
+    (mnistish / "sweep.json").write_text(json.dumps({**sw, "plan": {**sw["plan"], "task": "mnist"}}))
+    with pytest.raises(ConfigError, match="one task"):
+        study([swept, mnistish])
 
 
 def test_load_studies_skips_what_it_cannot_read(tmp_path):
