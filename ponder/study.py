@@ -13,7 +13,7 @@ import numpy as np
 
 from .analysis.pays import over_seeds, pays
 from .analysis.unroll import measure_test
-from .config import ConfigError
+from .config import ConfigError, TrainConfig
 from .lifecycle import card_metrics
 from .store.atomic import atomic_write_bytes, atomic_write_json
 from .store.card import update_card
@@ -61,7 +61,8 @@ def study(folders, data_dir: Optional[str] = None, device: str = "cpu", log=prin
             if task.uses_data and data is None:
                 data = task.load_data(data_dir)
             m = measure_trial(folder / t["name"], data, device)
-            setting = {k: t["config"].get(k) for k in keys}
+            cfg = TrainConfig.from_dict(t["config"]).to_dict()        # a field the sweep's version lacked: its default
+            setting = {k: cfg[k] for k in keys}
             setting.update({k: v for k, v in t["values"].items() if k != "seed"})
             p = points.setdefault(json.dumps(setting, sort_keys=True), {"setting": setting, "trials": []})
             p["trials"].append({"name": f"{folder.name}/{t['name']}", "seed": t["values"].get("seed"), **m})
