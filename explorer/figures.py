@@ -142,7 +142,7 @@ def training_fig(history: Sequence[dict], lambda_p: Optional[float] = None, n_st
                  title: str = "", regulariser: str = "kl") -> go.Figure:
     """Loss terms (total, reconstruction, KL in the run's direction), accuracy and mean halting step against
     training step."""
-    kl = "KL(p_G‖p)" if regulariser == "kl-reverse" else "KL(p‖p_G)"
+    kl = {"kl-reverse": "KL(p_G‖p)", "kl-both": "KL(p‖p_G) + KL(p_G‖p)"}.get(regulariser, "KL(p‖p_G)")
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
                         subplot_titles=("loss (log scale)", "accuracy", "mean halting step E[n]"))
     few = len([h for h in history if isinstance(h, dict)]) < 30      # markers, so a first point shows

@@ -62,7 +62,8 @@ def preset_label(name: str) -> str:
 MAX_STEPS, MAX_HIDDEN, MAX_BATCH = IMPORT_MAX_STEPS, IMPORT_MAX_HIDDEN, 512   # an import is held to the same sizes
 SIZE_HELP = "The form's limits keep a run under ~2.5 GB of memory; a run that does not fit in the memory free now is refused."
 
-REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G ‖ p), reverse"}
+REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G ‖ p), reverse",
+                      "kl-both": "both: their sum"}
 LAMBDA_INPUT_LABELS = {"hidden": "the cell's state h (the paper's)", "confidence": "h and the answer's confidence"}
 READER_LABELS = {"rows": "rows: 2 more a step (ponders)", "coarse": "coarse to fine",
                  "cnn": "cnn: whole image (the article's)"}

@@ -34,7 +34,7 @@ def plain(text) -> str:
     return MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
 
 
-REGULARISER_NAMES = {"kl": "KL(p ‖ p_G)", "kl-reverse": "KL(p_G ‖ p)"}
+REGULARISER_NAMES = {"kl": "KL(p ‖ p_G)", "kl-reverse": "KL(p_G ‖ p)", "kl-both": "KL(p ‖ p_G) + KL(p_G ‖ p)"}
 
 
 def lambda_input_name(train: dict) -> str:

@@ -139,7 +139,8 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
     t.add_argument("--lambda-p", type=float, default=None, help=f"prior lambda_p in (0, 1] (default: {defaults('lambda_p')})")
     t.add_argument("--beta", type=float, default=d.beta, help=f"regulariser weight (default {d.beta})")
     t.add_argument("--regulariser", default=None, choices=REGULARISERS,
-                   help="kl: KL(p || p_G), the paper's direction; kl-reverse: KL(p_G || p), the prior first "
+                   help="kl: KL(p || p_G), the paper's direction; kl-reverse: KL(p_G || p), the prior first; "
+                        "kl-both: their sum "
                         f"(default: {defaults('regulariser')})")
     t.add_argument("--lambda-input", default=d.lambda_input, choices=LAMBDA_INPUTS,
                    help="what the lambda head reads: hidden (the cell's state, the paper's) or confidence (also the "

@@ -13,7 +13,8 @@ class ConfigError(ValueError):
     """A bad hyperparameter. The message names the field and the allowed range."""
 
 
-REGULARISERS = ("kl", "kl-reverse")     # KL(p || p_G) (paper), KL(p_G || p) (reverse); see ponder/losses.py
+REGULARISERS = ("kl", "kl-reverse", "kl-both")   # KL(p || p_G) (paper), KL(p_G || p) (reverse), their sum;
+                                                 # see ponder/losses.py
 
 
 @dataclass
@@ -23,7 +24,8 @@ class TrainConfig:
     lambda_p: float = 0.2            # geometric prior parameter, prior mean 1/lambda_p steps
     beta: float = 0.01               # weight of the regulariser
     regulariser: str = "kl"          # "kl": KL(p || p_G), the paper's direction (the learned p first);
-                                     # "kl-reverse": KL(p_G || p), the prior first (labml's, the video's)
+                                     # "kl-reverse": KL(p_G || p), the prior first (labml's, the video's);
+                                     # "kl-both": their sum (every step trains and every step is priced)
     max_steps: int = 20              # N, the most steps a sample can take
     hidden: int = 64                 # recurrent cell hidden size
     batch_size: int = 128            # training batch size

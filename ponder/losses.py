@@ -4,6 +4,7 @@
     L_rec = mean_b sum_n p_n * L(y, y_n)          (reconstruction)
     L_reg = mean_b KL(p || p_G(lambda_p))         (regulariser "kl": the paper's direction)
          or mean_b KL(p_G || p)                   (regulariser "kl-reverse": labml's and the video seed's)
+         or mean_b KL(p || p_G) + KL(p_G || p)    (regulariser "kl-both": the symmetric, Jeffreys divergence)
 
 Why the direction matters. Per input, the best halting distribution under each is
     "kl":          p*_n ∝ p_G(n) exp(-L_n / beta)        (mode-seeking: p_n ~ 0 wherever L_n is a
@@ -11,7 +12,12 @@ Why the direction matters. Per input, the best halting distribution under each i
                    improve, and every input ends up halting where the loss first got low)
     "kl-reverse":  p*_n = beta p_G(n) / (L_n + mu)       (mass-covering: every step keeps some weight,
                    so every step keeps training, and p moves smoothly with the per-step losses)
-Both are computed from log p, so a p_n that underflows is finite in both.
+    "kl-both":     the sum. The reverse term keeps weight on every step (every step trains, as with
+                   "kl-reverse"); the forward term prices each expected step past the prior's
+                   (sum_n p_n log 1/p_G(n) grows by log 1/(1 - lambda_p) a step), which the reverse term
+                   alone does not: under "kl-reverse" mass on late steps costs almost nothing, so p drifts
+                   to the steps where L_n is lowest, however long after the answer was right.
+All are computed from log p, so a p_n that underflows is finite in each.
 
 The caller applies beta: total = rec + beta * reg.
 """
@@ -79,14 +85,16 @@ def kl_from_prior_per_sample(log_p: torch.Tensor, log_prior: torch.Tensor) -> to
 def kl_to_prior(log_p: torch.Tensor, lambda_p: float, regulariser: str = "kl") -> torch.Tensor:
     """L_reg averaged over the batch, p_G truncated to N = log_p.shape[0] and renormalised.
 
-    regulariser "kl": KL(p || p_G), the paper's direction; "kl-reverse": KL(p_G || p).
+    regulariser "kl": KL(p || p_G), the paper's direction; "kl-reverse": KL(p_G || p); "kl-both": their sum.
     """
     log_prior = log_geometric_prior(lambda_p, log_p.shape[0], device=log_p.device)
     if regulariser == "kl":
         return kl_to_prior_per_sample(log_p, log_prior).mean()
     if regulariser == "kl-reverse":
         return kl_from_prior_per_sample(log_p, log_prior).mean()
-    raise ValueError(f"regulariser must be 'kl' or 'kl-reverse', got {regulariser!r}")
+    if regulariser == "kl-both":
+        return (kl_to_prior_per_sample(log_p, log_prior) + kl_from_prior_per_sample(log_p, log_prior)).mean()
+    raise ValueError(f"regulariser must be 'kl', 'kl-reverse' or 'kl-both', got {regulariser!r}")
 
 
 def ponder_loss(step_losses: torch.Tensor, log_p: torch.Tensor, lambda_p: float, beta: float,

@@ -30,7 +30,7 @@ class Progress:
     epoch: float               # fractional epoch
     loss: float                # rec + beta * reg
     rec: float                 # reconstruction loss
-    reg: float                 # the regulariser: KL(p || p_G), or KL(p_G || p) for "kl-reverse"
+    reg: float                 # the regulariser: KL(p || p_G), KL(p_G || p) for "kl-reverse", their sum for "kl-both"
     accuracy: float            # batch accuracy of the p-weighted prediction
     mean_steps: float          # batch mean of E[n] = sum_n n p_n
     elapsed: float             # seconds since training started

@@ -154,6 +154,21 @@ def test_reverse_kl_n2_by_hand():
     log_p = halting_log_probs(torch.tensor([[logit(0.25)], [0.0]]))
     assert kl_to_prior(log_p, 0.5, "kl-reverse").item() == pytest.approx(0.383576, abs=1e-5)
     assert kl_to_prior(log_p, 0.5, "kl").item() == pytest.approx(0.362990, abs=1e-5)
+    # kl-both, the sum: 0.383576 + 0.362990 = 0.746566
+    assert kl_to_prior(log_p, 0.5, "kl-both").item() == pytest.approx(0.746566, abs=1e-5)
+
+
+def test_both_prices_late_steps_and_reverse_hardly_does():
+    # p all on step N = 20 against the prior lambda_p = 0.5: the reverse direction charges
+    # sum_n p_G(n) log(p_G(n) / p_n), finite because p_n > 0 from the sigmoids, while the forward one charges
+    # log(1 / p_G(20)) ~ 19 ln 2 = 13.2 more than the same p on step 1 would; kl-both keeps that price
+    late = halting_log_probs(torch.full((20, 1), -30.0))               # p ~ point mass on step 20
+    early = halting_log_probs(torch.full((20, 1), 30.0))               # p ~ point mass on step 1
+    fwd = kl_to_prior(late, 0.5, "kl").item() - kl_to_prior(early, 0.5, "kl").item()
+    assert fwd == pytest.approx(19 * math.log(2), abs=1e-2)
+    both = kl_to_prior(late, 0.5, "kl-both").item() - kl_to_prior(early, 0.5, "kl-both").item()
+    rev = kl_to_prior(late, 0.5, "kl-reverse").item() - kl_to_prior(early, 0.5, "kl-reverse").item()
+    assert both == pytest.approx(fwd + rev, abs=1e-3)
 
 
 def test_against_torch_kl_div_with_arguments_in_order():
@@ -174,7 +189,7 @@ def test_reverse_is_finite_where_p_underflows():
     logits = torch.full((100, 4), 50.0, requires_grad=True)
     log_p = halting_log_probs(logits)
     assert (log_p.exp()[5:] == 0).all()                                 # really underflowed
-    for reg in ("kl", "kl-reverse"):
+    for reg in ("kl", "kl-reverse", "kl-both"):
         loss, rec, kl = ponder_loss(torch.ones(100, 4), log_p, 0.2, 0.01, reg)
         assert torch.isfinite(loss) and torch.isfinite(kl)
         (g,) = torch.autograd.grad(loss, logits, retain_graph=True)
@@ -194,12 +209,12 @@ def _hazards_of(log_prior):
 @settings(max_examples=30, deadline=None)
 @given(lp=st.floats(0.02, 0.95), n=st.integers(2, 40), noise=st.floats(0.0, 3.0), seed=st.integers(0, 1000))
 def test_both_are_divergences(lp, n, noise, seed):
-    """>= 0 for any p, 0 exactly at the prior, in both directions."""
+    """>= 0 for any p, 0 exactly at the prior, in both directions and their sum."""
     log_prior = log_geometric_prior(lp, n)
     at_prior = halting_log_probs(_hazards_of(log_prior))
     torch.manual_seed(seed)
     other = halting_log_probs(_hazards_of(log_prior) + noise * torch.randn(n, 1))
-    for reg in ("kl", "kl-reverse"):
+    for reg in ("kl", "kl-reverse", "kl-both"):
         assert kl_to_prior(at_prior, lp, reg).item() == pytest.approx(0.0, abs=1e-4)
         assert kl_to_prior(other, lp, reg).item() >= -1e-5
 
