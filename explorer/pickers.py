@@ -72,7 +72,7 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
     # the picker cuts a long name at the sidebar's width: the caption under it says it whole (and wraps)
     st.sidebar.caption(f"**{tables.plain(entry.name)}** · {entry.source} · {entry.card['train']['task']}"
                        f"{f' · {settings}' if settings else ''} · "
-                       f"λp {entry.card['train']['lambda_p']:g} · N {entry.card['train']['max_steps']} · β {tr.get('beta')} · "
+                       f"λp {entry.card['train']['lambda_p']:g} · {tables.steps_setting(tr)} · β {tr.get('beta')} · "
                        f"{tables.regulariser_name(tr)} · the (?) shows its full config")
     if entry.card.get("status") in ("cancelled", "failed"):
         st.sidebar.warning(f"Partial run ({entry.card['status']}): {tables.plain(entry.card.get('reason') or 'no reason given')}")

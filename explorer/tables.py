@@ -47,6 +47,15 @@ def regulariser_name(train: dict) -> str:
     return REGULARISER_NAMES.get((train or {}).get("regulariser"), "?")
 
 
+def steps_setting(train: dict) -> str:
+    """How many steps a run trained each batch on: 'N = 20', or with halt_epsilon (the paper's N) 'N ≤ 20 where
+    Σp ≥ 1 − ε, ε = 0.05': each batch ran until every input had halted with probability 1 − ε, N the cap."""
+    train = train or {}
+    eps = train.get("halt_epsilon")
+    n = train.get("max_steps")
+    return f"N = {n}" if eps is None else f"N ≤ {n} where Σp ≥ 1 − ε, ε = {eps}"
+
+
 def task_settings(card: dict) -> str:
     """A run's task-specific settings in a few words ('reader rows (2 a step)', 'parity preset small'): its
     task's describe(); '' for a task this explorer does not know."""
@@ -63,7 +72,7 @@ def describe_card(card: dict) -> str:
              + (f" ({plain(card['reason'])})" if card.get("reason") else ""),
              f"λp = {tr.get('lambda_p')}, β = {tr.get('beta')}, regulariser {regulariser_name(tr)}, "
              f"λ head reads {lambda_input_name(tr)}, "
-             + (f"{task_settings(card)}, " if task_settings(card) else "") + f"N = {tr.get('max_steps')}, "
+             + (f"{task_settings(card)}, " if task_settings(card) else "") + f"{steps_setting(tr)}, "
              f"hidden = {tr.get('hidden')}, batch = {tr.get('batch_size')}, lr = {tr.get('lr')}",
              f"epochs = {tr.get('epochs')}, time budget = {tr.get('max_seconds') or 'none'}, "
              f"train rotation ±{tr.get('rotate_train', 0)}°, seed = {tr.get('seed')}",
@@ -125,7 +134,7 @@ def compare_rows(entries, metrics: dict) -> list:
         rows.append({"model": e.name, **({"sweep": e.sweep or None} if has_sweep else {}),
                      "task": e.card["train"]["task"], "status": e.card.get("status"), "λp": e.card["train"]["lambda_p"],
                      "regulariser": regulariser_name(e.card.get("train")), "design": task_settings(e.card) or None,
-                     "N": e.card["train"]["max_steps"],
+                     "N": e.card["train"]["max_steps"], "ε": e.card["train"].get("halt_epsilon"),
                      "accuracy": m.get("accuracy"), "mean steps": m.get("mean_steps"), "E[n]": mean_expected_steps(m),
                      "E[n] hard − easy": None if easy is None or hard is None else hard - easy,
                      "test n": m.get("n"), "train s": e.card.get("train_seconds"), "device": e.card.get("device")})

@@ -59,6 +59,16 @@ def _eval_items(s: str) -> int:
     return v
 
 
+MAX_EVAL_STEPS = 1000          # evaluate --max-steps: a full unroll keeps [CAP, batch, ...] outputs
+
+
+def _eval_steps(s: str) -> int:
+    v = _positive_int(s)
+    if v > MAX_EVAL_STEPS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_EVAL_STEPS} steps, got {s!r}")
+    return v
+
+
 def _seed(s: str) -> int:
     try:
         v = int(s)
@@ -109,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--mode", default="sample", choices=["sample", "deterministic", "expected"])
     e.add_argument("--limit", type=_eval_items, default=None,
                    help=f"only the first N test items (MNIST; parity draws N problems), at most {MAX_EVAL_ITEMS:,}")
+    e.add_argument("--max-steps", type=_eval_steps, default=None, metavar="CAP",
+                   help=f"run up to CAP steps (at most {MAX_EVAL_STEPS}), halting where the learned lambda says: "
+                        "lambda_N = 1 only at CAP, so inputs may take more steps than training ever ran "
+                        "(default: the N it trained with)")
     e.add_argument("--seed", type=_seed, default=0, help="seed of the halting draws in 'sample' mode")
     e.add_argument("--device", default="auto", choices=DEVICES)
     e.add_argument("--json", action="store_true", help="print one JSON object")
@@ -151,6 +165,9 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
                         f"prior), coarse (growing resolution) (default {TrainConfig.for_task('mnist').reader})")
     t.add_argument("--rows-per-step", type=int, default=None, help=f"rows reader: image rows per step (default {d.rows_per_step})")
     t.add_argument("--max-steps", type=int, default=d.max_steps, help=f"N, most pondering steps (default {d.max_steps})")
+    t.add_argument("--halt-epsilon", type=float, default=None,
+                   help="the paper's N: train each batch until every input halts with probability >= 1 - eps "
+                        "(e.g. 0.05), --max-steps the cap (default: unroll all --max-steps)")
     t.add_argument("--hidden", type=int, default=None, help=f"GRU hidden size (default: {defaults('hidden')})")
     t.add_argument("--batch-size", type=int, default=None, help=f"(default {d.batch_size})")
     t.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default: {defaults('lr')})")

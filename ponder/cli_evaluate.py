@@ -15,14 +15,19 @@ def cmd_evaluate(args) -> int:
     from .store.atomic import jsonable
     from .store.checkpoint import load_checkpoint
     from .tasks import get_task
+    from .halting import with_max_steps
     from .train import pick_device
 
     ck = load_checkpoint(args.run, device=pick_device(args.device))
     task = get_task(ck.task)
     data = task.load_data(args.data_dir)
-    res = measure_test(ck.model, TrainConfig.from_dict(ck.card["train"]), data, args.limit, args.mode, args.seed)
+    trained_n = ck.model.max_steps
+    # --max-steps: the same weights run up to the cap (lambda_N = 1 only there), past the N it trained with
+    model = with_max_steps(ck.model, args.max_steps) if args.max_steps else ck.model
+    res = measure_test(model, TrainConfig.from_dict(ck.card["train"]), data, args.limit, args.mode, args.seed)
+    res["max_steps"], res["trained_max_steps"] = model.max_steps, trained_n
     images = task.rotation_inputs(data, args.limit)
-    rows = rotation_study(ck.model, *images, args.rotations, args.uniform, args.mode, args.seed) if images else []
+    rows = rotation_study(model, *images, args.rotations, args.uniform, args.mode, args.seed) if images else []
     res["rotations"] = [r for r in rows if r["kind"] == "fixed"]
     res["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
     res["per_step_accuracy_by_group"].update({f"rotation {rotation_label(r)}": r["per_step_accuracy"] for r in rows})
@@ -30,9 +35,10 @@ def cmd_evaluate(args) -> int:
     if args.json:                           # strict JSON: NaN / inf are written as null
         print(json.dumps(jsonable(res), allow_nan=False))
         return 0
-    print(f"{ck.name} ({ck.task}, N={ck.model.max_steps}, lambda_p={ck.model.lambda_p}), mode {args.mode}, n={res['n']}")
+    cap = f"N={model.max_steps}" + (f" (trained with N={trained_n})" if model.max_steps != trained_n else "")
+    print(f"{ck.name} ({ck.task}, {cap}, lambda_p={model.lambda_p}), mode {args.mode}, n={res['n']}")
     if args.mode == "expected":             # every sample runs all N steps; E[n] is what varies
-        print(f"accuracy {res['accuracy']:.4f}   steps run: {ck.model.max_steps} (all)   expected steps E[n] "
+        print(f"accuracy {res['accuracy']:.4f}   steps run: {model.max_steps} (all)   expected steps E[n] "
               f"mean {res['mean_steps']:.2f} median {res['median_steps']:.2f} std {res['std_steps']:.2f}")
     else:
         print(f"accuracy {res['accuracy']:.4f}   halting step mean {res['mean_steps']:.2f} "

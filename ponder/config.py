@@ -27,6 +27,9 @@ class TrainConfig:
                                      # "kl-reverse": KL(p_G || p), the prior first (labml's, the video's);
                                      # "kl-both": their sum (every step trains and every step is priced)
     max_steps: int = 20              # N, the most steps a sample can take
+    halt_epsilon: Optional[float] = None  # None: training unrolls all max_steps; ε: it unrolls until every input
+                                     # of the batch has halted with probability Σ_{j≤n} p_j ≥ 1 − ε (the paper's
+                                     # N, ε = 0.05 there), max_steps then the cap; evaluation runs to max_steps
     hidden: int = 64                 # recurrent cell hidden size
     batch_size: int = 128            # training batch size
     lr: float = 2e-3                 # Adam learning rate
@@ -72,6 +75,8 @@ class TrainConfig:
         for task in TASKS.values():          # each task checks the fields it reads, whatever the run's task
             task.check(self)
         _check(is_int(self.max_steps) and 1 <= self.max_steps <= 200, "max_steps", "an integer in [1, 200]", self.max_steps)
+        _check(self.halt_epsilon is None or (finite(self.halt_epsilon) and 0.0 < self.halt_epsilon < 1.0),
+               "halt_epsilon", "in (0, 1) (or unset)", self.halt_epsilon)
         _check(is_int(self.hidden) and 1 <= self.hidden <= 4096, "hidden", "an integer in [1, 4096]", self.hidden)
         _check(is_int(self.batch_size) and 1 <= self.batch_size <= 65536, "batch_size", "an integer in [1, 65536]", self.batch_size)
         _check(finite(self.lr) and 0.0 < self.lr <= 1.0, "lr", "(0, 1]", self.lr)

@@ -77,6 +77,9 @@ def choose_step_mode(cfg: TrainConfig, device) -> tuple:
         return "eager", "cuda_graph is off"
     if cfg.compile:
         return "eager", "compile is on (torch.compile and a captured step are not combined)"
+    if cfg.halt_epsilon is not None:
+        return "eager", (f"halt_epsilon = {cfg.halt_epsilon:g}: the steps unrolled vary from batch to batch, and a "
+                         f"CUDA graph replays a fixed N")
     return "cuda_graph", ""
 
 

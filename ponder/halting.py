@@ -16,7 +16,8 @@ where l_n is the lambda logit. log sigma(.) is finite for any finite logit, so
 log p is finite and exp(log p) never gives NaN even when p underflows to 0.
 
 Two paths, kept separate:
-    PonderNet.forward   full unroll of all N steps (training and evaluation)
+    PonderNet.forward   full unroll of all N steps (training and evaluation); with halt_epsilon, the
+                        paper's N: the fewest steps by which every input halts with probability 1 - ε
     ponder()            inference with per-sample early exit: halted samples leave
                         the batch, only the still-active ones run the next step.
 """
@@ -179,12 +180,15 @@ class PonderNet(nn.Module):
         feats = confidence_features(probs.detach().float(), prev.detach().float())
         return self.confidence_head(feats).squeeze(-1)
 
-    def forward(self, x: torch.Tensor) -> PonderForward:
-        """Full unroll of all N steps (training / evaluation)."""
+    def forward(self, x: torch.Tensor, halt_epsilon: Optional[float] = None) -> PonderForward:
+        """Full unroll of all N steps (training / evaluation). halt_epsilon ε: the paper's N instead, the
+        steps run until every input has halted with probability >= 1 - ε, N the cap (unroll_to_epsilon)."""
         ctx = self.step_fn.encode(x)
         h = self.step_fn.init_hidden(ctx)
         unroll = getattr(self.step_fn, "unroll", None)
-        if unroll is not None:                                  # the step function's own all-steps path
+        if halt_epsilon is not None:
+            y, lambda_logits = unroll_to_epsilon(self.step_fn, ctx, h, self.max_steps, halt_epsilon)
+        elif unroll is not None:                                # the step function's own all-steps path
             y, lambda_logits = unroll(ctx, h, self.max_steps)   # [N, B, ...], [N, B]
         else:
             ys, logits = [], []
@@ -204,6 +208,33 @@ class PonderNet(nn.Module):
             lambdas=halting_lambdas(lambda_logits),             # [N, B]
             lambda_logits=lambda_logits,
         )
+
+
+def unroll_to_epsilon(fn: nn.Module, ctx: torch.Tensor, h: torch.Tensor, max_steps: int, epsilon: float):
+    """The paper's N: step until every input's cumulative halting probability reaches 1 - ε, at most max_steps.
+
+    sum_{j<=n} p_j = 1 - prod_{j<=n} (1 - lambda_j) >= 1 - ε   <=>   sum_{j<=n} log(1 - lambda_j) <= log ε,
+    read on the host after every step (the number of steps decides the shapes that follow). The step it stops
+    at is N for this batch: halting_log_probs then gives it the remaining mass (<= ε), so sum_n p_n = 1.
+    Returns (y [n, B, ...], lambda_logits [n, B]) for the n steps run.
+    """
+    log_eps = math.log(epsilon)
+    ys, logits = [], []
+    log_survive = torch.zeros(ctx.shape[0], device=ctx.device)             # [B] log prod_{j<n}(1 - lambda_j)
+    for n in range(max_steps):
+        y, h, l = fn.step(ctx, h, n)
+        ys.append(y)
+        logits.append(l)
+        log_survive = log_survive + F.logsigmoid(-l.detach().float())      # [B] + log(1 - lambda_n)
+        if bool((log_survive <= log_eps).all()):
+            break
+    return torch.stack(ys), torch.stack(logits)                            # [n, B, ...], [n, B]
+
+
+def with_max_steps(model: PonderNet, cap: int) -> PonderNet:
+    """The same model (its step function shared, not copied) run for up to `cap` steps: lambda_N = 1 only at
+    step cap, so evaluation can run past the N it trained with (the paper's N -> infinity, under a cap)."""
+    return PonderNet(model.step_fn, max_steps=cap, lambda_p=model.lambda_p).train(model.training)
 
 
 def draw_uniforms(max_steps: int, batch: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:

@@ -25,7 +25,7 @@ class StepOut:
     loss: torch.Tensor         # 0-d
     rec: torch.Tensor          # 0-d
     reg: torch.Tensor          # 0-d
-    y: torch.Tensor            # [N, B, ...] per-step outputs
+    y: torch.Tensor            # [N, B, ...] per-step outputs (N: the steps run, fewer with halt_epsilon)
     log_p: torch.Tensor        # [N, B]
     target: torch.Tensor       # [B]
 
@@ -62,7 +62,7 @@ class Update:
         """One update: forward, loss, backward, clipping, Adam, divergence record. Queues device work, never syncs."""
         cfg = self.cfg
         with self.autocast():
-            out = self.forward(x)
+            out = self.forward(x, halt_epsilon=cfg.halt_epsilon)              # N steps, fewer with halt_epsilon
         N, B = out.log_p.shape
         step_losses = self.model.step_fn.loss(out.y.flatten(0, 1), y.repeat(N)).view(N, B)   # [N, B]
         loss, rec, reg = ponder_loss(step_losses, out.log_p, cfg.lambda_p, cfg.beta, cfg.regulariser)

@@ -19,6 +19,10 @@ def test_sweep_rows_and_card_description():
     # a card that does not say is not given the defaults: '?' for the regulariser, no reader
     bare = tables.describe_card({**card, "model": {}, "train": {"beta": 0.01}})
     assert "regulariser ?" in bare and "reader" not in bare
+    assert "N = 20," in text and "ε" not in text
+    # the paper's N: each batch ran until every input halted with probability >= 1 - ε, 20 the cap
+    eps = tables.describe_card({**card, "train": {**card["train"], "halt_epsilon": 0.05}})
+    assert "N ≤ 20 where Σp ≥ 1 − ε, ε = 0.05," in eps
 
 
 def test_regulariser_and_reader_names_and_new_metric_shape():
@@ -108,6 +112,10 @@ def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_colum
     rows = tables.compare_rows([a, ModelEntry("s/t", Path("t"), "run", card, sweep="s")], {})
     assert [r["sweep"] for r in rows] == [None, "s"]      # shown as "—" (the page's placeholder), not "None"
     assert rows[0]["regulariser"] == "KL(p ‖ p_G)" and rows[0]["E[n]"] is None and rows[0]["E[n] hard − easy"] is None
+    assert rows[0]["ε"] is None                          # no halt_epsilon: every batch ran all N steps
+    (row,) = tables.compare_rows([ModelEntry("e", Path("e"), "run", {**card, "train": {**card["train"],
+                                                                                        "halt_epsilon": 0.05}})], {})
+    assert row["N"] == 20 and row["ε"] == 0.05
     # the design (what each step sees) is its own column: the main reason two MNIST models differ
     rows = tables.compare_rows([ModelEntry("r", Path("r"), "run", {**card, "model": {"reader": "rows",
                                                                                   "rows_per_step": 2}}), a], {})

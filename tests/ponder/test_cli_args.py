@@ -18,7 +18,8 @@ TRAIN_BAD = [
     (["--rotate-train", "181"], "rotate_train"), (["--epochs", "inf"], "epochs"), (["--max-seconds", "0"], "max_seconds"),
     (["--task", "cifar"], "task"), (["--device", "tpu"], "device"), (["--parity-preset", "giant"], "parity_preset"),
     (["--lr-schedule", "cosine"], "lr_schedule"), (["--steps-per-epoch", "0"], "steps_per_epoch"),
-    (["--seed", str(2 ** 70)], "seed"), (["--seed", "abc"], "seed"),
+    (["--seed", str(2 ** 70)], "seed"), (["--seed", "abc"], "seed"), (["--halt-epsilon", "1"], "halt_epsilon"),
+    (["--halt-epsilon", "0"], "halt_epsilon"), (["--halt-epsilon", "x"], "halt-epsilon"),
 ]
 
 
@@ -36,6 +37,7 @@ EVAL_BAD = [
     (["--device", "tpu"], "device"), (["--seed", str(2 ** 70)], "seed"), (["--mode", "bogus"], "mode"),
     # parity draws --limit problems: 10**13 asked for an 80 TB tensor, 3 * 10**8 held 20 GB for a minute
     (["--limit", "10000000000000"], "at most 1,000,000 test items"), (["--limit", "300000000"], "limit"),
+    (["--max-steps", "0"], "max-steps"), (["--max-steps", "1001"], "at most 1000 steps"),
 ]
 
 

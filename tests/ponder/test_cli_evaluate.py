@@ -50,6 +50,21 @@ def test_expected_mode_says_all_steps_run_and_labels_e_n(tmp_path, capsys):
     assert "easy (k in [1, 4]): accuracy" in out and "E[n]" in out.split("easy")[1]
 
 
+def test_halt_epsilon_goes_into_the_card_and_evaluate_runs_past_the_trained_n(tmp_path, capsys):
+    run = tmp_path / "eps"
+    rc, _, err = run_cli(["train", "--out", str(run), *PARITY, "--halt-epsilon", "0.05", "--no-eval"], capsys)
+    assert rc == 0, err
+    assert json.loads((run / "run.json").read_text())["train"]["halt_epsilon"] == 0.05
+    res = json.loads(run_cli(["evaluate", str(run), "--json", "--limit", "300", "--max-steps", "15"], capsys)[1])
+    assert res["max_steps"] == 15 and res["trained_max_steps"] == 6
+    assert len(res["per_step_accuracy"]) == 15 and len(res["halting_distribution"]) == 15
+    assert sum(res["halting_distribution"]) == pytest.approx(1, abs=1e-4)
+    rc, out, _ = run_cli(["evaluate", str(run), "--limit", "300", "--max-steps", "15"], capsys)
+    assert rc == 0 and "N=15 (trained with N=6)" in out
+    res6 = json.loads(run_cli(["evaluate", str(run), "--json", "--limit", "300"], capsys)[1])
+    assert res6["max_steps"] == res6["trained_max_steps"] == 6 and len(res6["per_step_accuracy"]) == 6
+
+
 @needs_mnist
 def test_mnist_evaluate_rotations_json(tmp_path, capsys):
     run = tmp_path / "mn"

@@ -38,6 +38,7 @@ BAD = {
     "lambda_p": (bad_float(lambda v: 0 < v <= 1), "(0, 1]"),
     "beta": (bad_float(lambda v: v >= 0), ">= 0"),
     "max_steps": (bad_int(1, 200), "an integer in [1, 200]"),
+    "halt_epsilon": (bad_float(lambda v: 0 < v < 1).filter(lambda v: v is not None), "in (0, 1) (or unset)"),
     "hidden": (bad_int(1, 4096), "an integer in [1, 4096]"),
     "batch_size": (bad_int(1, 65536), "an integer in [1, 65536]"),
     "lr": (bad_float(lambda v: 0 < v <= 1), "(0, 1]"),
@@ -74,7 +75,8 @@ def test_bad_value_names_field_and_range(case):
 EDGES = [("lambda_p", 0.0), ("lambda_p", 1.0000001), ("beta", -1e-9), ("max_steps", 201), ("max_steps", 5.0),
          ("hidden", 4097), ("batch_size", 65537), ("rotate_train", 180.001), ("seed", 2 ** 63), ("seed", -1),
          ("weight_decay", 1.01), ("weight_decay", 3e38), ("lambda_p", 10 ** 400), ("max_steps", True),
-         ("device", "cuda:0;rm -rf /"), ("task", "MNIST"), ("compile", "false"), ("parity_preset", ("small",))]
+         ("device", "cuda:0;rm -rf /"), ("task", "MNIST"), ("compile", "false"), ("parity_preset", ("small",)),
+         ("halt_epsilon", 0.0), ("halt_epsilon", 1.0), ("halt_epsilon", True)]
 
 
 @pytest.mark.parametrize("field,value", EDGES, ids=[f"{f}={v!r:.20}" for f, v in EDGES])
@@ -95,7 +97,8 @@ def test_huge_values_do_not_blow_up_the_message():
 GOOD = [dict(lambda_p=1.0), dict(lambda_p=1e-9), dict(lambda_p=5e-324), dict(beta=0.0), dict(beta=1e6),
         dict(max_steps=1), dict(max_steps=200, hidden=4, batch_size=4), dict(batch_size=1), dict(hidden=1),
         dict(lr=1.0), dict(rotate_train=180.0), dict(grad_clip=1e-9), dict(weight_decay=1.0),
-        dict(epochs=1e-9), dict(max_seconds=1e-9), dict(seed=2 ** 63 - 1), dict(lr_schedule="constant")]
+        dict(epochs=1e-9), dict(max_seconds=1e-9), dict(seed=2 ** 63 - 1), dict(lr_schedule="constant"),
+        dict(halt_epsilon=1e-9), dict(halt_epsilon=0.999999)]
 
 
 @pytest.mark.parametrize("kw", GOOD, ids=[",".join(f"{k}={v}" for k, v in kw.items()) for kw in GOOD])
@@ -123,3 +126,10 @@ def test_model_config_garbage(task, d):
     with pytest.raises(ConfigError) as e:
         model_config_from_dict(task, d)
     assert "\n" not in str(e.value)
+
+
+def test_a_training_config_without_halt_epsilon_unrolls_all_steps():
+    """A card written before the field existed loads with it unset (every batch runs all max_steps)."""
+    d = TrainConfig().to_dict()
+    del d["halt_epsilon"]
+    assert TrainConfig.from_dict(d).validate().halt_epsilon is None

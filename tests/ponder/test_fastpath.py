@@ -270,6 +270,9 @@ def test_graph_step_selection():
     assert mode == "eager" and "cuda_graph is off" in why
     mode, why = choose_step_mode(TrainConfig(compile=True), cuda)
     assert mode == "eager" and "compile" in why
+    # the paper's N: the steps unrolled depend on the batch's lambdas, a captured graph replays a fixed N
+    mode, why = choose_step_mode(TrainConfig(halt_epsilon=0.05), cuda)
+    assert mode == "eager" and "halt_epsilon = 0.05" in why and "fixed N" in why
     for dev in ("cpu", "mps"):
         mode, why = choose_step_mode(TrainConfig(), torch.device(dev))
         assert mode == "eager" and "CUDA" in why

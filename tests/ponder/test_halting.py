@@ -1,13 +1,15 @@
-"""ponder/halting.py: full unroll vs early-exit inference, modes, replay, initialisation, and inputs the
-model must survive (odd images, extreme values; NaN/inf refused)."""
+"""ponder/halting.py: full unroll vs early-exit inference, modes, replay, initialisation, inputs the
+model must survive (odd images, extreme values; NaN/inf refused), the paper's N (halt_epsilon) and caps past N."""
+import math
+
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from helpers import tiny_model
 from ponder import data as D
 from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, confidence_features, draw_uniforms, expected_steps,
-                            first_true, halt_mask, halting_log_probs, ponder)
+                            first_true, halt_mask, halting_log_probs, ponder, with_max_steps)
 from ponder.losses import kl_to_prior
 
 
@@ -272,3 +274,98 @@ def test_model_gives_a_valid_prediction_for_odd_images(default_model, kind, mode
 def test_model_on_extreme_finite_inputs(default_model, value):
     r = ponder(default_model, torch.full((1, 1, 28, 28), value), "deterministic")
     assert torch.isfinite(r.probs).all() and 0 <= int(r.pred) <= 9
+
+
+# ----------------------------------------------------------------------------- the paper's N (halt_epsilon) and caps
+
+class ConstantLambda(torch.nn.Module):
+    """A toy step function whose lambda_n is the input's own constant: x [B] holds each input's lambda."""
+
+    def encode(self, x):
+        return x
+
+    def init_hidden(self, ctx):
+        return torch.zeros_like(ctx)
+
+    def step(self, ctx, h, n):
+        return torch.zeros(len(ctx), 2), h + 1, torch.logit(ctx)           # y_n [B, 2], lambda logit [B]
+
+
+def constant_model(cap):
+    return PonderNet(ConstantLambda(), max_steps=cap, lambda_p=0.2)
+
+
+def test_epsilon_rule_stops_at_the_first_step_every_input_has_halted_by_one_minus_epsilon():
+    # lambda = 0.5 every step: sum_{j<=n} p_j = 1 - 0.5^n; 0.5^4 = 0.0625 > 0.05, 0.5^5 = 0.03125 <= 0.05,
+    # so with eps = 0.05 the paper's N is 5. lambda = 0.8 alone would stop at 2 (0.2^2 = 0.04 <= 0.05):
+    # the batch runs until its slowest input is done.
+    out = constant_model(20)(torch.tensor([0.5, 0.8]), halt_epsilon=0.05)
+    assert out.log_p.shape == (5, 2)
+    # p_n = 0.5^n for n < 5, and step 5 takes the rest: 1 - (1/2 + 1/4 + 1/8 + 1/16) = 1/16
+    assert out.log_p[:, 0].exp().tolist() == pytest.approx([0.5, 0.25, 0.125, 0.0625, 0.0625])
+    # lambda = 0.8: p = 0.8, 0.2 * 0.8 = 0.16, then the rest 0.04 spread as 0.032, 0.0064, and 0.0016 at step 5
+    assert out.log_p[:, 1].exp().tolist() == pytest.approx([0.8, 0.16, 0.032, 0.0064, 0.0016])
+    assert out.lambdas[-1].tolist() == [1.0, 1.0]                            # lambda_N = 1 at the step it stopped
+
+
+def test_epsilon_rule_stops_at_the_cap():
+    # lambda = 0.1: 0.9^n <= 0.05 first at n = 29 (0.9^28 = 0.0523, 0.9^29 = 0.0471), past the cap of 20
+    assert constant_model(30)(torch.tensor([0.1]), halt_epsilon=0.05).log_p.shape[0] == 29
+    assert constant_model(20)(torch.tensor([0.1]), halt_epsilon=0.05).log_p.shape[0] == 20
+
+
+@settings(max_examples=200, deadline=None)
+@given(lam=st.floats(0.01, 0.99), eps=st.floats(1e-3, 0.5), cap=st.integers(1, 60))
+def test_epsilon_rule_runs_the_fewest_steps_whose_cdf_reaches_one_minus_epsilon(lam, eps, cap):
+    # survival (1 - lambda)^n <= eps  <=>  n >= log eps / log(1 - lambda): the smallest such n, at most cap
+    ratio = math.log(eps) / math.log1p(-lam)
+    assume(abs(ratio - round(ratio)) > 1e-4)                                 # not a float32 tie at the boundary
+    out = constant_model(cap)(torch.full((3,), lam), halt_epsilon=eps)
+    assert out.log_p.shape[0] == min(cap, max(1, math.ceil(ratio)))
+    assert torch.allclose(out.log_p.exp().sum(0), torch.ones(3), atol=1e-5)  # sum_n p_n = 1
+
+
+@pytest.mark.parametrize("task", ["mnist", "parity"])
+def test_epsilon_unroll_is_a_prefix_of_the_full_unroll(task):
+    model = tiny_model(task, max_steps=12, lambda_p=0.3, lambda_std=0.3)
+    x = _inputs(task, 16)
+    with torch.no_grad():
+        full = model(x)
+        cut = model(x, halt_epsilon=0.3)
+    n = cut.log_p.shape[0]
+    assert 1 <= n < 12                                                       # it stopped early
+    assert torch.allclose(cut.y, full.y[:n], atol=1e-5)                       # the same steps, fewer of them
+    assert torch.allclose(cut.lambda_logits, full.lambda_logits[:n], atol=1e-5)
+    surv = torch.nn.functional.logsigmoid(-full.lambda_logits[:n]).cumsum(0)  # log prod_{j<=n}(1 - lambda_j)
+    assert (surv[-1] <= math.log(0.3) + 1e-5).all() and not (surv[-2] <= math.log(0.3)).all()
+    assert torch.allclose(cut.log_p.exp().sum(0), torch.ones(16), atol=1e-5)
+
+
+def test_without_epsilon_the_forward_is_unchanged():
+    model = tiny_model("parity", max_steps=7)
+    x = _inputs("parity", 32)
+    with torch.no_grad():
+        a, b = model(x), model(x, halt_epsilon=None)
+        never = model(x, halt_epsilon=1e-30)                                 # never reached: all 7 steps run
+    for k in ("y", "log_p", "lambdas", "lambda_logits"):
+        assert torch.equal(getattr(a, k), getattr(b, k))
+        assert torch.equal(getattr(a, k), getattr(never, k))
+
+
+@pytest.mark.parametrize("task,kw", [("parity", {}), ("mnist", {"reader": "rows", "rows_per_step": 4}),
+                                     ("mnist", {"reader": "coarse"})])
+def test_a_cap_past_the_training_n_runs_the_same_weights_longer(task, kw):
+    model = tiny_model(task, max_steps=6, lambda_p=0.3, lambda_std=0.3, **kw)
+    x = _inputs(task, 48)
+    capped = with_max_steps(model, 40)                  # rows reader: 28 rows / 4 = 7 levels, steps past them reuse the last
+    assert capped.step_fn is model.step_fn and capped.max_steps == 40 and model.max_steps == 6
+    with torch.no_grad():
+        short, long = model(x), capped(x)
+    assert long.log_p.shape[0] == 40
+    assert torch.allclose(long.lambda_logits[:6], short.lambda_logits, atol=1e-5)
+    assert torch.allclose(long.log_p[:5], short.log_p[:5], atol=1e-5)           # only the forced step 6 differs
+    assert torch.allclose(long.log_p.exp().sum(0), torch.ones(48), atol=1e-5)
+    u = draw_uniforms(40, 48, torch.Generator().manual_seed(1))
+    res = ponder(capped, x, "sample", uniforms=u)
+    assert torch.equal(res.halt_step, first_true(halt_mask(long.lambda_logits, "sample", u)))
+    assert res.halt_step.max() > 6                                           # some inputs run past N = 6

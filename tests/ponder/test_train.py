@@ -35,6 +35,17 @@ def test_callback_fields_and_completion():
     assert last.loss == pytest.approx(last.rec + 0.01 * last.reg, rel=1e-4)
 
 
+def test_halt_epsilon_trains_each_batch_on_the_steps_the_paper_rule_gives():
+    # untrained, lambda_n ~= lambda_p = 0.2 at every step (init_lambda_head): the cumulative halting
+    # probability is 1 - 0.8^n, and 0.8^13 = 0.0550 > 0.05 >= 0.8^14 = 0.0440, so eps = 0.05 unrolls 14 of 30
+    seen = []
+    res = train(parity_cfg(halt_epsilon=0.05, lambda_p=0.2, max_steps=30, steps_per_epoch=2, log_every=1),
+                callback=seen.append)
+    assert res.status == "completed" and res.step_mode == "eager"
+    assert len(seen[0].halting) == 14 and abs(sum(seen[0].halting) - 1) < 1e-4      # sum_n p_n = 1 over them
+    assert res.record.train["halt_epsilon"] == 0.05 and res.model.max_steps == 30     # evaluation: up to 30
+
+
 def test_cpu_runs_repeatable():
     a = train(parity_cfg(seed=3)).model.state_dict()
     b = train(parity_cfg(seed=3)).model.state_dict()
