@@ -187,7 +187,7 @@ class PonderNet(nn.Module):
         h = self.step_fn.init_hidden(ctx)
         unroll = getattr(self.step_fn, "unroll", None)
         if halt_epsilon is not None:
-            y, lambda_logits = unroll_to_epsilon(self.step_fn, ctx, h, self.max_steps, halt_epsilon)
+            y, lambda_logits = unroll_to_epsilon(self, ctx, h, halt_epsilon)
         elif unroll is not None:                                # the step function's own all-steps path
             y, lambda_logits = unroll(ctx, h, self.max_steps)   # [N, B, ...], [N, B]
         else:
@@ -210,8 +210,8 @@ class PonderNet(nn.Module):
         )
 
 
-def unroll_to_epsilon(fn: nn.Module, ctx: torch.Tensor, h: torch.Tensor, max_steps: int, epsilon: float):
-    """The paper's N: step until every input's cumulative halting probability reaches 1 - ε, at most max_steps.
+def unroll_to_epsilon(model: PonderNet, ctx: torch.Tensor, h: torch.Tensor, epsilon: float):
+    """The paper's N: step until every input's cumulative halting probability reaches 1 - ε, at most N steps.
 
     sum_{j<=n} p_j = 1 - prod_{j<=n} (1 - lambda_j) >= 1 - ε   <=>   sum_{j<=n} log(1 - lambda_j) <= log ε,
     read on the host after every step (the number of steps decides the shapes that follow). The step it stops
@@ -221,11 +221,17 @@ def unroll_to_epsilon(fn: nn.Module, ctx: torch.Tensor, h: torch.Tensor, max_ste
     log_eps = math.log(epsilon)
     ys, logits = [], []
     log_survive = torch.zeros(ctx.shape[0], device=ctx.device)             # [B] log prod_{j<n}(1 - lambda_j)
-    for n in range(max_steps):
-        y, h, l = fn.step(ctx, h, n)
+    prev = None                                                             # P_{n-1} (the confidence head reads it)
+    for n in range(model.max_steps):
+        y, h, l = model.step_fn.step(ctx, h, n)
         ys.append(y)
         logits.append(l)
-        log_survive = log_survive + F.logsigmoid(-l.detach().float())      # [B] + log(1 - lambda_n)
+        lam = l.detach().float()                                            # lambda_n's logit as forward() makes it
+        if model.confidence_head is not None:
+            cur = model.step_fn.probs(y).float()
+            prev = torch.full_like(cur, 1.0 / cur.shape[1]) if prev is None else prev
+            lam, prev = lam + model.confidence_logit(cur, prev).detach(), cur
+        log_survive = log_survive + F.logsigmoid(-lam)                     # [B] + log(1 - lambda_n)
         if bool((log_survive <= log_eps).all()):
             break
     return torch.stack(ys), torch.stack(logits)                            # [n, B, ...], [n, B]
@@ -234,7 +240,9 @@ def unroll_to_epsilon(fn: nn.Module, ctx: torch.Tensor, h: torch.Tensor, max_ste
 def with_max_steps(model: PonderNet, cap: int) -> PonderNet:
     """The same model (its step function shared, not copied) run for up to `cap` steps: lambda_N = 1 only at
     step cap, so evaluation can run past the N it trained with (the paper's N -> infinity, under a cap)."""
-    return PonderNet(model.step_fn, max_steps=cap, lambda_p=model.lambda_p).train(model.training)
+    out = PonderNet(model.step_fn, max_steps=cap, lambda_p=model.lambda_p, lambda_input=model.lambda_input)
+    out.confidence_head = model.confidence_head                            # shared too
+    return out.train(model.training)
 
 
 def draw_uniforms(max_steps: int, batch: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:

@@ -326,8 +326,10 @@ def test_epsilon_rule_runs_the_fewest_steps_whose_cdf_reaches_one_minus_epsilon(
 
 
 @pytest.mark.parametrize("task", ["mnist", "parity"])
-def test_epsilon_unroll_is_a_prefix_of_the_full_unroll(task):
-    model = tiny_model(task, max_steps=12, lambda_p=0.3, lambda_std=0.3)
+@pytest.mark.parametrize("lambda_input", LAMBDA_INPUTS)
+def test_epsilon_unroll_is_a_prefix_of_the_full_unroll(task, lambda_input):
+    # with the confidence head the rule stops on the lambdas forward() gives, the head's share included
+    model = tiny_model(task, max_steps=12, lambda_p=0.3, lambda_std=0.3, lambda_input=lambda_input)
     x = _inputs(task, 16)
     with torch.no_grad():
         full = model(x)
@@ -353,12 +355,13 @@ def test_without_epsilon_the_forward_is_unchanged():
 
 
 @pytest.mark.parametrize("task,kw", [("parity", {}), ("mnist", {"reader": "rows", "rows_per_step": 4}),
-                                     ("mnist", {"reader": "coarse"})])
+                                     ("mnist", {"reader": "coarse"}), ("parity", {"lambda_input": "confidence"})])
 def test_a_cap_past_the_training_n_runs_the_same_weights_longer(task, kw):
     model = tiny_model(task, max_steps=6, lambda_p=0.3, lambda_std=0.3, **kw)
     x = _inputs(task, 48)
     capped = with_max_steps(model, 40)                  # rows reader: 28 rows / 4 = 7 levels, steps past them reuse the last
     assert capped.step_fn is model.step_fn and capped.max_steps == 40 and model.max_steps == 6
+    assert capped.confidence_head is model.confidence_head                     # the halting's own weights too
     with torch.no_grad():
         short, long = model(x), capped(x)
     assert long.log_p.shape[0] == 40
