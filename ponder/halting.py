@@ -306,7 +306,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
         if need_survive:
             log_not = F.logsigmoid(-l)                                 # log(1 - lambda_n)
         if trace:
-            probs = fn.probs(y).float()                                # [b, C]
+            probs = cur if model.confidence_head is not None else fn.probs(y).float()   # [b, C]
             if t_probs is None:
                 t_probs = torch.full((N, B, probs.shape[1]), float("nan"), device=dev)
             lam = torch.ones_like(l) if last else torch.sigmoid(l)     # lambda_n, lambda_N = 1
