@@ -1,8 +1,10 @@
-"""A study: a sweep's settings compared by whether their thought pays, over seeds. `python -m ponder study DIR`
-measures every completed trial of the sweep folder DIR on its full test set (ponder.analysis.unroll.measure_test),
-writes each trial's pays() numbers into its card, and writes DIR/study.json and DIR/study.md: per setting (the
-grid values without the seed) the mean, spread and range over seeds of ponder.analysis.pays.KEYS, and the mean
-per-step accuracy of each named group (parity's easy / hard, MNIST's quartiles of E[n]) over seeds."""
+"""A study: sweeps' settings compared by whether their thought pays, over seeds. `python -m ponder study DIR [DIR ...]`
+measures every completed trial of the sweep folders (one task) on its full test set
+(ponder.analysis.unroll.measure_test), writes each trial's pays() numbers into its card, and summarises per
+setting (the config fields of LABEL_KEYS and the grid values; the seeds pooled) the mean, spread and range over
+seeds of ponder.analysis.pays.KEYS and the mean per-step accuracy of each named group (parity's easy / hard,
+MNIST's quartiles of E[n]). One folder gets DIR/study.json and DIR/study.md; `--to` writes the JSON where
+reproduce reads it (docs/studies/NAME.json)."""
 from __future__ import annotations
 
 import json
