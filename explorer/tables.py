@@ -124,16 +124,18 @@ def run_rows(entries) -> list:
 
 
 def compare_rows(entries, metrics: dict) -> list:
-    """The Compare page's table: one row per run with its settings (the regulariser among them), test numbers
-    (metrics: name -> test metrics: accuracy, mean sampled steps, mean E[n]; for parity E[n] on the hard minus
-    the easy k) and device; missing values are None, and the sweep column is left out when no run is in one."""
+    """The Compare page's table: one row per run with its settings (the regulariser and what the λ head reads
+    among them), test numbers (metrics: name -> test metrics: accuracy, mean sampled steps, mean E[n]; for
+    parity E[n] on the hard minus the easy k) and device; missing values are None, and the sweep column is
+    left out when no run is in one."""
     rows, has_sweep = [], any(e.sweep for e in entries)
     for e in entries:
         m = metrics.get(e.name) or {}
         easy, hard = easy_hard_expected_steps(m)
         rows.append({"model": e.name, **({"sweep": e.sweep or None} if has_sweep else {}),
                      "task": e.card["train"]["task"], "status": e.card.get("status"), "λp": e.card["train"]["lambda_p"],
-                     "regulariser": regulariser_name(e.card.get("train")), "design": task_settings(e.card) or None,
+                     "regulariser": regulariser_name(e.card.get("train")),
+                     "λ head reads": lambda_input_name(e.card.get("train")), "design": task_settings(e.card) or None,
                      "N": e.card["train"]["max_steps"], "ε": e.card["train"].get("halt_epsilon"),
                      "accuracy": m.get("accuracy"), "mean steps": m.get("mean_steps"), "E[n]": mean_expected_steps(m),
                      "E[n] hard − easy": None if easy is None or hard is None else hard - easy,

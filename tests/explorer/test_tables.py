@@ -113,6 +113,10 @@ def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_colum
     assert [r["sweep"] for r in rows] == [None, "s"]      # shown as "—" (the page's placeholder), not "None"
     assert rows[0]["regulariser"] == "KL(p ‖ p_G)" and rows[0]["E[n]"] is None and rows[0]["E[n] hard − easy"] is None
     assert rows[0]["ε"] is None                          # no halt_epsilon: every batch ran all N steps
+    assert rows[0]["λ head reads"] == "h"                  # no lambda_input: the paper's λ head, on h alone
+    (conf,) = tables.compare_rows([ModelEntry("c", Path("c"), "run", {**card, "train": {**card["train"],
+                                                                                         "lambda_input": "confidence"}})], {})
+    assert conf["λ head reads"] == "h and the answer's confidence"
     (row,) = tables.compare_rows([ModelEntry("e", Path("e"), "run", {**card, "train": {**card["train"],
                                                                                         "halt_epsilon": 0.05}})], {})
     assert row["N"] == 20 and row["ε"] == 0.05
