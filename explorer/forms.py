@@ -91,7 +91,8 @@ def train_form_ui(task: str) -> Optional[tuple]:
         reg = st.selectbox("Regulariser", REGULARISERS, index=REGULARISERS.index(v("reg", d.regulariser)), key=k + "reg",
                            format_func=REGULARISER_LABELS.get,
                            help="KL(p ‖ p_G), the paper's, lets p ≈ 0 on early steps (mode-seeking); "
-                                "KL(p_G ‖ p) keeps weight on every step (mass-covering).")
+                                "KL(p_G ‖ p) keeps weight on every step (mass-covering); both adds the two, "
+                                "KL(p ‖ p_G) + KL(p_G ‖ p).")
         lam_in = st.selectbox("What the λ head reads", LAMBDA_INPUTS, index=LAMBDA_INPUTS.index(v("lam_in", d.lambda_input)),
                               key=k + "lam_in", format_func=LAMBDA_INPUT_LABELS.get,
                               help="The halting probability λ_n comes from the cell's state h; 'confidence' also gives "

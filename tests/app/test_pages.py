@@ -384,6 +384,15 @@ def test_train_form_defaults_to_the_pondering_mnist_design_and_says_which_design
     assert READER_NOTE in [c.value for c in at.sidebar.caption]
 
 
+def test_train_form_help_says_what_each_regulariser_is(runs):
+    """Each of the Regulariser choices is named in its help by the KL it adds (the sum one included)."""
+    from explorer.tables import REGULARISER_NAMES
+    at = open_app("app_pages/train.py")
+    reg = at.sidebar.selectbox(key="tf_mnist_reg")
+    assert len(reg.options) == len(REGULARISER_NAMES) == 3
+    assert all(formula in reg.help for formula in REGULARISER_NAMES.values()), reg.help
+
+
 def test_train_form_says_which_device_the_run_trains_on(runs, monkeypatch):
     """One line under the Device choice: the CPU here; on a machine with a GPU, auto (the default) trains on it."""
     if getattr(torch.backends, "mps", None) is not None:
