@@ -385,12 +385,13 @@ def test_train_form_defaults_to_the_pondering_mnist_design_and_says_which_design
 
 
 def test_train_form_help_says_what_each_regulariser_is(runs):
-    """Each of the Regulariser choices is named in its help by the KL it adds (the sum one included)."""
+    """Each of the Regulariser choices is named in its help by the KL it adds (the sum one included), on the
+    Train form and the λp sweep's."""
     from explorer.tables import REGULARISER_NAMES
-    at = open_app("app_pages/train.py")
-    reg = at.sidebar.selectbox(key="tf_mnist_reg")
-    assert len(reg.options) == len(REGULARISER_NAMES) == 3
-    assert all(formula in reg.help for formula in REGULARISER_NAMES.values()), reg.help
+    for page, key in (("train", "tf_mnist_reg"), ("sweep", "sw_reg")):
+        reg = open_app(f"app_pages/{page}.py").selectbox(key=key)
+        assert len(reg.options) == len(REGULARISER_NAMES) == 3
+        assert all(formula in reg.help for formula in REGULARISER_NAMES.values()), (page, reg.help)
 
 
 def test_train_form_says_which_device_the_run_trains_on(runs, monkeypatch):
