@@ -68,14 +68,18 @@ def describe_card(card: dict) -> str:
     numbers. The card's free text (name, status, reason, device) is shown as plain text."""
     tr = card.get("train") or {}
     t = test_metrics(card)
+    budget = tr.get("max_seconds")
+    task = TASKS.get(tr.get("task"))
+    reads = task.reads if task is not None else ("rotate_train",)    # a task not known here: say all it has
     parts = [f"**{plain(card.get('name', '?'))}** · {tr.get('task', '?')} · status **{plain(card.get('status', '?'))}**"
              + (f" ({plain(card['reason'])})" if card.get("reason") else ""),
              f"λp = {tr.get('lambda_p')}, β = {tr.get('beta')}, regulariser {regulariser_name(tr)}, "
              f"λ head reads {lambda_input_name(tr)}, "
              + (f"{task_settings(card)}, " if task_settings(card) else "") + f"{steps_setting(tr)}, "
              f"hidden = {tr.get('hidden')}, batch = {tr.get('batch_size')}, lr = {tr.get('lr')}",
-             f"epochs = {tr.get('epochs')}, time budget = {tr.get('max_seconds') or 'none'}, "
-             f"train rotation ±{tr.get('rotate_train', 0)}°, seed = {tr.get('seed')}",
+             f"epochs = {tr.get('epochs')}, time budget = {f'{budget:g} s' if budget else 'none'}, "
+             + (f"train rotation ±{tr.get('rotate_train') or 0:g}°, " if "rotate_train" in reads else "")
+             + f"seed = {tr.get('seed')}",
              f"trained {card.get('steps', '?')} steps in {card.get('train_seconds', '?')} s on {plain(card.get('device', '?'))}"]
     if t.get("accuracy") is not None:
         en = mean_expected_steps(t)

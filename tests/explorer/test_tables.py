@@ -25,6 +25,15 @@ def test_sweep_rows_and_card_description():
     assert "N ≤ 20 where Σp ≥ 1 − ε, ε = 0.05," in eps
 
 
+def test_card_description_gives_the_budget_in_seconds_and_the_rotation_only_where_the_task_has_one():
+    parity = {"name": "p", "status": "completed",
+              "train": {"task": "parity", "lambda_p": 0.2, "max_seconds": 20.0, "rotate_train": 0.0}}
+    text = tables.describe_card(parity)
+    assert "time budget = 20 s," in text and "rotation" not in text        # parity vectors are not rotated
+    mnist = {**parity, "train": {**parity["train"], "task": "mnist", "max_seconds": None, "rotate_train": 22.5}}
+    assert "time budget = none, train rotation ±22.5°," in tables.describe_card(mnist)
+
+
 def test_regulariser_and_reader_names_and_new_metric_shape():
     card = {"name": "a", "status": "completed", "model": {"reader": "rows", "rows_per_step": 2},
             "train": {"task": "mnist", "lambda_p": 0.5, "max_steps": 20, "beta": 0.01, "regulariser": "kl-reverse"},
