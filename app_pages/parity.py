@@ -53,10 +53,11 @@ with c1:
              f"Mean halting distribution on {int(size):,} problems per set, by number of non-zeros k "
              f"(trained on k {res['train_k'][0]}–{res['train_k'][1]}), against the prior.", key="par_sets")
 with c2:
+    gap = study_figures.unmeasured_k(res["by_k"])
     ui.chart(study_figures.by_k_fig(res["by_k"], res["train_k"]), "Mean sampled halting step, mean E[n] = Σ n·p_n "
              "with its spread over the inputs (error bars: ± std), and accuracy (dotted, right axis) for each number "
-             "of non-zeros k; the shaded band is the training range.",
-             key="par_byk")
+             "of non-zeros k; the shaded band is the training range."
+             + (f" No test set has k {gap}: the lines break there." if gap else ""), key="par_byk")
 st.dataframe([{"set": k, "accuracy": v["accuracy"], "mean steps": v["mean_steps"], "E[n]": v["expected_steps"],
                "problems": v["count"]} for k, v in sets.items()], hide_index=True)
 worth.section_ui(entry, "par")

@@ -64,6 +64,8 @@ SIZE_HELP = "The form's limits keep a run under ~2.5 GB of memory; a run that do
 
 REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G ‖ p), reverse",
                       "kl-both": "both: their sum"}
+REGULARISER_HELP = ("KL(p ‖ p_G), the paper's, lets p ≈ 0 on early steps (mode-seeking); KL(p_G ‖ p) keeps weight "
+                    "on every step (mass-covering); both adds the two, KL(p ‖ p_G) + KL(p_G ‖ p).")
 LAMBDA_INPUT_LABELS = {"hidden": "the cell's state h (the paper's)", "confidence": "h and the answer's confidence"}
 READER_LABELS = {"rows": "rows: 2 more a step (ponders)", "coarse": "coarse to fine",
                  "cnn": "cnn: whole image (the article's)"}
@@ -90,8 +92,7 @@ def train_form_ui(task: str) -> Optional[tuple]:
                                key=k + "beta")
         reg = st.selectbox("Regulariser", REGULARISERS, index=REGULARISERS.index(v("reg", d.regulariser)), key=k + "reg",
                            format_func=REGULARISER_LABELS.get,
-                           help="KL(p ‖ p_G), the paper's, lets p ≈ 0 on early steps (mode-seeking); "
-                                "KL(p_G ‖ p) keeps weight on every step (mass-covering).")
+                           help=REGULARISER_HELP)
         lam_in = st.selectbox("What the λ head reads", LAMBDA_INPUTS, index=LAMBDA_INPUTS.index(v("lam_in", d.lambda_input)),
                               key=k + "lam_in", format_func=LAMBDA_INPUT_LABELS.get,
                               help="The halting probability λ_n comes from the cell's state h; 'confidence' also gives "
@@ -169,7 +170,8 @@ def sweep_form_ui() -> Optional[tuple]:
         preset = t2.selectbox("Parity preset", presets, index=presets.index(TrainConfig().parity_preset),
                               key="sw_preset", format_func=preset_label,
                               help="Parity only. The video seed swept λp 0.1–0.9 on its n = 15 (video-15).")
-        reg = t3.selectbox("Regulariser", REGULARISERS, key="sw_reg", format_func=REGULARISER_LABELS.get)
+        reg = t3.selectbox("Regulariser", REGULARISERS, key="sw_reg", format_func=REGULARISER_LABELS.get,
+                           help=REGULARISER_HELP)
         c1, c2, c3, c4, c5 = st.columns(5)
         epochs = c1.number_input("Epochs per run", 0.001, 20.0, 0.5, 0.25, format="%g", key="sw_epochs")
         seconds = c2.number_input("Time budget per run (s)", 0, 3600, 20, 5, key="sw_seconds",

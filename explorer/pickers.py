@@ -69,11 +69,13 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
     entry = by[name]
     tr = entry.card.get("train", {})
     settings = tables.task_settings(entry.card)
+    head = tables.lambda_input_name(tr)                   # said when it is not the paper's (h alone)
     # the picker cuts a long name at the sidebar's width: the caption under it says it whole (and wraps)
     st.sidebar.caption(f"**{tables.plain(entry.name)}** · {entry.source} · {entry.card['train']['task']}"
                        f"{f' · {settings}' if settings else ''} · "
                        f"λp {entry.card['train']['lambda_p']:g} · {tables.steps_setting(tr)} · β {tr.get('beta')} · "
-                       f"{tables.regulariser_name(tr)} · the (?) shows its full config")
+                       f"{tables.regulariser_name(tr)} · {f'λ head reads {head} · ' if head != 'h' else ''}"
+                       "the (?) shows its full config")
     if entry.card.get("status") in ("cancelled", "failed"):
         st.sidebar.warning(f"Partial run ({entry.card['status']}): {tables.plain(entry.card.get('reason') or 'no reason given')}")
     return entry

@@ -207,6 +207,20 @@ def sets_halting_fig(sets: dict, lambda_p: Optional[float] = None, title: str = 
     return layout(fig, title or "Halting distributions by difficulty")
 
 
+def unmeasured_k(rows: Sequence[dict]) -> str:
+    """The numbers of non-zeros k between the smallest and largest measured that no row has, as ranges
+    ('5–10'; '' when none): by_k_fig's lines break there (video-15's easy k 1–4 and hard k 11–15 leave 5–10)."""
+    have = {int(r["k"]) for r in rows}
+    missing = [k for k in range(min(have), max(have)) if k not in have] if have else []
+    gaps = []                                            # [first, last] of each run of consecutive missing k
+    for k in missing:
+        if gaps and gaps[-1][1] == k - 1:
+            gaps[-1][1] = k
+        else:
+            gaps.append([k, k])
+    return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in gaps)
+
+
 def by_k_fig(rows: Sequence[dict], train_k: Optional[Sequence[int]] = None) -> go.Figure:
     """Mean halting step and accuracy per number of non-zeros k; the lines break at a k that was not measured."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])

@@ -68,14 +68,18 @@ def describe_card(card: dict) -> str:
     numbers. The card's free text (name, status, reason, device) is shown as plain text."""
     tr = card.get("train") or {}
     t = test_metrics(card)
+    budget = tr.get("max_seconds")
+    task = TASKS.get(tr.get("task"))
+    reads = task.reads if task is not None else ("rotate_train",)    # a task not known here: say all it has
     parts = [f"**{plain(card.get('name', '?'))}** · {tr.get('task', '?')} · status **{plain(card.get('status', '?'))}**"
              + (f" ({plain(card['reason'])})" if card.get("reason") else ""),
              f"λp = {tr.get('lambda_p')}, β = {tr.get('beta')}, regulariser {regulariser_name(tr)}, "
              f"λ head reads {lambda_input_name(tr)}, "
              + (f"{task_settings(card)}, " if task_settings(card) else "") + f"{steps_setting(tr)}, "
              f"hidden = {tr.get('hidden')}, batch = {tr.get('batch_size')}, lr = {tr.get('lr')}",
-             f"epochs = {tr.get('epochs')}, time budget = {tr.get('max_seconds') or 'none'}, "
-             f"train rotation ±{tr.get('rotate_train', 0)}°, seed = {tr.get('seed')}",
+             f"epochs = {tr.get('epochs')}, time budget = {f'{budget:g} s' if budget else 'none'}, "
+             + (f"train rotation ±{tr.get('rotate_train') or 0:g}°, " if "rotate_train" in reads else "")
+             + f"seed = {tr.get('seed')}",
              f"trained {card.get('steps', '?')} steps in {card.get('train_seconds', '?')} s on {plain(card.get('device', '?'))}"]
     if t.get("accuracy") is not None:
         en = mean_expected_steps(t)
@@ -124,16 +128,18 @@ def run_rows(entries) -> list:
 
 
 def compare_rows(entries, metrics: dict) -> list:
-    """The Compare page's table: one row per run with its settings (the regulariser among them), test numbers
-    (metrics: name -> test metrics: accuracy, mean sampled steps, mean E[n]; for parity E[n] on the hard minus
-    the easy k) and device; missing values are None, and the sweep column is left out when no run is in one."""
+    """The Compare page's table: one row per run with its settings (the regulariser and what the λ head reads
+    among them), test numbers (metrics: name -> test metrics: accuracy, mean sampled steps, mean E[n]; for
+    parity E[n] on the hard minus the easy k) and device; missing values are None, and the sweep column is
+    left out when no run is in one."""
     rows, has_sweep = [], any(e.sweep for e in entries)
     for e in entries:
         m = metrics.get(e.name) or {}
         easy, hard = easy_hard_expected_steps(m)
         rows.append({"model": e.name, **({"sweep": e.sweep or None} if has_sweep else {}),
                      "task": e.card["train"]["task"], "status": e.card.get("status"), "λp": e.card["train"]["lambda_p"],
-                     "regulariser": regulariser_name(e.card.get("train")), "design": task_settings(e.card) or None,
+                     "regulariser": regulariser_name(e.card.get("train")),
+                     "λ head reads": lambda_input_name(e.card.get("train")), "design": task_settings(e.card) or None,
                      "N": e.card["train"]["max_steps"], "ε": e.card["train"].get("halt_epsilon"),
                      "accuracy": m.get("accuracy"), "mean steps": m.get("mean_steps"), "E[n]": mean_expected_steps(m),
                      "E[n] hard − easy": None if easy is None or hard is None else hard - easy,

@@ -384,6 +384,16 @@ def test_train_form_defaults_to_the_pondering_mnist_design_and_says_which_design
     assert READER_NOTE in [c.value for c in at.sidebar.caption]
 
 
+def test_train_form_help_says_what_each_regulariser_is(runs):
+    """Each of the Regulariser choices is named in its help by the KL it adds (the sum one included), on the
+    Train form and the λp sweep's."""
+    from explorer.tables import REGULARISER_NAMES
+    for page, key in (("train", "tf_mnist_reg"), ("sweep", "sw_reg")):
+        reg = open_app(f"app_pages/{page}.py").selectbox(key=key)
+        assert len(reg.options) == len(REGULARISER_NAMES) == 3
+        assert all(formula in reg.help for formula in REGULARISER_NAMES.values()), (page, reg.help)
+
+
 def test_train_form_says_which_device_the_run_trains_on(runs, monkeypatch):
     """One line under the Device choice: the CPU here; on a machine with a GPU, auto (the default) trains on it."""
     if getattr(torch.backends, "mps", None) is not None:
@@ -1031,6 +1041,9 @@ def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
     t = read_card(ASSETS / "parity-15")["metrics"]["test"]
     gap = t["hard"]["expected_steps"] - t["easy"]["expected_steps"]
     assert any(f"hard − easy {gap:+.2f}" in c.value and "10,000 problems" in c.value for c in at.caption)
+    # video-15's test sets are easy k 1–4 and hard k 11–15 (ponder.tasks.parity): the by-k chart's caption says
+    # why its lines break between them
+    assert any("No test set has k 5–10" in c.value for c in at.caption)
 
 
 # ----------------------------------------------------------------------------- is the extra thought worth it?

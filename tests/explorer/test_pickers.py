@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from explorer import pickers
-from helpers import APP_TIMEOUT, save_tiny_run
+from helpers import APP_TIMEOUT, edit_card, save_tiny_run
 from ponder.store.runs import ModelEntry
 from ponder.tasks import TASKS
 
@@ -64,3 +64,12 @@ def test_a_link_names_the_model_and_a_run_gone_since_is_said_in_the_sidebar(no_r
     note = [i.value.replace("\\", "") for i in at.sidebar.info if "is gone" in i.value]   # plain(): escaped
     assert note == ["runs/soon-gone is gone (deleted or renamed meanwhile): showing parity-15 instead."]
     assert "picked parity-15" in [m.value for m in at.markdown]
+
+
+def test_the_sidebar_caption_says_when_the_lambda_head_also_reads_the_confidence(no_runs, tmp_path):
+    """Beside the regulariser; the paper's λ head (h alone) is left unsaid, as the shipped parity-15's."""
+    folder, _ = save_tiny_run(tmp_path / "runs" / "conf")
+    edit_card(folder, lambda card: card["train"].update(lambda_input="confidence", regulariser="kl-both"))
+    caption = _open(model="runs/conf").sidebar.caption[0].value
+    assert "KL(p ‖ p_G) + KL(p_G ‖ p) · λ head reads h and the answer's confidence ·" in caption
+    assert "λ head" not in _open().sidebar.caption[0].value

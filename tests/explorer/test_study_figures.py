@@ -76,6 +76,10 @@ def test_parity_figures():
     gap = sf.by_k_fig([dict(rows[0], k=4), dict(rows[1], k=11)])
     assert list(gap.data[0].x) == list(range(4, 12)) and list(gap.data[0].y) == [3.0] + [None] * 6 + [4.0]
     assert not gap.data[0].connectgaps
+    # and the page's caption names the k no test set holds
+    assert sf.unmeasured_k([dict(rows[0], k=4), dict(rows[1], k=11)]) == "5–10"
+    assert sf.unmeasured_k([{"k": v} for v in (1, 3, 4, 7)]) == "2, 5–6"
+    assert sf.unmeasured_k([{"k": v} for v in range(1, 16)]) == "" and sf.unmeasured_k([]) == ""
     assert "1 non-zero," in sf.parity_input_fig([0, 1, 0]).layout.title.text          # not "1 non-zeros"
     thirty = sf.by_k_fig([dict(rows[0], k=v) for v in range(1, 31)])            # k 1-30: every other tick, upright
     assert thirty.layout.xaxis.dtick == 2 and thirty.layout.xaxis.tickangle == 0

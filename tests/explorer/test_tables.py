@@ -25,6 +25,15 @@ def test_sweep_rows_and_card_description():
     assert "N ≤ 20 where Σp ≥ 1 − ε, ε = 0.05," in eps
 
 
+def test_card_description_gives_the_budget_in_seconds_and_the_rotation_only_where_the_task_has_one():
+    parity = {"name": "p", "status": "completed",
+              "train": {"task": "parity", "lambda_p": 0.2, "max_seconds": 20.0, "rotate_train": 0.0}}
+    text = tables.describe_card(parity)
+    assert "time budget = 20 s," in text and "rotation" not in text        # parity vectors are not rotated
+    mnist = {**parity, "train": {**parity["train"], "task": "mnist", "max_seconds": None, "rotate_train": 22.5}}
+    assert "time budget = none, train rotation ±22.5°," in tables.describe_card(mnist)
+
+
 def test_regulariser_and_reader_names_and_new_metric_shape():
     card = {"name": "a", "status": "completed", "model": {"reader": "rows", "rows_per_step": 2},
             "train": {"task": "mnist", "lambda_p": 0.5, "max_steps": 20, "beta": 0.01, "regulariser": "kl-reverse"},
@@ -113,6 +122,10 @@ def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_colum
     assert [r["sweep"] for r in rows] == [None, "s"]      # shown as "—" (the page's placeholder), not "None"
     assert rows[0]["regulariser"] == "KL(p ‖ p_G)" and rows[0]["E[n]"] is None and rows[0]["E[n] hard − easy"] is None
     assert rows[0]["ε"] is None                          # no halt_epsilon: every batch ran all N steps
+    assert rows[0]["λ head reads"] == "h"                  # no lambda_input: the paper's λ head, on h alone
+    (conf,) = tables.compare_rows([ModelEntry("c", Path("c"), "run", {**card, "train": {**card["train"],
+                                                                                         "lambda_input": "confidence"}})], {})
+    assert conf["λ head reads"] == "h and the answer's confidence"
     (row,) = tables.compare_rows([ModelEntry("e", Path("e"), "run", {**card, "train": {**card["train"],
                                                                                         "halt_epsilon": 0.05}})], {})
     assert row["N"] == 20 and row["ε"] == 0.05
