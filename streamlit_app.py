@@ -1,24 +1,22 @@
-"""The explorer: `streamlit run streamlit_app.py`. Page config and navigation only; app_pages/ holds the pages."""
+"""The explorer: `streamlit run streamlit_app.py`. Page config and navigation only; pages/ holds the pages and
+explorer/navigation.py lists them."""
 from pathlib import Path
 
 import streamlit as st
 
-from explorer import ui
+from explorer import navigation, ui
 
 # the tab icon is a local file: a material icon or an emoji would be fetched from the internet
 ICON = Path(__file__).resolve().parent / "explorer" / "icon.png"
 st.set_page_config(page_title="PonderNet explorer", page_icon=str(ICON), layout="wide")
 
-PAGES = [
-    st.Page("app_pages/digit.py", title="Ponder a digit", icon=":material/draw:", default=True),
-    st.Page("app_pages/train.py", title="Train", icon=":material/model_training:"),
-    st.Page("app_pages/sweep.py", title="λp sweep", icon=":material/ssid_chart:"),
-    st.Page("app_pages/rotation.py", title="Rotation study", icon=":material/rotate_right:"),
-    st.Page("app_pages/compare.py", title="Compare runs", icon=":material/compare_arrows:"),
-    st.Page("app_pages/parity.py", title="Parity", icon=":material/calculate:"),
-    st.Page("app_pages/runs.py", title="Runs", icon=":material/folder_open:"),
-]
-page = st.navigation(PAGES)
+PAGES = [st.Page(p.script, title=p.title, icon=p.icon, default=p is navigation.DEFAULT) for p in navigation.PAGES]
+# Streamlit's own menu stays hidden ([client] showSidebarNavigation = false in .streamlit/config.toml, and
+# position="hidden"): on a first load after a server start it lists a pages/ folder's file names before this
+# script has run. The sidebar's links are drawn here instead, with the registry's titles.
+page = st.navigation(PAGES, position="hidden")
+for p in PAGES:
+    st.sidebar.page_link(p)
 # A metric in a narrow column (three side by side at 1280 px) ended in "…": metric values shrink to 1.5rem when
 # their row's columns average under 150 px (n columns, 1rem gaps), all of a row's metrics together (one size a row).
 METRIC_ROW = ("[data-testid=stHorizontalBlock]:has(>[data-testid=stColumn]>[data-testid=stVerticalBlock]"
@@ -30,8 +28,8 @@ st.html(f"<style>{METRIC_ROW}{{container-type:inline-size}}" + "".join(
 
 # A shared link may name its page as ?page=rotation (as well as by its path): go there once.
 wanted = st.query_params.get("page")
-paths = {p.url_path or "digit": p for p in PAGES}
-current = page.url_path or "digit"
+paths = {p.name: st_page for p, st_page in zip(navigation.PAGES, PAGES)}
+current = page.url_path or navigation.DEFAULT.name
 if wanted in paths and wanted != current and not st.session_state.get("_page_from_link"):
     st.session_state["_page_from_link"] = True
     st.switch_page(paths[wanted], query_params={k: st.query_params.get_all(k) for k in st.query_params})

@@ -1,6 +1,6 @@
 """Benchmark 4: explorer latency, from a 280x280 canvas image to the finished per-step figures.
 
-What the "Ponder a digit" page (app_pages/digit.py) does after each stroke, with the explorer's own
+What the "Ponder a digit" page (pages/digit.py) does after each stroke, with the explorer's own
 functions and no Streamlit:
     preprocess   explorer.canvas.preprocess_canvas(rgba)              -> uint8 [28, 28]
     input        explorer.canvas.model_input(digit, angle), seen_image(x)

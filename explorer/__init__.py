@@ -1,5 +1,6 @@
-"""The Streamlit explorer's building blocks (the pages in app_pages/ lay them out; analyses live in ponder.analysis.studies).
+"""The Streamlit explorer's building blocks (the pages in pages/ lay them out; analyses live in ponder.analysis.studies).
 
+    navigation.py     the page registry: each page's script, title, icon and link parameters (no Streamlit)
     style.py          chart style: colours, step axes, layout, labelled rules, the prior trace
     figures.py        Plotly figures of halting: prior, one input's steps, training curves, overlays
     study_figures.py  Plotly figures of the studies: λp sweep, rotation study, parity by difficulty

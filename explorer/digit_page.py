@@ -1,4 +1,4 @@
-"""Pieces of the Ponder-a-digit page (app_pages/digit.py): the introduction, the input column, the note on inputs
+"""Pieces of the Ponder-a-digit page (pages/digit.py): the introduction, the input column, the note on inputs
 unlike the training digits, and a second model's answer beside the first (Streamlit layout only)."""
 from __future__ import annotations
 

@@ -10,10 +10,11 @@ from typing import Mapping, Sequence
 from ponder.halting import MODES
 from ponder.tasks import TASKS
 
-PAGES = ("digit", "train", "sweep", "rotation", "compare", "parity", "runs")   # url paths (digit is the default page)
+from . import navigation
+
+PAGES = tuple(p.name for p in navigation.PAGES)            # url paths (the first is the default page)
 MODEL_TASK = {page: t.name for t in TASKS.values() for page in t.pages}  # pages with a single-model picker: their task
-USES = {"digit": {"model", "mode"}, "rotation": {"model"}, "parity": {"model", "mode"}, "compare": {"models"},
-        "sweep": {"lp"}, "train": {"lp"}}
+USES = {p.name: p.uses for p in navigation.PAGES}          # the link parameters each page reads
 NAMES = ("page", "model", "models", "lp", "mode")      # the app's own; anything else (Streamlit's embed, ...) is left alone
 LP_RANGE = (0.01, 0.99)        # λp in (0, 1): at 1 every input halts at step 1, at 0 never (the slider's range)
 LP_HELP = ("The geometric prior p_G(n) = λp(1−λp)^(n−1) says 'halt with probability λp at each step'; its mean "

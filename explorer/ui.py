@@ -21,7 +21,7 @@ from ponder.config import ConfigError
 from ponder.halting import MODES
 from ponder.store.runs import RunNameError
 
-from . import digits, inputs, links, loaders, tables
+from . import digits, inputs, links, loaders, navigation, tables
 
 # Errors whose message is written for people (one line naming the file / field and the reason).
 USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
@@ -35,16 +35,18 @@ MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inferenc
              "expected: run all N steps and answer the p-weighted mixture Σ p_n · y_n.")
 
 
-def app_guard(url_path: str) -> None:
-    """Send a page that Streamlit ran on its own through streamlit_app.py (call it first in a page).
+def app_guard(script: str) -> None:
+    """Send a page that Streamlit ran on its own through streamlit_app.py (call it first in a page, with its
+    `__file__`).
 
-    With a app_pages/ folder, the first visit after a server start that opens /<page> directly is run
-    in Streamlit's old multipage mode: the page script alone, without st.navigation or the page
-    config. Switch to the app with ?page=<page>, which streamlit_app.py turns into that page.
+    The first visit after a server start that opens /<page> directly (a deep link such as /train) runs the
+    page script alone, in Streamlit's old multipage mode for a pages/ folder: without st.navigation, the page
+    config or the sidebar's page links. Switch to the app with ?page=<page> (the page's name in
+    explorer.navigation), which streamlit_app.py turns into that page.
     """
     if not st.session_state.get("_via_app"):
         params = {k: st.query_params.get_all(k) for k in st.query_params}
-        params["page"] = url_path
+        params["page"] = navigation.page_of(script).name
         st.switch_page("streamlit_app.py", query_params=params)
 
 

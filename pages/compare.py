@@ -3,7 +3,7 @@ import streamlit as st
 
 from explorer import figures, forms, loaders, pickers, tables, ui, worth
 
-ui.app_guard("compare")
+ui.app_guard(__file__)
 st.title("Compare runs")
 st.caption("Two or more models side by side: their test numbers and settings (the design — what each step sees — "
            "is the main reason models differ), how each spreads its halting over the steps against its prior, how "

@@ -5,7 +5,7 @@ from explorer import canvas, digit_page, links, loaders, pickers, ui, views, wor
 from explorer.ood import unlike_digits
 from ponder.analysis.studies import seen_at_steps, trace_input, view_labels
 
-ui.app_guard("digit")
+ui.app_guard(__file__)
 TASK = links.MODEL_TASK["digit"]          # the task whose models this page shows
 st.title("Ponder a digit")
 digit_page.intro_ui()

@@ -5,7 +5,7 @@ from explorer import inputs, links, loaders, pickers, study_figures, tables, ui,
 from ponder.data import parity_target
 from ponder.analysis.studies import trace_input
 
-ui.app_guard("parity")
+ui.app_guard(__file__)
 TASK = links.MODEL_TASK["parity"]          # the task whose models this page shows
 st.title("Parity")
 views.parity_intro_ui()

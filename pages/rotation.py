@@ -4,7 +4,7 @@ import streamlit as st
 from explorer import links, loaders, pickers, study_figures, ui, worth
 from ponder.analysis.studies import rotation_verdict, rotation_label
 
-ui.app_guard("rotation")
+ui.app_guard(__file__)
 TASK = links.MODEL_TASK["rotation"]          # the task whose models this page shows
 st.title("Rotation study")
 entry = pickers.model_picker_ui(TASK)

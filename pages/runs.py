@@ -6,7 +6,7 @@ from explorer import forms, loaders, runs_page, ui
 from ponder.store import manage
 from ponder.store.runs import runs_root, unreadable_runs
 
-ui.app_guard("runs")
+ui.app_guard(__file__)
 st.title("Runs")
 st.caption(f"Your runs (in {runs_root().resolve()}, the folder PONDER_RUNS names) and the shipped models (assets/: "
            "read-only, they can be exported but not renamed or deleted). An imported run shows no accuracy "

@@ -7,7 +7,7 @@ from ponder.config import ConfigError
 from ponder.store.runs import runs_root
 from ponder.analysis.studies import prior_mean
 
-ui.app_guard("sweep")
+ui.app_guard(__file__)
 st.title("λp sweep")
 registry, session = loaders.job_registry(), ui.session_id()
 

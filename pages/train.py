@@ -1,12 +1,12 @@
 """Train: a sidebar form starts a background job; the page polls it live and saves the run."""
 import streamlit as st
 
-from explorer import forms, job_views, loaders, ui
+from explorer import forms, job_views, loaders, navigation, ui
 from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.tasks import get_task
 
-ui.app_guard("train")
+ui.app_guard(__file__)
 st.title("Train a PonderNet")
 registry, session = loaders.job_registry(), ui.session_id()
 
@@ -50,7 +50,7 @@ if not view.active and saved:                      # the newest saved run, on it
     run = saved[-1]
     t, name = get_task(run.config.task), job_views.run_name(run.run_dir)
     if t.pages:
-        st.page_link(f"app_pages/{t.pages[0]}.py", label=f"Try {name} on the {t.pages[0].capitalize()} page",
+        st.page_link(navigation.BY_NAME[t.pages[0]].script, label=f"Try {name} on the {t.pages[0].capitalize()} page",
                      icon=":material/draw:", query_params={"model": name})
-    st.page_link("app_pages/compare.py", label="Compare it with other runs", icon=":material/compare_arrows:",
+    st.page_link(navigation.BY_NAME["compare"].script, label="Compare it with other runs", icon=":material/compare_arrows:",
                  query_params={"models": name})

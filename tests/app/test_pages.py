@@ -152,8 +152,8 @@ def test_the_drawing_survives_a_page_switch(runs):
     at.session_state["canvas"] = _drawing_state()
     run_ok(at)
     assert {m.label: m.value for m in at.metric}["Prediction"] == "7"
-    at.switch_page("app_pages/train.py").run()
-    at.switch_page("app_pages/digit.py").run()                 # a fresh canvas: Streamlit dropped its state
+    at.switch_page("pages/train.py").run()
+    at.switch_page("pages/digit.py").run()                 # a fresh canvas: Streamlit dropped its state
     assert not at.exception and "canvas" in at.session_state
     assert at.session_state["_drawing_initial"]["objects"] == [{"type": "path"}]    # drawn again on the canvas
     assert {m.label: m.value for m in at.metric}["Prediction"] == "7" and not at.info   # and read, without a stroke
@@ -341,7 +341,7 @@ def test_digit_page_says_that_the_seed_sets_the_halting_step_in_sample_mode(runs
 
 
 def test_train_page_runs_a_tiny_job_until_it_finishes(runs):
-    at = open_app("app_pages/train.py")
+    at = open_app("pages/train.py")
     assert at.title[0].value == "Train a PonderNet" and "Start training" in texts(at)
     at.sidebar.radio(key="train_task").set_value("parity")
     run_ok(at)
@@ -350,9 +350,9 @@ def test_train_page_runs_a_tiny_job_until_it_finishes(runs):
     at.text_input(key="tf_parity_name").input("apptest parity")
     at.button(key="tf_start").click()
     run_ok(at)
-    at.switch_page("app_pages/digit.py")                    # the job survives switching pages and reruns
+    at.switch_page("pages/digit.py")                    # the job survives switching pages and reruns
     run_ok(at)
-    at.switch_page("app_pages/train.py")
+    at.switch_page("pages/train.py")
     # 20 parity steps learn nothing: completed, but flagged (not a green success) at chance accuracy
     poll(at, lambda a: any("learned nothing" in w.value for w in a.warning))
     assert not at.success and "Completed" in at.warning[0].value and "apptest-parity" in texts(at)
@@ -368,7 +368,7 @@ def test_train_page_runs_a_tiny_job_until_it_finishes(runs):
     # the form keeps what this run was started with (its widgets' own state was dropped on the digit page)
     assert [at.number_input(key=f"tf_parity_{k}").value for k in ("epochs", "hidden", "batch", "n")] == [0.04, 16, 32, 6]
     assert at.text_input(key="tf_parity_name").value == "apptest parity"
-    at.switch_page("app_pages/parity.py")
+    at.switch_page("pages/parity.py")
     run_ok(at)
     options = at.sidebar.selectbox(key="pick_model_parity").options
     assert options[0].startswith("runs/apptest-parity · λp 0.2")            # the new run, newest first
@@ -376,7 +376,7 @@ def test_train_page_runs_a_tiny_job_until_it_finishes(runs):
 
 def test_train_form_defaults_to_the_pondering_mnist_design_and_says_which_designs_ponder(runs):
     from explorer.forms import READER_NOTE
-    at = open_app("app_pages/train.py")
+    at = open_app("pages/train.py")
     assert at.sidebar.radio(key="train_task").value == "mnist"
     assert at.sidebar.selectbox(key="tf_mnist_reader").value == "rows"          # the article's cnn one choice away
     assert "cnn: whole image (the article's)" in at.sidebar.selectbox(key="tf_mnist_reader").options
@@ -389,7 +389,7 @@ def test_train_form_help_says_what_each_regulariser_is(runs):
     Train form and the λp sweep's."""
     from explorer.tables import REGULARISER_NAMES
     for page, key in (("train", "tf_mnist_reg"), ("sweep", "sw_reg")):
-        reg = open_app(f"app_pages/{page}.py").selectbox(key=key)
+        reg = open_app(f"pages/{page}.py").selectbox(key=key)
         assert len(reg.options) == len(REGULARISER_NAMES) == 3
         assert all(formula in reg.help for formula in REGULARISER_NAMES.values()), (page, reg.help)
 
@@ -399,12 +399,12 @@ def test_train_form_says_which_device_the_run_trains_on(runs, monkeypatch):
     if getattr(torch.backends, "mps", None) is not None:
         monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    at = open_app("app_pages/train.py")
+    at = open_app("pages/train.py")
     assert at.sidebar.selectbox(key="tf_mnist_device").value == "auto"
     assert "Trains on: cpu" in [c.value for c in at.sidebar.caption]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
-    at = open_app("app_pages/train.py")
+    at = open_app("pages/train.py")
     device = at.sidebar.selectbox(key="tf_mnist_device")
     assert device.value == "auto" and device.options == ["auto: cuda (NVIDIA H100 80GB HBM3)", "cpu", "cuda"]
     assert "Trains on: cuda (NVIDIA H100 80GB HBM3)" in [c.value for c in at.sidebar.caption]
@@ -421,9 +421,9 @@ def _start_parity_job(at, name, epochs):
 
 
 def test_train_page_cancel_keeps_a_partial_run_and_a_busy_machine_says_so(runs):
-    at = _start_parity_job(open_app("app_pages/train.py"), "apptest-long", 200.0)
+    at = _start_parity_job(open_app("pages/train.py"), "apptest-long", 200.0)
     poll(at, lambda a: bool(a.get("progress")) and len(charts(a)) == 2)       # live progress bar and curves
-    other = _start_parity_job(open_app("app_pages/train.py"), "other-session", 0.04)
+    other = _start_parity_job(open_app("pages/train.py"), "other-session", 0.04)
     assert [e.value for e in other.error if "machine is busy" in e.value] and not other.warning   # said once
     at.button(key="train_cancel").click()
     run_ok(at)
@@ -447,7 +447,7 @@ def _train_form(at, task="parity", **values):
 
 def test_train_form_bad_names_and_out_of_range_values_are_one_line(runs, monkeypatch):
     idle_registry()
-    at = open_app("app_pages/train.py")
+    at = open_app("pages/train.py")
     import explorer.ui as U
     submitted = []                                           # (name, config) the page would start
     monkeypatch.setattr(U.loaders.job_registry(), "submit", lambda s, specs, kind: submitted.append(specs[0]))
@@ -469,7 +469,7 @@ def test_train_form_bad_names_and_out_of_range_values_are_one_line(runs, monkeyp
                        ("epochs", 1e9), ("n", 500), ("beta", -1.0), ("beta", float("inf")), ("seed", -3),
                        ("seconds", -5)):
         n = len(submitted)
-        at = _train_form(open_app("app_pages/train.py"), **{key: value})
+        at = _train_form(open_app("pages/train.py"), **{key: value})
         at.button(key="tf_start").click()
         run_ok(at)
         errs = one_line_errors(at)
@@ -489,7 +489,7 @@ def test_the_train_and_sweep_forms_cannot_ask_for_more_memory_than_fits(runs, mo
     from explorer import forms
     from ponder.memory import estimate
     idle_registry()
-    at = open_app("app_pages/train.py")
+    at = open_app("pages/train.py")
     for task in ("mnist", "parity"):
         _train_form(at, task)
         got = {key: at.number_input(key=f"tf_{task}_{key}").max for key in ("n", "hidden", "batch")}
@@ -511,7 +511,7 @@ def test_the_train_and_sweep_forms_cannot_ask_for_more_memory_than_fits(runs, mo
         errs = one_line_errors(at)
         assert len(errs) == 1 and f"Not started: too-big: this run needs {want}" in errs[0], errs
         assert "more than the 60 MB available" in errs[0] and not (runs / "too-big").exists()
-    at.switch_page("app_pages/sweep.py")
+    at.switch_page("pages/sweep.py")
     run_ok(at)
     assert at.number_input(key="sw_n").max == 100
 
@@ -521,7 +521,7 @@ def test_an_unwritable_runs_folder_is_refused_before_training_with_one_line(runs
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the runs folder should be")
     monkeypatch.setenv("PONDER_RUNS", str(blocker))
-    at = open_app("app_pages/train.py")                         # no runs can be listed: the page still works
+    at = open_app("pages/train.py")                         # no runs can be listed: the page still works
     _train_form(at, epochs=0.04, hidden=16, batch=32, n=6, seconds=60)
     at.text_input(key="tf_parity_name").set_value("nowhere")
     at.button(key="tf_start").click()
@@ -552,7 +552,7 @@ def test_two_sessions_start_training_at_the_same_moment(runs, monkeypatch):
     monkeypatch.setattr(reg, "submit", submit_together)
     # 1,000 tiny steps (a few seconds): the first job is still running when the other start arrives,
     # even on a loaded machine where one session's run can lag the other's by a second
-    sessions = [_start(open_app("app_pages/train.py"), f"race-{i}", 2.0) for i in range(2)]
+    sessions = [_start(open_app("pages/train.py"), f"race-{i}", 2.0) for i in range(2)]
     barrier, errors = threading.Barrier(2), []
 
     def go(at):
@@ -589,7 +589,7 @@ def test_sequential_runs_with_one_name_are_complete_and_distinct(runs):
     idle_registry()
     dirs = []
     for i in range(2):                                       # two sessions, one after the other
-        at = _start(open_app("app_pages/train.py"), "same name", 0.04)
+        at = _start(open_app("pages/train.py"), "same name", 0.04)
         run_ok(at)
         assert [shown(m.value) for m in at.sidebar.info if "became" in m.value] == [       # told at the start
             "The name same name became same-name (a name keeps only letters, digits, '.', '_' and '-', at most 64 "
@@ -609,7 +609,7 @@ def test_sequential_runs_with_one_name_are_complete_and_distinct(runs):
 
 def test_a_diverging_run_shows_as_failed_on_the_train_page(runs):
     reg = idle_registry()
-    at = open_app("app_pages/train.py")
+    at = open_app("pages/train.py")
     session = at.session_state["_session_id"]
     job = reg.submit(session, [("diverges", TrainConfig(**DIVERGING))], kind="train")
     assert job.join(60)
@@ -618,7 +618,7 @@ def test_a_diverging_run_shows_as_failed_on_the_train_page(runs):
     ok = len(errs) == 1 and "Failed" in errs[0] and "became inf at step 1" in errs[0]
     assert ok and not at.exception, ("divergence", "train page")
     assert read_card(runs / "diverges")["status"] == "failed"
-    at.switch_page("app_pages/parity.py")
+    at.switch_page("pages/parity.py")
     run_ok(at)
     at.sidebar.selectbox(key="pick_model_parity").set_value("runs/diverges")
     run_ok(at)
@@ -629,7 +629,7 @@ def test_a_diverging_run_shows_as_failed_on_the_train_page(runs):
 def test_a_page_says_when_the_run_it_showed_is_gone(runs):
     # a run deleted in another session: the page fell back to another model without a word
     save_tiny_run(runs / "soon-gone")
-    at = open_app("app_pages/parity.py")
+    at = open_app("pages/parity.py")
     at.sidebar.selectbox(key="pick_model_parity").set_value("runs/soon-gone")
     run_ok(at)
     shutil.rmtree(runs / "soon-gone")
@@ -703,7 +703,7 @@ def test_a_reload_with_the_job_in_the_url_comes_back_to_it_running_and_finished(
 
 
 def test_sweep_page_prior_follows_lambda_p_and_a_two_value_sweep_runs(runs):
-    at = open_app("app_pages/sweep.py")
+    at = open_app("pages/sweep.py")
     at.slider(key="lp").set_value(0.5)
     run_ok(at)
     prior = charts(at)[0]["data"][0]
@@ -744,7 +744,7 @@ def test_sweep_page_prior_follows_lambda_p_and_a_two_value_sweep_runs(runs):
 
 def test_sweep_page_trains_a_parity_sweep_with_the_reverse_kl(runs):
     idle_registry()
-    at = open_app("app_pages/sweep.py")
+    at = open_app("pages/sweep.py")
     at.multiselect(key="sw_values").set_value([0.2, 0.5])
     at.radio(key="sw_task").set_value("parity")
     at.selectbox(key="sw_reg").set_value("kl-reverse")
@@ -763,7 +763,7 @@ def test_sweep_page_trains_a_parity_sweep_with_the_reverse_kl(runs):
 
 def test_a_diverging_run_shows_as_failed_in_the_sweep_results(runs):
     reg = idle_registry()
-    at = open_app("app_pages/sweep.py")
+    at = open_app("pages/sweep.py")
     session = at.session_state["_session_id"]
     specs = [("sweep-lp0.3", TrainConfig(**{**TINY, "lambda_p": 0.3})),
              ("sweep-lp0.9", TrainConfig(**{**DIVERGING, "lambda_p": 0.9}))]
@@ -801,7 +801,7 @@ def test_sweep_page_shows_a_sweep_folder_and_compare_adds_it_as_one_group(runs):
     from ponder.sweep_plan import Plan, parse_grid
     tiny = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, device="cpu")
     run_sweep(Plan("parity", tiny, parse_grid(["lambda_p=0.2,0.5"]), [0]), runs / "cli-sweep", eval_limit=200)
-    at = open_app("app_pages/sweep.py")
+    at = open_app("pages/sweep.py")
     at.radio(key="sweep_source_False").set_value("A sweep folder (runs/<sweep>/)")
     run_ok(at)
     at.selectbox(key="sweep_folder").set_value("cli-sweep")
@@ -810,7 +810,7 @@ def test_sweep_page_shows_a_sweep_folder_and_compare_adds_it_as_one_group(runs):
     assert list(df["run"]) == ["runs/cli-sweep/lambda_p0.2-seed0", "runs/cli-sweep/lambda_p0.5-seed0"]
     assert list(df["λp"]) == [0.2, 0.5] and list(df["status"]) == ["completed", "completed"]
     assert list(charts(at)[-1]["data"][0]["x"]) == [0.2, 0.5]              # accuracy against λp
-    at.switch_page("app_pages/compare.py")
+    at.switch_page("pages/compare.py")
     run_ok(at)
     at.selectbox(key="compare_models_sweep").set_value("cli-sweep")
     run_ok(at)
@@ -827,13 +827,13 @@ def test_rotation_page_suggests_the_rotation_trained_model_and_switches_to_it(ru
     at = open_app(model="mnist-default")                            # trained without rotations (its card: 0.0)
     for key, value in (("rot_limit", 100), ("rot_angles", "0, 90"), ("rot_ranges", "45")):   # a small study
         at.session_state[key] = value
-    at.switch_page("app_pages/rotation.py").run()
+    at.switch_page("pages/rotation.py").run()
     assert any("mnist-default saw no rotated digits" in i.value and "±22.5°" in i.value for i in at.info)
     at.button(key="rot_pick_rotated").click()
     run_ok(at)
     assert at.sidebar.selectbox(key="pick_model_mnist").value == "mnist-rot22"
     assert not [b for b in at.button if b.key == "rot_pick_rotated"]  # no suggestion for a rotation-trained model
-    at.switch_page("app_pages/digit.py").run()
+    at.switch_page("pages/digit.py").run()
     assert at.sidebar.selectbox(key="pick_model_mnist").value == "mnist-rot22"   # one choice for every page
 
 
@@ -847,7 +847,7 @@ def _rotation_study(at, angles: str, ranges: str, limit: int):
 
 
 def test_rotation_page_states_the_answer_from_the_numbers(runs):
-    at = open_app("app_pages/rotation.py", model="runs/tiny-mnist")
+    at = open_app("pages/rotation.py", model="runs/tiny-mnist")
     at.session_state["_model_mnist"] = "runs/tiny-mnist"
     _rotation_study(at, "0, 90", "45", 100)
     assert at.sidebar.selectbox(key="pick_model_mnist").value == "runs/tiny-mnist"
@@ -867,7 +867,7 @@ def test_rotation_page_states_the_answer_from_the_numbers(runs):
 
 def test_rotation_page_refines_a_first_pass_and_a_fresh_server_opens_it_from_disk(runs, monkeypatch):
     from explorer import loaders
-    at = open_app("app_pages/rotation.py", model="runs/tiny-mnist")
+    at = open_app("pages/rotation.py", model="runs/tiny-mnist")
     _rotation_study(at, "0, 30", "60", 600)              # more than a first pass: 200 first, then the page again
     assert "on 600 test images rotated" in texts(at) and "A first look" not in texts(at)
     assert len(_worth(at)) == 1                         # the "worth it?" section once all images are in
@@ -876,7 +876,7 @@ def test_rotation_page_refines_a_first_pass_and_a_fresh_server_opens_it_from_dis
     assert {"angles": [0, 30], "ranges": [60], "limit": 600, "mode": "sample", "seed": 0} in limits
     loaders.rotation_results.clear()                     # a fresh server: nothing in memory, the disk remembers
     monkeypatch.setattr(loaders, "rotation_study", lambda *a, **k: pytest.fail("measured again"))
-    again = _rotation_study(open_app("app_pages/rotation.py", model="runs/tiny-mnist"), "0, 30", "60", 600)
+    again = _rotation_study(open_app("pages/rotation.py", model="runs/tiny-mnist"), "0, 30", "60", 600)
     assert "on 600 test images rotated" in texts(again)
     assert at.dataframe[0].value.equals(again.dataframe[0].value)
 
@@ -887,7 +887,7 @@ def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeyp
     import explorer.digits
     from ponder.data import DataError
     monkeypatch.setenv("PONDER_DATA", str(tmp_path / "no-mnist"))
-    at = open_app("app_pages/rotation.py")
+    at = open_app("pages/rotation.py")
     assert "MNIST was not found" in at.info[0].value and at.button(key="rotation_download")
     tried = []
 
@@ -909,7 +909,7 @@ def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeyp
     run_ok(at)
     assert not at.error and at.text_input(key="rot_angles")          # the study's form is there now
     assert at.number_input(key="rot_limit").value == 100 and not at.warning
-    at.switch_page("app_pages/train.py").run()
+    at.switch_page("pages/train.py").run()
     run_ok(at)
     assert not [b for b in at.button if b.key == "train_download"]  # MNIST is loaded: no download offer
 
@@ -918,7 +918,7 @@ def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeyp
 
 
 def test_compare_page_overlays_two_runs(runs):
-    at = open_app("app_pages/compare.py")
+    at = open_app("pages/compare.py")
     at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/tiny-mnist-b"])
     run_ok(at)
     figs = charts(at)
@@ -947,7 +947,7 @@ def test_import_on_the_compare_page_validates_uploads(runs):
     bad["train"]["max_steps"] = 10**6
     bad_card = json.dumps(bad).encode()
     parity_weights, _ = _run_files(runs, "tiny-parity")
-    at = open_app("app_pages/compare.py")
+    at = open_app("pages/compare.py")
     cases = [
         ("pickle weights", [("model.safetensors", pickle.getvalue()), ("run.json", card)], "imported", "pickle"),
         ("garbage weights", [("model.safetensors", b"\x00" * 100), ("run.json", card)], "imported", WEIGHTS),
@@ -982,12 +982,12 @@ def test_import_on_the_compare_page_validates_uploads(runs):
 
 
 def test_compare_and_sweep_pages_with_a_broken_run(runs):
-    at = open_app("app_pages/compare.py")
+    at = open_app("pages/compare.py")
     at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/broken-mnist"])
     run_ok(at)
     errs = one_line_errors(at)
     assert len(errs) == 1 and WEIGHTS in errs[0] and not at.exception, ("broken run", "compare page")
-    at.switch_page("app_pages/sweep.py")
+    at.switch_page("pages/sweep.py")
     run_ok(at)
     at.radio(key="sweep_source_False").set_value("Saved sweep runs (runs/sweep-*)")
     run_ok(at)
@@ -998,7 +998,7 @@ def test_compare_and_sweep_pages_with_a_broken_run(runs):
 
 
 def test_compare_page_measures_a_run_whose_card_has_no_metrics(runs):
-    at = open_app("app_pages/compare.py")
+    at = open_app("pages/compare.py")
     at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/plain-mnist"])
     run_ok(at)
     df = at.dataframe[0].value
@@ -1100,7 +1100,7 @@ def test_parity_page_worth_it_chart_and_easy_hard_per_step_accuracy(runs):
 
 
 def test_rotation_page_per_step_accuracy_by_rotation(runs):
-    at = _rotation_study(open_app("app_pages/rotation.py", model="runs/tiny-mnist"), "0, 90", "45", 100)
+    at = _rotation_study(open_app("pages/rotation.py", model="runs/tiny-mnist"), "0, 90", "45", 100)
     assert len(_worth(at)) == 1 and "At equal compute" in texts(at)
     groups = _by_group(at)
     assert [t["name"] for t in groups["data"]] == ["0°", "90°", "±45°"] and all(len(t["y"]) == 5 for t in groups["data"])
@@ -1108,7 +1108,7 @@ def test_rotation_page_per_step_accuracy_by_rotation(runs):
 
 
 def test_compare_page_overlays_the_worth_it_chart_with_a_sentence_per_model(runs):
-    at = open_app("app_pages/compare.py")
+    at = open_app("pages/compare.py")
     at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/tiny-parity"])
     run_ok(at)
     (fig,) = _worth(at)
@@ -1184,7 +1184,7 @@ def own_runs(tmp_path, monkeypatch):
 
 
 def _runs_page():
-    at = open_app("app_pages/runs.py")
+    at = open_app("pages/runs.py")
     assert at.title[0].value == "Runs"
     return at
 
