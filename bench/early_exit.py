@@ -62,6 +62,8 @@ class FromEmbedding(nn.Module):
         self.fn = fn
         if not hasattr(fn, "unroll"):
             self.unroll = None                  # PonderNet.forward then loops over step()
+        if hasattr(fn, "at_step"):
+            self.at_step = fn.at_step           # early exit gathers the one level a step reads
 
     def encode(self, ctx):
         return ctx

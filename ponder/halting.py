@@ -113,6 +113,8 @@ class StepFunction(Protocol):
     step(ctx, h, n) -> (y_n, h_{n+1}, lambda_logit_n)   n: 0-based step index; y_n [B, ...], lambda_logit_n [B]
     unroll(ctx, h, N) -> (y [N, B, ...], lambda_logits [N, B])   optional: all N steps at once, the
                               same values as N step() calls; PonderNet.forward uses it when present
+    at_step(ctx, n) -> ctx_n  optional: the part of ctx that step n reads, such that step(ctx_n, h, n) equals
+                              step(ctx, h, n); early exit gathers only that part for the inputs still running
     loss(y, target) -> [B]    per-sample loss L(y, y_n) for one step
     probs(y) -> [B, C]        class probabilities of an output
     """
@@ -273,7 +275,8 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
     if mode == "expected":
         return _ponder_expected(model, x, trace)
     fn = model.step_fn
-    ctx = fn.encode(x)
+    ctx = fn.encode(x)                                    # [B, ...] kept whole: each step gathers what it reads
+    at_step = getattr(fn, "at_step", lambda c, n: c)
     h = fn.init_hidden(ctx)
     B, dev = ctx.shape[0], ctx.device
     if mode == "sample" and uniforms is None:
@@ -292,7 +295,9 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
         t_probs = None
     prev = None                                           # P_{n-1} of the active samples (confidence head)
     for n in range(N):
-        y, h, l = fn.step(ctx, h, n)
+        c = at_step(ctx, n)                                            # [B, ...] what step n reads
+        c = c if len(idx) == B else c.index_select(0, idx)             # [b, ...] of the inputs still running
+        y, h, l = fn.step(c, h, n)
         l = l.float()
         if out_y is None:
             out_y = torch.zeros((B, *y.shape[1:]), device=dev)
@@ -333,7 +338,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             if n_hit == len(idx):
                 break
             keep = torch.nonzero_static(~halt_now, size=len(idx) - n_hit).squeeze(1)   # the rest runs the next step
-            idx, ctx, h = idx[keep], ctx.index_select(0, keep), h.index_select(0, keep)
+            idx, h = idx[keep], h.index_select(0, keep)
             if need_survive:
                 log_survive = log_survive[keep]
             if prev is not None:

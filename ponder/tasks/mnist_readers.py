@@ -168,6 +168,11 @@ class GrowingEvidence(nn.Module):
         bias = self.cell.bias_ih + F.pad(self.cell.bias_hh[:2 * H], (0, H))     # b_ih + [b_hr, b_hz, 0]
         return F.linear(e, self.cell.weight_ih, bias)
 
+    def at_step(self, ctx, n: int):
+        """The one level step n reads, ctx [B, L, 3H] -> [B, 1, 3H] (step() reads its level 0 = min(n, 0))."""
+        lvl = min(n, ctx.shape[1] - 1)
+        return ctx[:, lvl:lvl + 1]
+
     def step(self, ctx, h, n=0):
         upd = GruUpdate(self.cell, ctx)
         h = upd(h, upd.split(ctx[:, min(n, ctx.shape[1] - 1)]))           # level min(n, L - 1) [B, 3H]

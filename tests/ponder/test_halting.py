@@ -159,6 +159,32 @@ def test_early_exit_really_skips_compute():
     assert sizes == sorted(sizes, reverse=True)
 
 
+@pytest.mark.parametrize("reader", ["rows", "coarse"])
+def test_early_exit_gathers_only_the_level_each_step_reads(reader):
+    """A reader whose encoding has one level per step: early exit hands each step one level of the inputs still
+    running ([b, 1, 3H]), never all L levels (copying every level at each halt cost ~19 % of inference), and the
+    answers equal those of a full unroll."""
+    model = tiny_model("mnist", max_steps=9, lambda_p=0.3, reader=reader)
+    read = []
+    step = model.step_fn.step
+
+    def recording_step(ctx, h, n):
+        read.append(tuple(ctx.shape))
+        return step(ctx, h, n)
+
+    x = _inputs("mnist", 64, 0)
+    u = draw_uniforms(9, 64, torch.Generator().manual_seed(1))
+    model.step_fn.step = recording_step
+    res = ponder(model, x, "sample", uniforms=u)
+    del model.step_fn.step
+    with torch.no_grad():
+        out = model(x)
+    steps = first_true(halt_mask(out.lambda_logits, "sample", u))                 # [B]
+    assert torch.equal(res.halt_step, steps)
+    assert all(shape[1] == 1 for shape in read)                                  # one level a step
+    assert [shape[0] for shape in read] == [int((steps > n).sum()) for n in range(len(read))]
+
+
 def test_sample_replays_with_same_seed():
     model = tiny_model("mnist")
     x = _inputs("mnist", 32)
