@@ -8,23 +8,22 @@ MNIST's after scaling is thinned first (pen_width, thin_to_pen). The network's n
 ponder.data.mnist_inputs, exactly as in training.
 
 Pure numpy / PIL / torch; no Streamlit. Returns None for a blank or too faint image, so a page
-can show a hint instead of an error. Uploaded files go through read_upload(): any PIL mode (1, L,
-LA, P, RGB, RGBA, I, I;16, F, CMYK, ...) and any size becomes a plain array, or a one-line hint.
-Only the formats of UPLOAD_FORMATS are decoded, recognised from the bytes; anything else, and
-every failure of a decoder, is a one-line hint.
+can show a hint instead of an error. Uploaded files (read_upload) and the canvas's picture
+(read_drawing) are read by explorer.pictures, one path with the formats, pixel caps and bomb check
+of each: a plain array, or a one-line hint.
 """
 from __future__ import annotations
 
-import io
-import warnings
 from typing import Optional
 
 import numpy as np
 import torch
-from PIL import Image, ImageFilter, ImageOps
+from PIL import Image, ImageFilter
 
 from ponder import data as D
 from .ood import INK
+from .pictures import (BAD_DRAWING, CANVAS_SIDE, MAX_PIXELS, MAX_SIDE, MAX_UPLOAD_MB, UPLOAD_FORMATS, UPLOAD_TYPES,  # noqa: F401
+                       image_to_array, read_drawing, read_upload)
 
 BOX = 20                 # the digit is scaled to fit a BOX x BOX square
 SIZE = 28                # inside a SIZE x SIZE image
@@ -35,13 +34,6 @@ PEN = 2.7                # MNIST's median pen width at 28x28, in pixels; its qua
 PEN_MAX = 3.2            # first 2,000 training digits): a drawing whose pen comes out wider is thinned to PEN
 BLOB = 2.5               # a drawing whose pen width is over 1/BLOB of its longer side is a blob (a dot: 1/2), not strokes
 THIN_SIDE = 200          # a drawing is thinned at most this many pixels on its longer side
-MAX_SIDE = 2048          # larger pictures are shrunk first (keeps uploads cheap)
-MAX_UPLOAD_MB = 10       # the upload widget's size limit
-MAX_PIXELS = 40_000_000  # refuse bigger pictures before decoding them (decompression bombs)
-# The only decoders an upload reaches, picked by Pillow from the bytes (never the file name): the
-# upload widget's types. JPEG opens the MPO files of many phone cameras too; PPM reads .pgm and .pbm.
-UPLOAD_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "TIFF", "WEBP", "PPM")
-UPLOAD_TYPES = ("png", "jpg", "jpeg", "gif", "bmp", "tif", "tiff", "webp", "pgm", "ppm", "pbm")   # file names
 
 
 def to_grey(img) -> Optional[np.ndarray]:
@@ -171,75 +163,19 @@ def _centre_by_mass(small: np.ndarray) -> Optional[np.ndarray]:
     return out if out.max() > 0 else None
 
 
-def keep_drawing(kept: Optional[dict], json_data: Optional[dict], image) -> tuple:
-    """(digit, what to keep) for a drawing canvas. kept: {"json", "digit"} from an earlier run, or None;
-    json_data, image: what the canvas returned now. A canvas given a kept drawing as its initial drawing
-    returns that JSON and no picture: the kept digit stands for it. Anything else is a new drawing."""
+def keep_drawing(kept: Optional[dict], json_data: Optional[dict], url) -> tuple:
+    """(digit, what to keep, why not) for a drawing canvas. kept: {"json", "digit"} from an earlier run, or None;
+    json_data, url: the strokes (fabric JSON) and the picture (a data URL, read by read_drawing) the canvas
+    returned now, as the browser sent them: anything at all. A canvas given a kept drawing as its initial drawing
+    returns that JSON and no picture: the kept digit stands for it. Anything else is a new drawing. why: a
+    one-line hint when the picture cannot be read, else ""."""
+    json_data = json_data if isinstance(json_data, dict) else None
     objects = lambda j: (j or {}).get("objects") or []                  # noqa: E731 - the strokes
-    if image is None and kept and objects(json_data) and objects(json_data) == objects(kept.get("json")):
-        return kept.get("digit"), kept
-    digit = preprocess_canvas(image)
-    return digit, {"json": json_data, "digit": digit}
-
-
-def image_to_array(img: Image.Image) -> np.ndarray:
-    """A PIL image of any mode -> an array to_grey() reads: [H, W] grey, [H, W, 2] grey + alpha,
-    [H, W, 3] RGB or [H, W, 4] RGBA. Shrinks it to MAX_SIDE first. 16-bit, 32-bit and float
-    pictures are stretched to 0..255 (their own min..max; NaN counts as 0)."""
-    try:
-        img.seek(0)                                  # the first frame of an animation
-    except (AttributeError, EOFError, ValueError):
-        pass
-    mode = img.mode
-    if mode in ("I", "F") or mode.startswith("I;"):
-        img = img.convert("I") if mode.startswith("I;") else img
-        img = img.convert("F")
-        if max(img.size) > MAX_SIDE:
-            img.thumbnail((MAX_SIDE, MAX_SIDE), Image.BILINEAR)
-        a = np.nan_to_num(np.asarray(img, np.float64), nan=0.0, posinf=0.0, neginf=0.0)
-        lo, hi = float(a.min()), float(a.max())
-        return ((a - lo) * (255.0 / (hi - lo)) if hi > lo else np.zeros_like(a)).astype(np.float32)
-    if mode not in ("L", "LA", "RGB", "RGBA"):
-        transparent = "transparency" in img.info or mode in ("PA", "La", "RGBa")
-        target = {"1": "L", "La": "LA"}.get(mode, "RGBA" if transparent else "RGB")
-        img = img.convert(target)                     # P, PA, CMYK, YCbCr, LAB, HSV, RGBX, ...
-    if max(img.size) > MAX_SIDE:
-        img.thumbnail((MAX_SIDE, MAX_SIDE), Image.BILINEAR)
-    return np.asarray(img)
-
-
-def read_upload(data) -> tuple[Optional[np.ndarray], str]:
-    """Bytes of an uploaded picture -> (array for preprocess_canvas, "") or (None, why not, one line)."""
-    if data is None:
-        return None, "No file."
-    if hasattr(data, "getvalue"):
-        data = data.getvalue()
-    data = bytes(data)
-    if not data:
-        return None, "The file is empty."
-    if len(data) > MAX_UPLOAD_MB * 1024 * 1024:
-        return None, f"The file is over {MAX_UPLOAD_MB} MB; upload a smaller picture."
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data), formats=UPLOAD_FORMATS)
-            w, h = img.size
-            if w < 1 or h < 1:
-                return None, "The picture has no pixels."
-            if w * h > MAX_PIXELS:
-                return None, f"The picture is {w}×{h} pixels, too large to read; shrink it below {MAX_PIXELS // 10**6} megapixels."
-            img.load()
-            try:
-                img = ImageOps.exif_transpose(img) or img       # phone photos: upright as they were taken
-            except Exception:                                    # noqa: BLE001 - a bad EXIF block is no reason to fail
-                pass
-            return image_to_array(img), ""
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        return None, "The picture is too large to read; shrink it first."
-    except Image.UnidentifiedImageError:
-        return None, "Not a picture this app reads: upload a PNG, JPEG, GIF, BMP, TIFF, WebP or PGM/PPM/PBM file."
-    except Exception as e:                    # noqa: BLE001 - any decoder failure is a bad picture, never a traceback
-        return None, f"Not a picture this app can read ({e.__class__.__name__}); try a PNG or JPEG."
+    if url is None and kept and objects(json_data) and objects(json_data) == objects(kept.get("json")):
+        return kept.get("digit"), kept, ""
+    arr, why = read_drawing(url)
+    digit = preprocess_canvas(arr)
+    return digit, {"json": json_data, "digit": digit}, why
 
 
 def preprocess_upload(data) -> tuple[Optional[np.ndarray], str]:

@@ -162,11 +162,18 @@ def drawing_ui(key: str = "canvas"):
         st.session_state["_drawing_initial"] = kept["json"] if kept else None
     initial = st.session_state.get("_drawing_initial")   # unchanged while the canvas lives (a change redraws it)
     st.space("small")                                      # room for the canvas toolbar shown on hover
-    drawn = st_canvas(stroke_width=18, stroke_color="#FFFFFF", background_color="#000000", width=280,
-                      height=280, drawing_mode="freedraw", return_image_data=True, key=key, initial_drawing=initial)
+    try:            # the canvas's state is whatever the browser sent: a malformed one fails inside st_canvas
+        drawn = st_canvas(stroke_width=18, stroke_color="#FFFFFF", background_color="#000000", width=canvas.CANVAS_SIDE,
+                          height=canvas.CANVAS_SIDE, drawing_mode="freedraw", return_image_data=True, key=key,
+                          initial_drawing=initial)
+        # the picture as the browser sent it (a data URL), read by canvas.read_drawing; the result's image_data
+        # would decode any picture whole
+        json_data, url = drawn.json_data, drawn._image_data_url
+    except (AttributeError, KeyError, TypeError, ValueError):
+        json_data, url = None, ""                         # read as a bad picture: read_drawing's one-line hint
     st.caption("Draw one digit, white on black, filling most of the box. Hover it for undo and clear.")
-    digit, st.session_state["_drawing"] = canvas.keep_drawing(kept, drawn.json_data, drawn.image_data)
-    return digit, (
+    digit, st.session_state["_drawing"], why = canvas.keep_drawing(kept, json_data, url)
+    return digit, why or (
         "Draw a digit in the black box (or switch the input to **MNIST test digit** or **Upload**). "
         "The prediction and the step-by-step charts appear as soon as there is some ink.")
 

@@ -18,6 +18,11 @@ from .style import (CORRECT_COLOR, HEIGHT, LEARNED_COLOR, NEUTRAL_COLOR, PALETTE
 
 # ----------------------------------------------------------------------------- λp sweep
 
+PANEL_PX = 240           # the sweep grid's height a row of panels, gap included
+GRID_GAP_PX = 90         # between two rows: the lower row's panel titles and the upper row's step ticks
+GRID_MARGIN = dict(t=30, l=70, b=60)     # room for the panel titles and the shared axis titles
+
+
 def sweep_grid_fig(rows: Sequence[dict], cols: int = 3) -> go.Figure:
     """Small multiples: each run's learned halting distribution over its prior.
 
@@ -30,8 +35,12 @@ def sweep_grid_fig(rows: Sequence[dict], cols: int = 3) -> go.Figure:
     cols = max(1, min(cols, len(rows)))
     nrows = int(math.ceil(len(rows) / cols))
     titles = [f"λp={r['lambda_p']:g} · {r.get('status', '')}" for r in rows]
+    # rows PANEL_PX tall and GRID_GAP_PX apart whatever their number: Plotly takes the gap as a fraction of the
+    # plot area (height less the top and bottom margins), which must stay under 1 / (rows - 1)
+    plot_px = PANEL_PX * nrows + 40 - GRID_MARGIN["t"] - GRID_MARGIN["b"]
     fig = make_subplots(rows=nrows, cols=cols, subplot_titles=titles, horizontal_spacing=0.06,
-                        vertical_spacing=0.22 if nrows > 1 else 0.1, x_title="step n", y_title="p_n (halt at n)")
+                        vertical_spacing=GRID_GAP_PX / plot_px if nrows > 1 else 0.1, x_title="step n",
+                        y_title="p_n (halt at n)")
     for i, r in enumerate(rows):
         rr, cc = i // cols + 1, i % cols + 1
         p = r.get("halting")
@@ -56,8 +65,8 @@ def sweep_grid_fig(rows: Sequence[dict], cols: int = 3) -> go.Figure:
             fig.add_annotation(text=_wrap(text, 34), showarrow=False, xref="paper", yref="paper",
                                x=(xd[0] + xd[1]) / 2, y=(yd[0] + yd[1]) / 2, xanchor="center", yanchor="middle",
                                align="center", font=dict(color=WRONG_COLOR if failed else NEUTRAL_COLOR, size=12))
-    layout(fig, "", height=240 * nrows + 40)
-    set_layout(fig, margin=dict(t=30, l=70, b=60))      # room for the panel titles and the shared axis titles
+    layout(fig, "", height=PANEL_PX * nrows + 40)
+    set_layout(fig, margin=GRID_MARGIN)
     return fig
 
 

@@ -239,6 +239,35 @@ def test_digit_page_drawings_and_uploads_give_a_hint_or_a_prediction(runs):
     assert len(charts(at)) == 7 and "rotated -90°" in at.image[0].captions[0]        # 5 and the "worth it?" pair
 
 
+def test_a_hostile_drawing_is_a_one_line_hint(runs):
+    """Whatever a browser puts in the canvas's state: a 9000 x 9000 PNG (4.45 GB of server memory when decoded
+    whole), garbage, a data URL without ";base64,", a state of the wrong shape. Each is one hint, no exception."""
+    import struct
+    import zlib
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    big = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 9000, 9000, 8, 6, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(b"\x00" * 36001)) + chunk(b"IEND", b""))   # its first row only
+    raw = {"objects": [{"type": "path"}], "background": "#000000"}
+    states = {"9000x9000": ({"raw": raw, "data": "data:image/png;base64," + base64.b64encode(big).decode()}, "9000×9000"),
+              "garbage": ({"raw": raw, "data": "data:image/png;base64,bm90IGEgcGljdHVyZQ=="}, "draw the digit again"),
+              "no base64": ({"raw": raw, "data": "data:image/png,iVBORw0KGgo="}, "draw the digit again"),
+              "data a number": ({"raw": raw, "data": 5}, "draw the digit again"),
+              "raw a string": ({"raw": "x", "data": "x"}, "draw the digit again"),
+              "drawing a list": ([1, 2], "draw the digit again")}
+    at = open_app(model="mnist-default")
+    for case, (drawing, said) in states.items():
+        at.session_state["canvas"] = {"drawing": drawing, "backgroundFit": None}
+        run_ok(at)
+        infos = [i.value for i in at.info]
+        assert len(infos) == 1 and said in infos[0] and "\n" not in infos[0], (case, infos)
+        assert not _metric(at, "Prediction") and not charts(at), case
+    at.session_state["canvas"] = _drawing_state()                       # and the next drawing is read
+    run_ok(at)
+    assert _metric(at, "Prediction") == ["7"]
+
+
 def _metric(at, label):
     return [m.value for m in at.metric if m.label == label]
 

@@ -305,20 +305,26 @@ def test_any_decoder_failure_is_the_one_line_hint(error, monkeypatch):
     assert digit is None and why.startswith("Not a picture this app can read") and "\n" not in why, why
 
 
+def _url(grey: np.ndarray) -> str:
+    """A picture as the canvas sends it: a PNG data URL."""
+    import base64
+    return "data:image/png;base64," + base64.b64encode(encode_image(Image.fromarray(grey), "PNG")).decode()
+
+
 def test_keep_drawing_gives_the_kept_digit_to_a_restored_canvas():
     seven = np.zeros((280, 280), np.uint8)
     seven[60:80, 90:190] = 255
     seven[60:230, 170:190] = 255
     drawn = {"objects": [{"type": "path", "path": [["M", 1, 2]]}], "background": "#000000"}
-    digit, kept = canvas.keep_drawing(None, drawn, seven)                 # a stroke: read from the picture
-    assert digit is not None and kept["json"] is drawn and kept["digit"] is digit
+    digit, kept, why = canvas.keep_drawing(None, drawn, _url(seven))      # a stroke: read from the picture
+    assert digit is not None and kept["json"] is drawn and kept["digit"] is digit and why == ""
     # the canvas restored from `kept` on a page's return sends its JSON back and no picture: the kept digit
-    again, kept2 = canvas.keep_drawing(kept, dict(drawn), None)
+    again, kept2, _ = canvas.keep_drawing(kept, dict(drawn), None)
     assert again is digit and kept2 is kept
     # a cleared canvas (no strokes, black picture) is blank, and what is kept is blank too
-    blank, kept3 = canvas.keep_drawing(kept, {"objects": [], "background": "#000000"}, np.zeros((280, 280), np.uint8))
+    blank, kept3, _ = canvas.keep_drawing(kept, {"objects": [], "background": "#000000"}, _url(np.zeros((280, 280), np.uint8)))
     assert blank is None and kept3["digit"] is None
-    assert canvas.keep_drawing(None, {"objects": []}, None) == (None, {"json": {"objects": []}, "digit": None})
+    assert canvas.keep_drawing(None, {"objects": []}, None) == (None, {"json": {"objects": []}, "digit": None}, "")
 
 
 # ----------------------------------------------------------------------------- the pen width

@@ -1,6 +1,7 @@
 """explorer/study_figures.py: the data inside the λp-sweep, rotation and parity figures."""
 import numpy as np
 import plotly.graph_objects as go
+import pytest
 
 from explorer import study_figures as sf
 from explorer.style import CORRECT_COLOR, LEARNED_COLOR, PRIOR_COLOR, WRONG_COLOR
@@ -102,6 +103,22 @@ def test_sweep_grid_text_panels_sit_in_their_own_panel():
     assert fig.layout.legend.yref == "container"                  # under the panels, not over their titles
     shared = {a.text for a in fig.layout.annotations if not a.text.startswith("λp=")}
     assert {"step n", "p_n (halt at n)"} <= shared                # axis titles of the small multiples
+
+
+@pytest.mark.parametrize("trials", [16, 100])
+def test_sweep_grid_of_a_large_sweep_keeps_its_rows_apart(trials):
+    """4 λp x 4 seeds (6 rows) and the form's largest sweep, 10 λp x 10 seeds (34 rows): a grid whose rows are all
+    as tall and about GRID_GAP_PX apart (Plotly refuses a vertical spacing over 1 / (rows - 1))."""
+    rows = [dict(name=f"t{i}", lambda_p=0.1 * (i % 10 + 1), status="completed", reason="", halting=[0.5, 0.3, 0.2])
+            for i in range(trials)]
+    fig = sf.sweep_grid_fig(rows)
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    ys = sorted({tuple(fig.layout[k].domain) for k in fig.layout if k.startswith("yaxis")}, reverse=True)
+    assert len(ys) == -(-trials // 3)
+    tall = [(hi - lo) * plot_px for lo, hi in ys]
+    gaps = [(a[0] - b[1]) * plot_px for a, b in zip(ys, ys[1:])]
+    assert max(tall) - min(tall) < 1 and min(tall) > 100, tall
+    assert max(gaps) - min(gaps) < 1 and sf.GRID_GAP_PX <= min(gaps) < 1.1 * sf.GRID_GAP_PX, gaps   # + the legend's row
 
 
 def test_every_trace_has_hover_text():
