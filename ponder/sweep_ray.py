@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from .store.atomic import write_files
+from .store.atomic import folder_lock, write_files
 from .store.card import CARD, HISTORY, WEIGHTS, one_line
 from .store.record import new_record
 from .config import ConfigError, TrainConfig
@@ -80,7 +80,8 @@ def run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data_
                     outcome, files = new_record(t.config, {}, status="failed", reason=one_line(e), device=""), {}
                 if files:
                     (folder / t.name).mkdir(parents=True, exist_ok=True)
-                    write_files({folder / t.name / f: b for f, b in files.items()})
+                    with folder_lock(folder / t.name):     # a journal in an unlocked folder is a killed writer's
+                        write_files({folder / t.name / f: b for f, b in files.items()})
                 finished(t, outcome)
     except KeyboardInterrupt:
         for ref in pending:

@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
-from .atomic import atomic_write_json, folder_lock, holds_lock, os_reason
+from .atomic import atomic_write_json, folder_lock, holds_lock, os_reason, settle
 from .card_checks import MAX_CARD_TEXT, MAX_RUN_STEPS, check_card
 from .record import FORMAT, FORMAT_VERSION, RunRecord, card_text
 from ..config import ConfigError, finite, short_repr
@@ -136,6 +136,7 @@ def update_card(run_dir, **fields) -> dict:
     It holds the folder's lock while it writes (ponder.store.atomic.folder_lock), unless this thread does."""
     folder = resolve_run_dir(run_dir)
     with _CARD_LOCK, nullcontext() if holds_lock(folder) else folder_lock(folder):
+        settle(folder)                    # a save cut short: its card first, then this change
         card = read_card(folder)
         card.update(fields)
         atomic_write_json(folder / CARD, card)

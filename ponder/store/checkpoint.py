@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import pickletools
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -16,8 +17,8 @@ from typing import Optional
 
 import torch
 
-from .atomic import (SaveError, folder_lock, holds_lock, json_bytes, jsonable, os_reason, remove_if_empty,
-                     remove_stale_tmp, write_files)
+from .atomic import (SaveError, folder_lock, holds_lock, json_bytes, jsonable, os_reason, remove_if_empty, settle,
+                     settle_if_free, write_files)
 from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, one_line, read_card, read_regular, resolve_run_dir
 from .record import RunRecord, new_record
 from ..config import ConfigError
@@ -85,8 +86,8 @@ def save_run(run_dir, model: PonderNet, config, *, status: str = "completed", re
         raise SaveError(run_dir, OSError(errno.ENOTDIR, "not a folder"), "cannot create the run folder")
     try:
         with nullcontext() if holds_lock(run_dir) else folder_lock(run_dir):
-            # the folder is ours alone now: a .tmp file of a run file is a killed writer's, not a live one's
-            remove_stale_tmp(run_dir, (WEIGHTS, CARD, HISTORY), older_than=0)
+            # the folder is ours alone now: a journal or .tmp file is a killed writer's, not a live one's
+            settle(run_dir, (WEIGHTS, CARD, HISTORY))
             record = config if isinstance(config, RunRecord) else new_record(
                 config, {}, status=status, reason=reason, device=device, train_seconds=train_seconds, steps=steps,
                 metrics=metrics)
@@ -104,13 +105,12 @@ def _write_run(run_dir: Path, model: PonderNet, record: RunRecord, history: Opti
 
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     files = {run_dir / WEIGHTS: save(tensors, metadata={"format": FORMAT})}
-    if history is not None:
-        files[run_dir / HISTORY] = history_bytes(history)
+    if history is not None or os.path.lexists(run_dir / HISTORY):     # none: a run it replaces keeps no history
+        files[run_dir / HISTORY] = None if history is None else history_bytes(history)
     record = record.completed(model=model_config_dict(model), created="",
                               train=dict(record.train, max_steps=model.max_steps, lambda_p=model.lambda_p))
     files[run_dir / CARD] = json_bytes(record.to_card())
-    # renames in this order, weights first and the card last: a crash in between leaves a
-    # folder that still loads
+    # renamed under a journal (ponder.store.atomic.commit): a crash leaves the old run or, once settled, the new one
     write_files(files)
 
 
@@ -166,6 +166,7 @@ def load_checkpoint(path, device="cpu") -> Checkpoint:
     that do not fit the config.
     """
     run_dir = resolve_run_dir(path)
+    settle_if_free(run_dir)                  # a save cut short by a crash: finish it, so the files belong together
     card = read_card(run_dir)
     f = run_dir / WEIGHTS
     state = read_weights(f)

@@ -25,12 +25,11 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Optional
 
-from .atomic import SaveError, folder_lock, remove_if_empty, remove_stale_tmp
-from .card import (CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_regular,
-                   update_card)
+from .atomic import SaveError, folder_lock, json_bytes, remove_if_empty, settle, write_journal, write_tmp
+from .card import CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_card, read_regular
 from .checkpoint import MAX_CHECKPOINT_BYTES
 from .runs import LOG, SWEEP, TABLE, TRASH, RunNameError, inside, runs_root, safe_name
-from .uploads import MAX_UPLOAD_BYTES, import_checkpoint, upload_bytes, upload_size
+from .uploads import MAX_UPLOAD_BYTES, import_checkpoint, remove_leftovers, tidy_folder, upload_bytes, upload_size
 
 RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)
 LIMITS = {WEIGHTS: MAX_CHECKPOINT_BYTES, CARD: MAX_CARD_BYTES, HISTORY: MAX_HISTORY_BYTES}
@@ -124,28 +123,49 @@ def rename_run(name: str, new_name: str, root: Optional[Path] = None, identity: 
     dest = root / new
     with _writing(src, f"runs/{src.name}"):
         _same_run(src, name, identity)
+        settle(src, RUN_FILES)                     # the lock holder: a journal or .tmp file is a killed writer's
+        # the card with its new name, renamed into place by settle() once the folder has moved: the journal
+        # names the new folder, so a crash before the move leaves the run as it was, one after it the renamed run
+        stamp = os.stat(src / CARD)
+        card_tmp = write_tmp(src / CARD, json_bytes(dict(read_card(src), name=new)))
+        os.utime(card_tmp, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))    # keeps its place in newest-first lists
         try:
-            dest.mkdir()                           # claims the name: refuses one taken, even at the same moment
+            _claim(dest, new)                      # an empty folder: refuses a name taken, even at the same moment
+            try:
+                with _writing(dest, f"runs/{new}"):    # no training starts in the claimed name meanwhile
+                    write_journal(src, [(card_tmp, src / CARD)], folder_name=new)
+                    os.rename(src, dest)           # replaces the empty folder made above, in one step
+            except BaseException as e:
+                if not (isinstance(e, SaveError) and e.errno == errno.EBUSY):   # a training took it: its folder now
+                    remove_if_empty(dest)
+                raise
+        except BaseException as e:
+            if src.exists():                       # not moved: the run stays as it was
+                settle(src, RUN_FILES)
+            if isinstance(e, OSError) and not isinstance(e, SaveError):
+                raise SaveError(dest, e, "cannot rename the run") from None
+            raise
+        settle(dest)                               # the card's new name
+    return dest
+
+
+def _claim(dest: Path, new: str) -> None:
+    """mkdir dest; an empty folder a killed rename or import left there (remove_leftovers) is taken over."""
+    for attempt in (0, 1):
+        try:
+            dest.mkdir()
+            return
         except FileExistsError:
+            if attempt == 0 and not dest.is_symlink() and dest.is_dir():
+                try:
+                    tidy_folder(dest)              # removes it when it is such a leftover
+                except OSError:
+                    pass
+                continue
             raise RunNameError(f"a run (or file) named {new!r} is already in the runs folder; pick another "
                                f"name") from None
         except OSError as e:
             raise SaveError(dest, e, "cannot rename the run") from None
-        try:
-            with _writing(dest, f"runs/{new}"):    # no training starts in the claimed name meanwhile
-                remove_stale_tmp(src, RUN_FILES, older_than=0)     # the lock holder: no live writer
-                os.rename(src, dest)               # replaces the empty folder made above, in one step
-        except BaseException as e:
-            if not (isinstance(e, SaveError) and e.errno == errno.EBUSY):   # a training took it: its folder now
-                remove_if_empty(dest)
-            if isinstance(e, OSError) and not isinstance(e, SaveError):
-                raise SaveError(dest, e, "cannot rename the run") from None
-            raise
-        card = dest / CARD
-        stamp = os.stat(card)
-        update_card(dest, name=new)                # still holding the lock (same folder, same thread)
-        os.utime(card, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
-    return dest
 
 
 def delete_run(name: str, root: Optional[Path] = None, identity: Optional[str] = None) -> None:

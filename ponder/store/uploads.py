@@ -7,6 +7,7 @@ nobody checked them, so the explorer measures the run when it is shown.
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -14,15 +15,16 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .atomic import SaveError
+from .atomic import _UMASK, STALE_SECONDS, SaveError, folder_lock, remove_if_empty, remove_stale_tmp, settle
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, update_card
 from .checkpoint import load_checkpoint
-from .runs import TRASH, make_root, new_run_dir, runs_root, safe_name
+from .runs import SWEEP, TRASH, make_root, new_run_dir, runs_root, safe_name
 from ..tasks import count_parameters
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024    # weights + card + history of one upload
 IMPORT_MAX_STEPS, IMPORT_MAX_HIDDEN = 100, 512   # the largest N and hidden size the explorer's Train form trains
 IMPORT_MAX_PARAMS = 4_000_000          # its largest model has ~1.2 M (MNIST, hidden 512)
+CLAIM_SECONDS = 60.0                   # an empty run folder no one holds, this old, is a killed rename's or import's claim
 
 
 def runs_quota() -> int:
@@ -67,7 +69,7 @@ def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Pat
     if total > max_bytes:
         raise CheckpointError(f"upload '{label}': {total} bytes is over the {max_bytes} byte limit")
     make_root(root)
-    _remove_stale_imports(root)
+    remove_leftovers(root)
     quota = runs_quota() if quota is None else quota
     used = folder_bytes(root)
     if used + total > quota:
@@ -75,27 +77,27 @@ def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Pat
                               f"only up to {quota / 2**20:.0f} MB (PONDER_RUNS_QUOTA_MB): delete runs first")
     try:
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=".import-"))
+        os.chmod(tmp, 0o777 & ~_UMASK)                # mkdtemp makes 0700: the run folder it becomes gets the usual mode
     except OSError as e:
         raise SaveError(root, e, "cannot write to the runs folder") from None
     try:
         try:
-            (tmp / WEIGHTS).write_bytes(weights)
-            (tmp / CARD).write_bytes(card)
-            if history:
-                (tmp / HISTORY).write_bytes(history)
+            for f, data in ((WEIGHTS, weights), (CARD, card), (HISTORY, history)):
+                if data:
+                    (tmp / f).write_bytes(data)
         except OSError as e:
             raise SaveError(root, e, "cannot write to the runs folder") from None
         _check_import_size(load_checkpoint(tmp), label)     # CheckpointError on anything wrong, or too large
-        dest = new_run_dir(root, label)            # ours alone (mkdir); move the files into it
+        dest = new_run_dir(root, label)            # claims the name: an empty folder (one a crash left is removed)
         try:
             # the card names the run by its folder; the uploaded test metrics are claims nobody
             # checked, so they are dropped and the explorer measures the run itself when it is shown
             update_card(tmp, name=dest.name, metrics={})
-            for f in (WEIGHTS, HISTORY, CARD):     # the card last: listing skips folders without one
-                if (tmp / f).exists():
-                    os.replace(tmp / f, dest / f)
+            with folder_lock(dest):                # no training starts in the claimed folder meanwhile
+                os.rename(tmp, dest)               # the whole run appears at once, in place of the empty claim
         except BaseException as e:
-            shutil.rmtree(dest, ignore_errors=True)
+            if not (isinstance(e, SaveError) and e.errno == errno.EBUSY):   # a training took it: its folder now
+                remove_if_empty(dest)
             if isinstance(e, OSError) and not isinstance(e, SaveError):
                 raise SaveError(dest, e, "cannot write the imported run") from None
             raise
@@ -119,17 +121,47 @@ def _check_import_size(ck, label: str) -> None:
                               f"{IMPORT_MAX_HIDDEN} and {IMPORT_MAX_PARAMS:,} parameters (the Train form's limits)")
 
 
-def _remove_stale_imports(root: Path, older_than: float = 600.0) -> None:
-    """Remove what a killed import or delete left behind, so it neither fills the disk nor counts toward the
-    import quota: .import-* folders older than `older_than` seconds (an import takes seconds) and every
-    .deleted-* folder (a deleted run, already gone from the lists)."""
+def remove_leftovers(root: Path, older_than: float = 600.0, claim_age: float = CLAIM_SECONDS,
+                     tmp_age: float = STALE_SECONDS) -> None:
+    """Clean what killed writers left in the runs folder, so that nothing invisible fills the disk, counts toward
+    the import quota or blocks a name: every .deleted-* folder (a deleted run, already gone from the lists),
+    .import-* folders older than `older_than` seconds (an import takes seconds), and in each run folder and
+    sweep trial that no writer holds, a save cut short (finished: ponder.store.atomic.settle) and temporary
+    files older than `tmp_age`; a run folder left empty (a rename's or import's claim on a name) goes once it is
+    `claim_age` seconds old."""
+    now = time.time()
     try:
-        for p in [*root.glob(".import-*"), *root.glob(TRASH + "*")]:
-            if p.is_dir() and not p.is_symlink() and (p.name.startswith(TRASH)
-                                                      or time.time() - p.stat().st_mtime > older_than):
-                shutil.rmtree(p, ignore_errors=True)
+        entries = list(os.scandir(root))
     except OSError:
-        pass
+        return
+    for e in entries:
+        try:
+            if e.is_symlink() or not e.is_dir():
+                continue
+            if e.name.startswith(TRASH) or (e.name.startswith(".import-") and now - e.stat().st_mtime > older_than):
+                shutil.rmtree(e.path, ignore_errors=True)
+            elif not e.name.startswith("."):
+                tidy_folder(Path(e.path), True, claim_age, tmp_age)
+                if (Path(e.path) / SWEEP).is_file():
+                    for t in os.scandir(e.path):
+                        if t.is_dir(follow_symlinks=False):
+                            tidy_folder(Path(t.path), False, claim_age, tmp_age)
+        except OSError:                       # held by a writer, unreadable, removed meanwhile: left as it is
+            continue
+
+
+def tidy_folder(folder: Path, top: bool = True, claim_age: float = CLAIM_SECONDS, tmp_age: float = STALE_SECONDS) -> None:
+    """remove_leftovers for one run folder (top: directly in the runs folder, where an empty one is a claim).
+    Raises OSError (SaveError 'in use' when a writer holds it)."""
+    names = os.listdir(folder)
+    tmps = [n for n in names if n.startswith(".") and n.endswith(".tmp")]
+    if not (tmps or (top and not names)):
+        return
+    with folder_lock(folder):
+        settle(folder)
+        remove_stale_tmp(folder, (WEIGHTS, CARD, HISTORY), older_than=tmp_age)
+        if top and not os.listdir(folder) and time.time() - os.stat(folder).st_mtime >= claim_age:
+            os.rmdir(folder)
 
 
 def upload_size(x) -> int:

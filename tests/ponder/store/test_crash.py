@@ -1,0 +1,233 @@
+"""kill -9 at every step of a save, a rename, an import and a delete (ponder/store: atomic, checkpoint, manage,
+uploads): the runs folder holds the old run or the new one, whole and loadable, and once remove_leftovers has
+run nothing invisible is left, no name is blocked and the import quota counts only the runs listed.
+
+A kill is simulated by counting the file system changes an operation makes (renames, mkdir, rmdir, unlink,
+file creation, fsync, ...): the (k+1)-th raises Killed, a BaseException, and so does every change after it,
+so no cleanup handler can run either (as after kill -9). Every k from 0 to the operation's whole count is tried.
+"""
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import save_tiny_run
+from ponder.store.atomic import JOURNAL
+from ponder.store.card import CARD, HISTORY, CheckpointError, read_card, read_history
+from ponder.store.checkpoint import load_checkpoint
+from ponder.store.manage import delete_run, export_run, import_zip, rename_run
+from ponder.store.runs import list_models, new_run_dir
+from ponder.store.uploads import folder_bytes, remove_leftovers
+from helpers import tiny_config, tiny_model
+from ponder.store.checkpoint import save_run
+
+
+class Killed(BaseException):
+    """The process was killed here: nothing after it runs."""
+
+
+CHANGES = ("rename", "replace", "mkdir", "rmdir", "unlink", "remove", "fsync", "utime", "chmod", "write")
+WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+
+
+@contextmanager
+def killed_after(k):
+    """Count the file system changes made inside; with k given, the (k+1)-th and all later ones raise Killed.
+    Yields the count so far (a dict)."""
+    count, real = {"n": 0, "dead": False}, {f: getattr(os, f) for f in CHANGES + ("open",)}
+
+    def change():
+        if count["dead"] or (k is not None and count["n"] >= k):
+            count["dead"] = True
+            raise Killed()
+        count["n"] += 1
+
+    def wrap(f):
+        def changed(*a, **kw):
+            change()
+            return real[f](*a, **kw)
+        return changed
+
+    def open_(path, flags, *a, **kw):
+        if flags & WRITING:
+            change()
+        return real["open"](path, flags, *a, **kw)
+
+    mp = pytest.MonkeyPatch()
+    try:
+        for f in CHANGES:
+            mp.setattr(os, f, wrap(f))
+        mp.setattr(os, "open", open_)
+        yield count
+    finally:
+        mp.undo()
+
+
+def sweep(setup, op, check):
+    """check(root, state, killed) after op killed at every step k, in a fresh folder made by setup each time."""
+    steps = None
+    k = 0
+    while steps is None or k <= steps:
+        root, state = setup(Path(sweep.base) / (f"k{k}" if steps is not None else "count"))
+        killed = False
+        with killed_after(k if steps is not None else None) as count:
+            try:
+                op(root, state)
+            except Killed:
+                killed = True
+        if steps is None:                              # the first pass counts the steps, killed nowhere
+            steps, k = count["n"], 0
+            assert steps > 2
+            check(root, state, False)
+            continue
+        assert killed or k == steps
+        check(root, state, killed)
+        k += 1
+    return steps
+
+
+@pytest.fixture(autouse=True)
+def _base(tmp_path):
+    sweep.base = tmp_path
+
+
+def fingerprint(run_dir):
+    """(weights, card steps, history length) of a loadable run: load_checkpoint finishes a save cut short."""
+    ck = load_checkpoint(run_dir)
+    return (ck.model.state_dict()["step_fn.lambda_head.weight"].sum().item(), ck.card["steps"],
+            len(read_history(run_dir)), ck.card["name"])
+
+
+def clean(root):
+    """remove_leftovers with no waiting; then the folder holds only listed runs (and their files)."""
+    remove_leftovers(root, older_than=0, claim_age=0, tmp_age=0)
+    listed = {e.path.name for e in list_models(root, assets=root / "none")}
+    names = set(os.listdir(root))
+    assert names == listed, f"left behind: {sorted(names - listed)}"
+    for n in listed:
+        assert sorted(os.listdir(root / n)) == sorted(f for f in ("model.safetensors", CARD, HISTORY)
+                                                      if (root / n / f).exists())
+    assert folder_bytes(root) == sum(folder_bytes(root / n) for n in listed)
+    return listed
+
+
+# ----------------------------------------------------------------------------- save over a run
+
+def test_save_over_a_run_killed_anywhere_leaves_the_old_run_or_the_new(tmp_path):
+    def setup(base):
+        d, old = save_tiny_run(base / "runs" / "x", seed=0, steps=1, history=[{"step": 1}])
+        return base / "runs", tiny_model("parity", seed=1)
+
+    def op(root, model):                   # `ponder train --overwrite`: the same folder, new weights and card
+        save_run(root / "x", model, tiny_config(), steps=2, history=[{"step": 1}, {"step": 2}])
+
+    seen = set()
+    old_w = tiny_model("parity", seed=0).state_dict()["step_fn.lambda_head.weight"].sum().item()
+    new_w = tiny_model("parity", seed=1).state_dict()["step_fn.lambda_head.weight"].sum().item()
+
+    def check(root, model, killed):
+        got = fingerprint(root / "x")
+        assert got in ((old_w, 1, 1, "x"), (new_w, 2, 2, "x")), "weights, card and history of different saves"
+        seen.add(got[1])
+        assert not (root / "x" / JOURNAL).exists()
+        assert clean(root) == {"x"}
+
+    sweep(setup, op, check)
+    assert seen == {1, 2}
+
+
+def test_a_first_save_killed_anywhere_leaves_no_run_or_the_whole_run(tmp_path):
+    def setup(base):
+        (base / "runs").mkdir(parents=True)
+        return base / "runs", tiny_model("parity", seed=1)
+
+    def op(root, model):                   # an explorer job's save: a fresh folder, then the run in it
+        save_run(new_run_dir(root, "x"), model, tiny_config(), steps=2, history=[{"step": 1}])
+
+    def check(root, model, killed):
+        try:
+            assert fingerprint(root / "x")[1] == 2
+        except CheckpointError:              # not saved yet: clean() then finds no file of it
+            pass
+        listed = clean(root)
+        assert listed in (set(), {"x"})
+        if not listed:                     # the name is free: the next run gets it
+            assert new_run_dir(root, "x").name == "x"
+
+    sweep(setup, op, check)
+
+
+# ----------------------------------------------------------------------------- rename
+
+def test_rename_killed_anywhere_leaves_the_run_under_one_name_and_blocks_none(tmp_path):
+    def setup(base):
+        save_tiny_run(base / "runs" / "a", seed=0)
+        save_tiny_run(base / "runs" / "other", seed=2)
+        return base / "runs", fingerprint(base / "runs" / "a")[0]
+
+    def op(root, weights):
+        rename_run("a", "b", root)
+
+    def check(root, weights, killed):
+        found = {}
+        for n in ("a", "b"):
+            try:
+                found[n] = fingerprint(root / n)
+            except CheckpointError:
+                pass
+        assert len(found) == 1, f"the run is under {sorted(found)}"
+        (name, got), = found.items()
+        assert got[0] == weights and got[3] == name, "the card names another folder"
+        assert clean(root) == {name, "other"}
+        other = "b" if name == "a" else "a"
+        assert rename_run(name, other, root).name == other       # the other name is not blocked
+        assert rename_run("other", name, root).name == name
+
+    sweep(setup, op, check)
+
+
+# ----------------------------------------------------------------------------- import and delete
+
+def test_import_killed_anywhere_leaves_no_invisible_folder_and_blocks_no_name(tmp_path):
+    src, _ = save_tiny_run(tmp_path / "src" / "x", seed=3)
+    data = export_run(src)
+
+    def setup(base):
+        save_tiny_run(base / "runs" / "keep", seed=0)
+        return base / "runs", None
+
+    def op(root, _):
+        import_zip(data, "x", root, quota=10 * 2**20)
+
+    def check(root, _, killed):
+        for e in list_models(root, assets=root / "none"):
+            load_checkpoint(e.path)
+        listed = clean(root)
+        assert listed in ({"keep"}, {"keep", "x"})
+        if listed == {"keep"}:
+            assert import_zip(data, "x", root, quota=10 * 2**20).name == "x"
+        assert read_card(root / "x")["name"] == "x"
+
+    sweep(setup, op, check)
+
+
+def test_delete_killed_anywhere_leaves_the_run_or_nothing(tmp_path):
+    def setup(base):
+        save_tiny_run(base / "runs" / "x", seed=0)
+        save_tiny_run(base / "runs" / "keep", seed=1)
+        return base / "runs", None
+
+    def op(root, _):
+        delete_run("x", root)
+
+    def check(root, _, killed):
+        listed = clean(root)
+        assert listed in ({"keep"}, {"keep", "x"})
+        if "x" in listed:
+            load_checkpoint(root / "x")
+        else:
+            save_tiny_run(root / "x", seed=1)
+
+    sweep(setup, op, check)
