@@ -23,11 +23,11 @@ tiny run, where OVERHEAD is most of it).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Optional
 
 from .config import TrainConfig
+from .env import MAX_MB, env_number
 
 FLOAT = 4                          # bytes of a float32
 INFER_CHUNK = 1000                 # samples per no-grad forward: validation chunk and evaluation batch
@@ -96,14 +96,12 @@ def estimate(cfg: TrainConfig) -> MemoryEstimate:
 
 
 def available_bytes(device: str = "cpu") -> Optional[int]:
-    """Memory a job may use: $PONDER_MAX_JOB_MEMORY_MB when set; else the free memory of the GPU for a run
-    that trains on one, or MemAvailable from /proc/meminfo (None where it cannot be read: no check)."""
-    env = os.environ.get("PONDER_MAX_JOB_MEMORY_MB")
-    if env:
-        try:
-            return int(float(env) * 2**20)
-        except ValueError:
-            pass
+    """Memory a job may use: $PONDER_MAX_JOB_MEMORY_MB when set (EnvError, one line, unless it is a finite number
+    of megabytes); else the free memory of the GPU for a run that trains on one, or MemAvailable from /proc/meminfo
+    (None where it cannot be read: no check)."""
+    env = env_number("PONDER_MAX_JOB_MEMORY_MB", None, 0.0, MAX_MB)      # EnvError unless a finite number
+    if env is not None:
+        return int(env * 2**20)
     if device in ("auto", "cuda"):
         import torch
         if torch.cuda.is_available():

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from ..env import MAX_MB, env_number
 from .atomic import SaveError
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, update_card
 from .checkpoint import load_checkpoint
@@ -26,12 +27,9 @@ IMPORT_MAX_PARAMS = 4_000_000          # its largest model has ~1.2 M (MNIST, hi
 
 
 def runs_quota() -> int:
-    """Bytes an import may fill the runs folder up to: $PONDER_RUNS_QUOTA_MB (default 256) MB."""
-    try:
-        mb = float(os.environ.get("PONDER_RUNS_QUOTA_MB", "256"))
-    except ValueError:
-        mb = 256.0
-    return int(max(mb, 0.0) * 1024 * 1024)
+    """Bytes an import may fill the runs folder up to: $PONDER_RUNS_QUOTA_MB (default 256) MB. EnvError (one
+    line) when it is set to anything but a finite number of megabytes."""
+    return int(env_number("PONDER_RUNS_QUOTA_MB", 256.0, 0.0, MAX_MB) * 1024 * 1024)
 
 
 def folder_bytes(root: Path) -> int:

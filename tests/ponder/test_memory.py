@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from ponder import memory
 from ponder.config import TrainConfig
+from ponder.env import EnvError
 
 sizes = st.fixed_dictionaries(dict(task=st.sampled_from(["mnist", "parity"]), batch_size=st.integers(1, 4096),
                                    max_steps=st.integers(1, 200), hidden=st.integers(1, 1024),
@@ -49,6 +50,10 @@ def test_a_config_that_does_not_fit_gets_one_line_naming_the_estimate_and_the_li
     assert memory.fit_message(TrainConfig(), available=16 * 2**30) == ""
     monkeypatch.setenv("PONDER_MAX_JOB_MEMORY_MB", "100")
     assert memory.available_bytes() == 100 * 2**20 and "100 MB available" in memory.fit_message(TrainConfig())
+    for bad in ("inf", "nan", "1e400", "lots"):                # inf was an OverflowError at every Start
+        monkeypatch.setenv("PONDER_MAX_JOB_MEMORY_MB", bad)
+        with pytest.raises(EnvError, match="PONDER_MAX_JOB_MEMORY_MB="):
+            memory.fit_message(TrainConfig())
     monkeypatch.delenv("PONDER_MAX_JOB_MEMORY_MB")
     assert memory.available_bytes() > 0                                  # MemAvailable from /proc/meminfo
 

@@ -14,6 +14,7 @@ from ponder.store.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card
 from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 from ponder.store.runs import RunNameError, list_models
+from ponder.env import EnvError
 from ponder.store.uploads import import_checkpoint
 
 
@@ -82,6 +83,11 @@ def test_imports_stop_at_the_runs_folder_quota(tmp_path, monkeypatch):
     monkeypatch.setenv("PONDER_RUNS_QUOTA_MB", "0")              # the environment sets the default quota
     with pytest.raises(CheckpointError, match="0 MB"):
         import_checkpoint(w, c, "d", root=root, history=h)
+    for bad in ("inf", "nan", "1e400", "-5"):                     # were OverflowError / ValueError tracebacks
+        monkeypatch.setenv("PONDER_RUNS_QUOTA_MB", bad)
+        with pytest.raises(EnvError, match=f"PONDER_RUNS_QUOTA_MB='{bad}' is not a finite number"):
+            import_checkpoint(w, c, "d", root=root, history=h)
+    assert sorted(p.name for p in root.iterdir()) == sorted([a.name, b.name])
 
 
 BAD_UPLOADS = {
