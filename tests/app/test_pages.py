@@ -170,6 +170,21 @@ def test_a_long_run_name_is_shown_whole_under_the_picker(runs, tmp_path, monkeyp
     assert shown(at.sidebar.caption[0].value).startswith(f"**runs/{long}** · run · mnist")
 
 
+def test_a_model_no_measurement_fits_is_one_red_line_on_its_pages(runs, tmp_path, monkeypatch):
+    """A wide run (channels1 1024, ~7 MB an input to measure) put in the runs folder under a 50 MB measurement
+    budget: the digit and Compare pages say so in one line instead of measuring it."""
+    from ponder.tasks import build_model
+    from ponder.tasks.mnist import MnistConfig
+    monkeypatch.setenv("PONDER_RUNS", str(tmp_path))
+    for name in ("wide", "wide-b"):
+        save_run(tmp_path / name, build_model("mnist", MnistConfig(channels1=1024, channels2=8, embed=16, hidden=16),
+                                              5, 0.3), tiny_config("mnist"), steps=1)
+    monkeypatch.setenv("PONDER_MAX_MEASURE_MEMORY_MB", "50")
+    for at in (open_app(model="runs/wide"), open_app("app_pages/compare.py", models=["runs/wide", "runs/wide-b"])):
+        (err,) = one_line_errors(at)
+        assert "measuring this model needs about" in err and "PONDER_MAX_MEASURE_MEMORY_MB" in err, err
+
+
 def test_digit_page_opens_on_the_adaptive_model_steps_through_and_ponders_per_digit(runs):
     at = open_app()
     assert at.sidebar.selectbox(key="pick_model_mnist").value == "mnist-adaptive"

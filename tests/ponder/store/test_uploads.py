@@ -90,6 +90,25 @@ def test_imports_stop_at_the_runs_folder_quota(tmp_path, monkeypatch):
     assert sorted(p.name for p in root.iterdir()) == sorted([a.name, b.name])
 
 
+def test_an_import_no_page_could_measure_is_refused_in_one_line(tmp_path, monkeypatch):
+    """Within the size limits (N, hidden, parameters) but wide: channels1 1024 costs ~7 MB an input to measure.
+    Under a 50 MB measurement budget not one input fits: refused at import, nothing left behind; under the default
+    budget it is imported (the pages measure it in batches that fit)."""
+    from ponder.tasks import build_model
+    from ponder.tasks.mnist import MnistConfig
+    from helpers import tiny_config
+    model = build_model("mnist", MnistConfig(channels1=1024, channels2=8, embed=16, hidden=16), 5, 0.3)
+    d = save_run(tmp_path / "src", model, tiny_config("mnist"), steps=1)
+    w, c, root = (d / WEIGHTS).read_bytes(), (d / CARD).read_bytes(), tmp_path / "runs"
+    monkeypatch.setenv("PONDER_MAX_MEASURE_MEMORY_MB", "50")
+    with pytest.raises(CheckpointError) as e:
+        import_checkpoint(w, c, "wide", root=root)
+    assert_one_line(e, "upload 'wide': measuring this model needs about")
+    assert "channels1 1024" in str(e.value) and not [p for p in root.iterdir()]
+    monkeypatch.delenv("PONDER_MAX_MEASURE_MEMORY_MB")
+    assert load_checkpoint(import_checkpoint(w, c, "wide", root=root)).model.step_fn.cfg.channels1 == 1024
+
+
 BAD_UPLOADS = {
     "over-limit-bytes": lambda w, c, h: dict(weights=w, card=c, max_bytes=len(w) + len(c) - 1),
     "over-limit-history": lambda w, c, h: dict(weights=w, card=c, history=b"x" * 1000, max_bytes=len(w) + len(c) + 10),
