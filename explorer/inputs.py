@@ -16,25 +16,38 @@ DEFAULT_ANGLES = tuple(range(0, 181, 15))     # the rotation page's fixed angles
 MAX_TEST_SETS = 24
 
 
+MAX_NUMBERS_TEXT = 400     # characters in a list of numbers (24 angles written "-337.5, " take 192)
+
+
+def _shown(tok: str) -> str:
+    """A token as an error message quotes it: at most 20 characters of it."""
+    return repr(tok if len(tok) <= 20 else tok[:20] + "…")
+
+
 def parse_numbers(text: str, lo: float, hi: float, what: str, most: Optional[int] = None) -> list:
-    """'0, 15, 30' -> [0.0, 15.0, 30.0] (duplicates dropped); ValueError naming the bad item or range,
-    or when there are more than `most` numbers."""
-    out = []
-    for tok in re.split(r"[,\s;]+", str(text).strip()):
+    """'0, 15, 30' -> [0.0, 15.0, 30.0] (duplicates dropped); ValueError naming the bad item or range, when
+    there are more than `most` numbers (said at the first one over), or when the text is over MAX_NUMBERS_TEXT
+    characters (said before it is read)."""
+    text = str(text)
+    if len(text) > MAX_NUMBERS_TEXT:
+        raise ValueError(f"{what}: at most {MAX_NUMBERS_TEXT} characters, got {len(text):,}")
+    out, seen = [], set()
+    for tok in re.split(r"[,\s;]+", text.strip()):
         if not tok:
             continue
         try:
             v = float(tok)
         except ValueError:
-            raise ValueError(f"{what}: {tok!r} is not a number") from None
+            raise ValueError(f"{what}: {_shown(tok)} is not a number") from None
         if not (math.isfinite(v) and lo <= v <= hi):
-            raise ValueError(f"{what}: {tok} is outside [{lo:g}, {hi:g}]")
-        if v not in out:
+            raise ValueError(f"{what}: {_shown(tok)[1:-1]} is outside [{lo:g}, {hi:g}]")
+        if v not in seen:
+            seen.add(v)
             out.append(v)
+            if most is not None and len(out) > most:
+                raise ValueError(f"{what}: at most {most} values")
     if not out:
         raise ValueError(f"{what}: give at least one number")
-    if most is not None and len(out) > most:
-        raise ValueError(f"{what}: at most {most} values, got {len(out)}")
     return out
 
 
@@ -45,9 +58,17 @@ def parity_vector(n: int, k: int, seed: int) -> torch.Tensor:
     return x
 
 
+def vector_chars(n: int) -> int:
+    """The most characters a typed parity vector of n values may have: '-1, ' for each, and some slack."""
+    return 4 * int(n) + 64
+
+
 def parse_vector(text: str, n: int) -> torch.Tensor:
-    """'1 -1 0 ...' or '+-0...' -> [1, n] float in {-1, 0, 1}. ValueError with a plain message."""
+    """'1 -1 0 ...' or '+-0...' -> [1, n] float in {-1, 0, 1}. ValueError with a plain message, before reading
+    a text longer than vector_chars(n)."""
     s = str(text).strip()
+    if len(s) > vector_chars(n):
+        raise ValueError(f"this model takes {n} values; the text has {len(s):,} characters")
     if re.fullmatch(r"[+\-0]+", s):
         vals = [1.0 if t == "+" else -1.0 if t == "-" else 0.0 for t in s]       # compact: +-0+0-
     else:
@@ -56,7 +77,7 @@ def parse_vector(text: str, n: int) -> torch.Tensor:
             if not tok:
                 continue
             if tok not in ("1", "+1", "-1", "0", "+", "-"):
-                raise ValueError(f"{tok!r} is not one of -1, 0, 1")
+                raise ValueError(f"{_shown(tok)} is not one of -1, 0, 1")
             vals.append(1.0 if tok in ("1", "+1", "+") else -1.0 if tok in ("-1", "-") else 0.0)
     if len(vals) != n:
         raise ValueError(f"this model takes {n} values, got {len(vals)}")

@@ -3,10 +3,10 @@ enforced by its StopFlag), its torch threads ($PONDER_JOB_THREADS, default 1) an
 ($PONDER_MAX_JOBS, default 1). explorer.jobs applies them; the pages word them with fmt_duration."""
 from __future__ import annotations
 
-import os
 import time
 from typing import Optional
 
+from ponder.env import EnvError, env_number
 from ponder.progress import Cancel
 
 MAX_JOB_SECONDS = 1800.0   # a web job's time cap: 30 min, 40x the default MNIST run ($PONDER_MAX_JOB_SECONDS)
@@ -16,11 +16,12 @@ class JobLimitError(RuntimeError):
     """A job cannot start now; the message says why in plain words."""
 
 
-def _from_env(name: str, default, parse):
-    """$name read with parse (a ValueError, or parse giving None: the default); the default where unset."""
+def _from_env(name: str, default, lo: float, hi: float):
+    """$name read by ponder.env.env_number; the default where it is unset or not a finite number in [lo, hi]
+    (a job limit set wrong is the safe default, not a page that cannot open)."""
     try:
-        v = parse(os.environ.get(name, default))
-    except ValueError:
+        v = env_number(name, None, lo, hi)
+    except EnvError:
         return default
     return default if v is None else v
 
@@ -29,16 +30,17 @@ def job_threads_from_env(default: int = 1) -> int:
     """torch intra-op threads a job trains with ($PONDER_JOB_THREADS, default 1). One: on a loaded 2-core
     machine two threads wait on each other (4 steps in 8 s against 69 with one, bench/job_timing.py),
     and the pages' own inference keeps the other core."""
-    return _from_env("PONDER_JOB_THREADS", default, lambda v: max(1, int(v)))
+    return max(1, int(_from_env("PONDER_JOB_THREADS", default, 0, 1024)))
 
 
 def max_jobs_from_env(default: int = 1) -> int:
-    return _from_env("PONDER_MAX_JOBS", default, lambda v: max(1, int(v)))
+    return max(1, int(_from_env("PONDER_MAX_JOBS", default, 0, 10**6)))
 
 
 def max_seconds_from_env(default: float = MAX_JOB_SECONDS) -> float:
     """$PONDER_MAX_JOB_SECONDS, a positive number of seconds (the default where unset or not a number)."""
-    return _from_env("PONDER_MAX_JOB_SECONDS", default, lambda v: float(v) if 0 < float(v) < float("inf") else None)
+    v = float(_from_env("PONDER_MAX_JOB_SECONDS", default, 0, 1e9))
+    return v if v > 0 else default
 
 
 def fmt_duration(s: float) -> str:

@@ -15,6 +15,7 @@ from ponder.store.card import CARD, WEIGHTS, read_history, test_metrics as card_
 from ponder.store.checkpoint import Checkpoint, load_checkpoint
 from ponder.config import TrainConfig
 from ponder.lifecycle import QUICK_TEST_ITEMS, card_metrics, measure
+from ponder.memory import measure_batch
 from ponder.tasks import get_task
 from ponder.tasks.parity import fitted_preset
 from ponder.store.runs import ModelEntry, list_models, models_stamp
@@ -40,7 +41,9 @@ def stamp(path) -> tuple:
 
 @st.cache_resource(max_entries=16, show_spinner="Loading the model…")
 def _checkpoint(path: str, file_stamp: tuple) -> Checkpoint:
-    return load_checkpoint(path, device="cpu")
+    ck = load_checkpoint(path, device="cpu")
+    measure_batch(ck.model, 1)        # MeasureMemoryError (one line) for a model no page can measure in its budget
+    return ck
 
 
 def checkpoint(entry_or_path) -> Checkpoint:

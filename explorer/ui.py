@@ -208,8 +208,9 @@ def rotation_settings_ui() -> tuple:
     with st.form("rotation_settings"):
         c1, c2, c3, c4 = st.columns([2, 1.3, 1, 1])
         angles_text = c1.text_input("Fixed angles θ (degrees)", ", ".join(str(a) for a in inputs.DEFAULT_ANGLES),
-                                    key="rot_angles")
-        ranges_text = c2.text_input("Uniform ranges ±d (degrees)", "22.5, 45, 90", key="rot_ranges")
+                                    max_chars=inputs.MAX_NUMBERS_TEXT, key="rot_angles")
+        ranges_text = c2.text_input("Uniform ranges ±d (degrees)", "22.5, 45, 90", max_chars=inputs.MAX_NUMBERS_TEXT,
+                                    key="rot_ranges")
         limit = c3.number_input("Test images", 100, 10000, 2000, 100, key="rot_limit")
         mode = c4.selectbox("Halting mode", MODES, key="rot_mode", help=MODE_HELP)
         full = st.checkbox("Use the full 10,000-image test set (slower)", key="rot_full")

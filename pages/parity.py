@@ -19,7 +19,7 @@ with c1:
     x = None
     if how == "Type":
         text = st.text_input(f"{n} values in {{-1, 0, 1}} (e.g. '1 -1 0 …' or '+-0…')", "+-" * (n // 4) + "0" * (n - 2 * (n // 4)),
-                             key="par_text")
+                             max_chars=inputs.vector_chars(n), key="par_text")
         try:
             x = inputs.parse_vector(text, n)
         except ValueError as e:

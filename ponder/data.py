@@ -81,7 +81,13 @@ def _decompress(src: Path, dst: Path, names: Sequence[str]) -> None:
         fd, tmp = tempfile.mkstemp(dir=dst, suffix=".tmp")
         try:
             with gzip.open(src_file, "rb") as fin, os.fdopen(fd, "wb") as fout:
-                shutil.copyfileobj(fin, fout)
+                left = MAX_IDX_BYTES + 1      # no more than read_idx reads: a gzip bomb stops at its first 64 MB
+                while left > 0 and (block := fin.read(min(left, 2**20))):
+                    fout.write(block)
+                    left -= len(block)
+            if left <= 0:
+                raise ValueError(f"{src_file} decompresses to over {MAX_IDX_BYTES // 2**20} MB, more than any MNIST "
+                                 f"file: replace it with the file as downloaded")
             os.replace(tmp, dst / name)   # atomic: never a half-written file
         except (EOFError, zlib.error, gzip.BadGzipFile) as e:
             raise ValueError(f"{src_file} is not a complete gzip file ({type(e).__name__}: truncated or "

@@ -23,11 +23,12 @@ tiny run, where OVERHEAD is most of it).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Optional
 
 from .config import TrainConfig
+from .env import MAX_MB, env_number
+from .store.card import CheckpointError
 
 FLOAT = 4                          # bytes of a float32
 INFER_CHUNK = 1000                 # samples per no-grad forward: validation chunk and evaluation batch
@@ -85,25 +86,29 @@ def parameter_count(cfg: TrainConfig) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def _input_bytes(task, model_cfg, n: int) -> int:
+    """Bytes one input adds to a no-grad forward of a model of model_cfg over n steps."""
+    h = model_cfg.hidden
+    return int(FLOAT * (K_ENC_INFER * task.feature_floats(model_cfg) + n * (task.infer_states * h + K_HEAD_INFER) + 3 * h))
+
+
 def estimate(cfg: TrainConfig) -> MemoryEstimate:
     """The peak memory of ponder.train.train(cfg) (and of the evaluation after it), in bytes."""
     from .tasks import get_task
     task = get_task(cfg.task)
-    enc, n, h = task.feature_floats(cfg), cfg.max_steps, cfg.hidden
+    enc, n, h = task.feature_floats(task.model_config(cfg)), cfg.max_steps, cfg.hidden
     train = int(FLOAT * cfg.batch_size * (K_ENC * enc + n * (K_STEP * h + K_HEAD)))
-    infer = int(FLOAT * INFER_CHUNK * (K_ENC_INFER * enc + n * (task.infer_states * h + K_HEAD_INFER) + 3 * h))
+    infer = INFER_CHUNK * _input_bytes(task, task.model_config(cfg), n)
     return MemoryEstimate(params=5 * FLOAT * parameter_count(cfg), train=train, inference=infer, data=task.data_bytes)
 
 
 def available_bytes(device: str = "cpu") -> Optional[int]:
-    """Memory a job may use: $PONDER_MAX_JOB_MEMORY_MB when set; else the free memory of the GPU for a run
-    that trains on one, or MemAvailable from /proc/meminfo (None where it cannot be read: no check)."""
-    env = os.environ.get("PONDER_MAX_JOB_MEMORY_MB")
-    if env:
-        try:
-            return int(float(env) * 2**20)
-        except ValueError:
-            pass
+    """Memory a job may use: $PONDER_MAX_JOB_MEMORY_MB when set (EnvError, one line, unless it is a finite number
+    of megabytes); else the free memory of the GPU for a run that trains on one, or MemAvailable from /proc/meminfo
+    (None where it cannot be read: no check)."""
+    env = env_number("PONDER_MAX_JOB_MEMORY_MB", None, 0.0, MAX_MB)      # EnvError unless a finite number
+    if env is not None:
+        return int(env * 2**20)
     if device in ("auto", "cuda"):
         import torch
         if torch.cuda.is_available():
@@ -134,3 +139,60 @@ def fit_message(cfg: TrainConfig, available: Optional[int] = None) -> str:
     return (f"this run needs about {mb(est.total)} of memory at its peak (batch {cfg.batch_size} x N {cfg.max_steps} "
             f"steps x hidden {cfg.hidden}), more than the {mb(available)} available; use a smaller batch, N or "
             f"hidden size")
+
+
+# ----------------------------------------------------------------------------- measuring a model
+
+# The memory one measurement of one model may use (a page's or a command's test unroll, in batches): the Train
+# form's largest model (coarse reader, hidden 512, N 100) needs 1,488 MB for a 1,000-image batch by this
+# estimate, so no model the explorer trains measures in smaller batches than its training's own evaluation did.
+MEASURE_MB = 2048
+# The estimate against the peak RSS of unroll_stats (one torch thread, this machine, torch 2.14.1, 2026-11-25):
+#   model (MNIST, hidden 64, N 20)            batch  measured MB  estimated MB  est/meas
+#   cnn reader, channels 16 / 32               1000         86.6         148.1      1.71
+#   cnn reader, channels 1024 / 16              300       1608.7        1665.9      1.04
+#   cnn reader, channels 4096 / 8                20        429.2         441.6      1.03
+#   cnn reader, channels 16 / 512               500        343.9         397.1      1.15
+#   coarse reader, channels 16 / 32            1000        790.8        1090.2      1.38
+#   coarse reader, channels 1024 / 16            20        980.6         886.6      0.90
+#   coarse reader, channels 4096 / 8              5        980.5         882.7      0.90
+# (python -m bench.infer_memory), so a measurement's batch is sized for MEASURE_MARGIN times the estimate (wide
+# coarse readers: 1.12x their measurement).
+MEASURE_MARGIN = 1.25
+
+
+class MeasureMemoryError(CheckpointError):
+    """A model that cannot be measured within the memory budget, not even one input at a time (one line)."""
+
+
+def measure_budget() -> int:
+    """Bytes one model's measurement may use: $PONDER_MAX_MEASURE_MEMORY_MB (default MEASURE_MB) megabytes; EnvError
+    (one line) unless a finite number."""
+    return int(env_number("PONDER_MAX_MEASURE_MEMORY_MB", float(MEASURE_MB), 0.0, MAX_MB) * 2**20)
+
+
+def input_bytes(model) -> int:
+    """Bytes one input adds to a no-grad forward of this PonderNet (the estimate's inference term, per input),
+    from its step function's own config: an imported card's conv widths count, not the defaults."""
+    from .tasks import TASKS
+    mcfg = model.step_fn.cfg
+    task = next(t for t in TASKS.values() if isinstance(mcfg, t.model_config_cls))
+    return _input_bytes(task, mcfg, model.max_steps)
+
+
+def measure_batch(model, wanted: int, budget: Optional[int] = None) -> int:
+    """The batch a measurement of `model` runs: `wanted` inputs, or as many fewer as one forward needs to fit in
+    the budget (default measure_budget()) beside the weights and OVERHEAD, MEASURE_MARGIN x the estimate an input. MeasureMemoryError (one line) when not
+    even one input fits."""
+    budget = measure_budget() if budget is None else budget
+    fixed = FLOAT * sum(p.numel() for p in model.parameters()) + OVERHEAD
+    per = int(MEASURE_MARGIN * input_bytes(model))
+    fits = (budget - fixed) // per
+    if fits < 1:
+        cfg = model.step_fn.cfg
+        widths = ", ".join(f"{k} {getattr(cfg, k)}" for k in ("channels1", "channels2") if hasattr(cfg, k))
+        raise MeasureMemoryError(
+            f"measuring this model needs about {mb(fixed + per)} for a single input (N {model.max_steps}, hidden "
+            f"{cfg.hidden}{', ' + widths if widths else ''}), more than the {mb(budget)} a measurement may use "
+            f"(PONDER_MAX_MEASURE_MEMORY_MB)")
+    return int(min(wanted, fits))

@@ -16,6 +16,7 @@ import torch
 from ..config import TrainConfig
 from ..halting import PonderNet, answer_mixture, expected_steps, first_true, halt_mask, draw_uniforms
 from ..losses import log_geometric_prior
+from ..memory import measure_batch
 from ..tasks import TASKS, get_task
 from .baselines import quartile_groups, worth_it
 
@@ -27,7 +28,10 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
 
     Returns tensors (CPU): pred, halt_step (float: E[n] for 'expected'), correct, confidence,
     per_step_correct [N, B], per_step_confidence [N, B] (the top class's probability at step n), p [N, B].
+    Batches are cut to what fits in the measurement's memory budget (ponder.memory.measure_batch: every model
+    the explorer trains fits batch_size 1000); MeasureMemoryError when not one input fits.
     """
+    batch_size = measure_batch(model, batch_size)
     model.eval()
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)

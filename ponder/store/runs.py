@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..env import env_folder
 from .atomic import SaveError
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card
 
@@ -28,8 +29,8 @@ class RunNameError(ValueError):
 
 
 def runs_root() -> Path:
-    """$PONDER_RUNS, else ./runs."""
-    return Path(os.environ.get("PONDER_RUNS") or "runs")
+    """$PONDER_RUNS ("~" expanded), else ./runs."""
+    return env_folder("PONDER_RUNS", "runs")
 
 
 def safe_name(name: str) -> str:

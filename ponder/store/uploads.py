@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from ..env import MAX_MB, env_number
+from ..memory import MeasureMemoryError, measure_batch
 from .atomic import _UMASK, STALE_SECONDS, SaveError, folder_lock, remove_if_empty, remove_stale_tmp, settle
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, update_card
 from .checkpoint import load_checkpoint
@@ -28,12 +30,9 @@ CLAIM_SECONDS = 60.0                   # an empty run folder no one holds, this 
 
 
 def runs_quota() -> int:
-    """Bytes an import may fill the runs folder up to: $PONDER_RUNS_QUOTA_MB (default 256) MB."""
-    try:
-        mb = float(os.environ.get("PONDER_RUNS_QUOTA_MB", "256"))
-    except ValueError:
-        mb = 256.0
-    return int(max(mb, 0.0) * 1024 * 1024)
+    """Bytes an import may fill the runs folder up to: $PONDER_RUNS_QUOTA_MB (default 256) MB. EnvError (one
+    line) when it is set to anything but a finite number of megabytes."""
+    return int(env_number("PONDER_RUNS_QUOTA_MB", 256.0, 0.0, MAX_MB) * 1024 * 1024)
 
 
 def folder_bytes(root: Path) -> int:
@@ -112,13 +111,18 @@ def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Pat
 
 def _check_import_size(ck, label: str) -> None:
     """CheckpointError unless an imported run is no larger than what the explorer's Train form trains, so one
-    upload cannot make every page that shows it run for minutes."""
+    upload cannot make every page that shows it run for minutes, and unless one input of it can be measured
+    within the measurement's memory budget (ponder.memory.measure_batch)."""
     hidden = ck.card["model"].get("hidden", 0)
     params = count_parameters(ck.model)
     if ck.card["train"]["max_steps"] > IMPORT_MAX_STEPS or hidden > IMPORT_MAX_HIDDEN or params > IMPORT_MAX_PARAMS:
         raise CheckpointError(f"upload '{label}': N {ck.card['train']['max_steps']}, hidden size {hidden}, {params:,} "
                               f"parameters: an import may have at most N {IMPORT_MAX_STEPS}, hidden "
                               f"{IMPORT_MAX_HIDDEN} and {IMPORT_MAX_PARAMS:,} parameters (the Train form's limits)")
+    try:
+        measure_batch(ck.model, 1)              # the pages measure it: one input at least must fit their budget
+    except MeasureMemoryError as e:
+        raise CheckpointError(f"upload '{label}': {e}") from None
 
 
 def remove_leftovers(root: Path, older_than: float = 600.0, claim_age: float = CLAIM_SECONDS,

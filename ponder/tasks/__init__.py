@@ -104,8 +104,9 @@ class Task:
         """(uint8 images, labels) that ponder.analysis.studies.rotation_study rotates; None: not an image task."""
         return None
 
-    def feature_floats(self, cfg: TrainConfig) -> int:
-        """Floats per sample of the encoder's input and feature maps (ponder.memory); 0: plain vectors."""
+    def feature_floats(self, model_cfg) -> int:
+        """Floats per sample of the encoder's input and feature maps for a model of model_cfg (ponder.memory);
+        0: plain vectors."""
         return 0
 
     def describe(self, card: dict) -> str:

@@ -130,9 +130,8 @@ class MnistTask(Task):
     def rotation_inputs(self, data: D.Mnist, limit: Optional[int] = None):
         return mnist_split(data, "test", limit)
 
-    def feature_floats(self, cfg: TrainConfig) -> int:
+    def feature_floats(self, m: MnistConfig) -> int:
         """The CNN's input and conv outputs per image; 8 times that for the coarse reader (8 resolutions)."""
-        m = self.model_config(cfg)
         one = 28 * 28 + m.channels1 * 28 * 28 + m.channels2 * 14 * 14
         return one * (8 if m.reader == "coarse" else 1)
 

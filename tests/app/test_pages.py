@@ -25,6 +25,7 @@ from helpers import (APP, ASSETS, charts, edit_card, encode_image, fake_history,
 from ponder.store.card import CARD, WEIGHTS, read_card
 from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
+from explorer import inputs
 from explorer.style import CURSOR_COLOR
 from ponder.analysis.baselines import worth_sentence
 from ponder.analysis.unroll import measure_test
@@ -167,6 +168,21 @@ def test_a_long_run_name_is_shown_whole_under_the_picker(runs, tmp_path, monkeyp
     picker = at.sidebar.selectbox(key="pick_model_mnist")
     assert picker.value == f"runs/{long}" and shown(picker.help).startswith(f"**runs/{long}**")
     assert shown(at.sidebar.caption[0].value).startswith(f"**runs/{long}** · run · mnist")
+
+
+def test_a_model_no_measurement_fits_is_one_red_line_on_its_pages(runs, tmp_path, monkeypatch):
+    """A wide run (channels1 1024, ~7 MB an input to measure) put in the runs folder under a 50 MB measurement
+    budget: the digit and Compare pages say so in one line instead of measuring it."""
+    from ponder.tasks import build_model
+    from ponder.tasks.mnist import MnistConfig
+    monkeypatch.setenv("PONDER_RUNS", str(tmp_path))
+    for name in ("wide", "wide-b"):
+        save_run(tmp_path / name, build_model("mnist", MnistConfig(channels1=1024, channels2=8, embed=16, hidden=16),
+                                              5, 0.3), tiny_config("mnist"), steps=1)
+    monkeypatch.setenv("PONDER_MAX_MEASURE_MEMORY_MB", "50")
+    for at in (open_app(model="runs/wide"), open_app("app_pages/compare.py", models=["runs/wide", "runs/wide-b"])):
+        (err,) = one_line_errors(at)
+        assert "measuring this model needs about" in err and "PONDER_MAX_MEASURE_MEMORY_MB" in err, err
 
 
 def test_digit_page_opens_on_the_adaptive_model_steps_through_and_ponders_per_digit(runs):
@@ -892,6 +908,12 @@ def test_rotation_page_states_the_answer_from_the_numbers(runs):
     at.button(key="rot_go").click()
     run_ok(at)
     assert "outside" in at.error[0].value
+    at.text_input(key="rot_angles").set_value(", ".join(str(a % 720 - 360) for a in range(80_000)))   # took 25 s
+    at.button(key="rot_go").click()
+    t = time.perf_counter()
+    run_ok(at)
+    (err,) = one_line_errors(at)
+    assert "at most 24 values" in err and time.perf_counter() - t < 10, err      # the first 400 characters read
 
 
 def test_rotation_page_refines_a_first_pass_and_a_fresh_server_opens_it_from_disk(runs, monkeypatch):
@@ -1061,6 +1083,11 @@ def test_parity_page_generated_and_typed_vectors(runs):
     run_ok(at)
     assert "takes 8 values" in at.error[0].value
     assert len(at.dataframe[0].value) == 2 and len(charts(at)) == 4      # easy vs hard (and "worth it?") still show
+    at.text_input(key="par_text").set_value("1 " * 5_000_000 + "x" * 1000)   # 10 MB sent: cut to the widget's limit
+    run_ok(at)
+    assert len(at.text_input(key="par_text").value) == inputs.vector_chars(8)
+    (err,) = one_line_errors(at)
+    assert "takes 8 values" in err and len(err) < 200, err[:300]
 
 
 def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():

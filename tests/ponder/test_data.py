@@ -169,6 +169,23 @@ def test_faulty_mnist_files_are_named_with_the_fix_in_one_line(tmp_path, name):
     assert "\n" not in msg and says in msg and name in msg and "--data-dir" in msg, msg
 
 
+def test_a_gzip_bomb_is_decompressed_no_further_than_the_idx_limit(tmp_path):
+    """A .gz that inflates to 200 MB (200 gzip members of 1 MB of zeros, 200 kB on disk) was written out whole
+    before read_idx's 64 MB check; now the decompression stops past 64 MB and nothing is left behind."""
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for f in D.MNIST_FILES:
+        (raw / f).write_bytes(_idx(np.zeros((4, 28, 28)) if "images" in f else np.arange(4)))
+    name = "train-images-idx3-ubyte"
+    (raw / name).unlink()
+    (raw / (name + ".gz")).write_bytes(gzip.compress(b"\0" * 2**20, 1) * 200)
+    with pytest.raises(D.DataError) as e:
+        D.load_mnist(str(tmp_path), download=False)
+    msg = str(e.value)
+    assert "\n" not in msg and "decompresses to over 64 MB" in msg and name in msg, msg
+    assert sorted(p.name for p in raw.iterdir()) == sorted([*(f for f in D.MNIST_FILES if f != name), name + ".gz"])
+
+
 @pytest.mark.parametrize("fifo", ["t10k-labels-idx1-ubyte", "train-images-idx3-ubyte.gz"])
 def test_an_mnist_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path, fifo):
     # a FIFO in place of an MNIST file made `evaluate` wait forever for a writer

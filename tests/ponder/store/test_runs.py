@@ -287,3 +287,13 @@ def test_the_models_stamp_changes_with_every_card_and_folder_list_models_reads(t
     (tmp_path / "runs" / "sw" / "sweep.json").write_text("{}")
     save_tiny_run(tmp_path / "runs" / "sw" / "t0")                                         # a sweep's trial
     assert models_stamp(tmp_path / "runs", assets) != third
+
+
+def test_the_runs_folder_expands_the_home_folder(tmp_path, monkeypatch):
+    """PONDER_RUNS=~ made a folder named '~' in the working folder."""
+    from ponder.store.runs import runs_root
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("PONDER_RUNS", "~/my-runs")
+    assert runs_root() == tmp_path / "my-runs"
+    monkeypatch.delenv("PONDER_RUNS")
+    assert str(runs_root()) == "runs"

@@ -14,6 +14,7 @@ from ponder.store.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card
 from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 from ponder.store.runs import RunNameError, list_models
+from ponder.env import EnvError
 from ponder.store.uploads import import_checkpoint
 
 
@@ -82,6 +83,30 @@ def test_imports_stop_at_the_runs_folder_quota(tmp_path, monkeypatch):
     monkeypatch.setenv("PONDER_RUNS_QUOTA_MB", "0")              # the environment sets the default quota
     with pytest.raises(CheckpointError, match="0 MB"):
         import_checkpoint(w, c, "d", root=root, history=h)
+    for bad in ("inf", "nan", "1e400", "-5"):                     # were OverflowError / ValueError tracebacks
+        monkeypatch.setenv("PONDER_RUNS_QUOTA_MB", bad)
+        with pytest.raises(EnvError, match=f"PONDER_RUNS_QUOTA_MB='{bad}' is not a finite number"):
+            import_checkpoint(w, c, "d", root=root, history=h)
+    assert sorted(p.name for p in root.iterdir()) == sorted([a.name, b.name])
+
+
+def test_an_import_no_page_could_measure_is_refused_in_one_line(tmp_path, monkeypatch):
+    """Within the size limits (N, hidden, parameters) but wide: channels1 1024 costs ~7 MB an input to measure.
+    Under a 50 MB measurement budget not one input fits: refused at import, nothing left behind; under the default
+    budget it is imported (the pages measure it in batches that fit)."""
+    from ponder.tasks import build_model
+    from ponder.tasks.mnist import MnistConfig
+    from helpers import tiny_config
+    model = build_model("mnist", MnistConfig(channels1=1024, channels2=8, embed=16, hidden=16), 5, 0.3)
+    d = save_run(tmp_path / "src", model, tiny_config("mnist"), steps=1)
+    w, c, root = (d / WEIGHTS).read_bytes(), (d / CARD).read_bytes(), tmp_path / "runs"
+    monkeypatch.setenv("PONDER_MAX_MEASURE_MEMORY_MB", "50")
+    with pytest.raises(CheckpointError) as e:
+        import_checkpoint(w, c, "wide", root=root)
+    assert_one_line(e, "upload 'wide': measuring this model needs about")
+    assert "channels1 1024" in str(e.value) and not [p for p in root.iterdir()]
+    monkeypatch.delenv("PONDER_MAX_MEASURE_MEMORY_MB")
+    assert load_checkpoint(import_checkpoint(w, c, "wide", root=root)).model.step_fn.cfg.channels1 == 1024
 
 
 BAD_UPLOADS = {
