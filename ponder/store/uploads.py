@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .atomic import _UMASK, STALE_SECONDS, SaveError, folder_lock, remove_if_empty, remove_stale_tmp, settle
+from .atomic import _UMASK, STALE_SECONDS, SaveError, folder_lock, remove_if_empty, remove_stale_tmp
+from .journal import settle
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, update_card
 from .checkpoint import load_checkpoint
 from .runs import SWEEP, TRASH, make_root, new_run_dir, runs_root, safe_name
@@ -126,7 +127,7 @@ def remove_leftovers(root: Path, older_than: float = 600.0, claim_age: float = C
     """Clean what killed writers left in the runs folder, so that nothing invisible fills the disk, counts toward
     the import quota or blocks a name: every .deleted-* folder (a deleted run, already gone from the lists),
     .import-* folders older than `older_than` seconds (an import takes seconds), and in each run folder and
-    sweep trial that no writer holds, a save cut short (finished: ponder.store.atomic.settle) and temporary
+    sweep trial that no writer holds, a save cut short (finished: ponder.store.journal.settle) and temporary
     files older than `tmp_age`; a run folder left empty (a rename's or import's claim on a name) goes once it is
     `claim_age` seconds old."""
     now = time.time()
@@ -148,6 +149,19 @@ def remove_leftovers(root: Path, older_than: float = 600.0, claim_age: float = C
                             tidy_folder(Path(t.path), False, claim_age, tmp_age)
         except OSError:                       # held by a writer, unreadable, removed meanwhile: left as it is
             continue
+
+
+def claim(dest: Path) -> None:
+    """mkdir dest, taking over an empty folder a killed rename or import left there (tidy_folder removes it).
+    FileExistsError when the name is taken."""
+    try:
+        dest.mkdir()
+    except FileExistsError:
+        try:
+            tidy_folder(dest)
+        except OSError:                       # a file, a link, a folder held by a training
+            pass
+        dest.mkdir()
 
 
 def tidy_folder(folder: Path, top: bool = True, claim_age: float = CLAIM_SECONDS, tmp_age: float = STALE_SECONDS) -> None:

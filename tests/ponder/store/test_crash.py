@@ -7,21 +7,22 @@ file creation, fsync, ...): the (k+1)-th raises Killed, a BaseException, and so 
 so no cleanup handler can run either (as after kill -9). Every k from 0 to the operation's whole count is tried.
 """
 import os
+import stat
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import torch
 
-from helpers import save_tiny_run
-from ponder.store.atomic import JOURNAL
+from helpers import save_tiny_run, tiny_config, tiny_model
+from ponder.store.journal import JOURNAL
 from ponder.store.card import CARD, HISTORY, CheckpointError, read_card, read_history
 from ponder.store.checkpoint import load_checkpoint
 from ponder.store.manage import delete_run, export_run, import_zip, rename_run
-from ponder.store.runs import list_models, new_run_dir
-from ponder.store.uploads import folder_bytes, remove_leftovers
-from helpers import tiny_config, tiny_model
+from ponder.store.atomic import folder_lock
 from ponder.store.checkpoint import save_run
+from ponder.store.runs import RunNameError, list_models, new_run_dir
+from ponder.store.uploads import CLAIM_SECONDS, folder_bytes, remove_leftovers
 
 
 class Killed(BaseException):
@@ -231,3 +232,29 @@ def test_delete_killed_anywhere_leaves_the_run_or_nothing(tmp_path):
             save_tiny_run(root / "x", seed=1)
 
     sweep(setup, op, check)
+
+
+def test_an_empty_folder_a_killed_rename_left_is_taken_over_once_it_is_a_minute_old(tmp_path):
+    root = tmp_path / "runs"
+    save_tiny_run(root / "a")
+    (root / "b").mkdir()                   # fresh: maybe a training's folder, about to be locked
+    with pytest.raises(RunNameError, match="already in the runs folder"):
+        rename_run("a", "b", root)
+    old = time.time() - CLAIM_SECONDS - 1
+    (root / "c").mkdir()
+    for n in ("b", "c"):
+        os.utime(root / n, (old, old))
+    with folder_lock(root / "c"):         # held by a training: never taken
+        with pytest.raises(RunNameError, match="already in the runs folder"):
+            rename_run("a", "c", root)
+    assert rename_run("a", "b", root).name == "b" and fingerprint(root / "b")[3] == "b"
+    remove_leftovers(root)                 # c is a minute old and no one holds it now
+    assert sorted(os.listdir(root)) == ["b"]
+
+
+def test_an_imported_run_folder_has_the_usual_mode(tmp_path):
+    src, _ = save_tiny_run(tmp_path / "src" / "x")
+    dest = import_zip(export_run(src), "x", tmp_path / "runs")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(os.stat(dest).st_mode) == 0o777 & ~mask
