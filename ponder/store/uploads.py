@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from .atomic import _UMASK, STALE_SECONDS, SaveError, folder_lock, remove_if_empty, remove_stale_tmp
-from .journal import settle
+from .journal import JOURNAL, settle
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, update_card
 from .checkpoint import load_checkpoint
 from .runs import SWEEP, TRASH, make_root, new_run_dir, runs_root, safe_name
@@ -165,16 +165,21 @@ def claim(dest: Path) -> None:
 
 
 def tidy_folder(folder: Path, top: bool = True, claim_age: float = CLAIM_SECONDS, tmp_age: float = STALE_SECONDS) -> None:
-    """remove_leftovers for one run folder (top: directly in the runs folder, where an empty one is a claim).
-    Raises OSError (SaveError 'in use' when a writer holds it)."""
-    names = os.listdir(folder)
-    tmps = [n for n in names if n.startswith(".") and n.endswith(".tmp")]
-    if not (tmps or (top and not names)):
+    """remove_leftovers for one run folder (top: directly in the runs folder, where an empty one is a claim). Only
+    a folder holding something that old is locked, so that a writer about to lock its fresh folder never finds it
+    held here. Raises OSError (SaveError 'in use' when a writer holds it)."""
+    now, names = time.time(), os.listdir(folder)
+
+    def older(name, age) -> bool:
+        return now - os.lstat(folder / name).st_mtime >= age
+    due = [n for n in names if n.startswith(".") and n.endswith(".tmp") and older(n, claim_age if n == JOURNAL else tmp_age)]
+    if not (due or (top and not names and older("", claim_age))):
         return
     with folder_lock(folder):
-        settle(folder)
+        if JOURNAL in due:
+            settle(folder)
         remove_stale_tmp(folder, (WEIGHTS, CARD, HISTORY), older_than=tmp_age)
-        if top and not os.listdir(folder) and time.time() - os.stat(folder).st_mtime >= claim_age:
+        if top and not os.listdir(folder):       # a claim, or a first save's leftovers only: no run
             os.rmdir(folder)
 
 

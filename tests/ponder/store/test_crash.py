@@ -106,7 +106,7 @@ def clean(root):
     remove_leftovers(root, older_than=0, claim_age=0, tmp_age=0)
     listed = {e.path.name for e in list_models(root, assets=root / "none")}
     names = set(os.listdir(root))
-    assert names == listed, f"left behind: {sorted(names - listed)}"
+    assert names == listed, f"left behind: {[(n, os.listdir(root / n) if (root / n).is_dir() else '') for n in sorted(names - listed)]}"
     for n in listed:
         assert sorted(os.listdir(root / n)) == sorted(f for f in ("model.safetensors", CARD, HISTORY)
                                                       if (root / n / f).exists())
@@ -258,3 +258,25 @@ def test_an_imported_run_folder_has_the_usual_mode(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(os.stat(dest).st_mode) == 0o777 & ~mask
+
+
+def test_remove_leftovers_never_locks_a_fresh_folder_a_writer_is_about_to_lock(tmp_path, monkeypatch):
+    """An import in one session cleans the runs folder while a training in another makes its run folder and
+    locks it: a fresh empty folder, a fresh temporary file or journal is never locked (the training's save would
+    be refused 'in use'); old ones are cleaned."""
+    import ponder.store.uploads as U
+    root = tmp_path / "runs"
+    (root / "claim").mkdir(parents=True)
+    d, _ = save_tiny_run(root / "run")
+    (d / ".model.safetensors.x.tmp").write_bytes(b"half")
+    (d / JOURNAL).write_text('{"renames": [')
+    locked, real = [], U.folder_lock
+    monkeypatch.setattr(U, "folder_lock", lambda f, **kw: locked.append(Path(f).name) or real(f, **kw))
+    remove_leftovers(root)
+    assert locked == [] and sorted(os.listdir(root)) == ["claim", "run"] and len(os.listdir(d)) == 5
+    old = time.time() - 7200
+    for p in (root / "claim", d / ".model.safetensors.x.tmp", d / JOURNAL):
+        os.utime(p, (old, old))
+    remove_leftovers(root)
+    assert sorted(locked) == ["claim", "run"] and os.listdir(root) == ["run"]
+    assert sorted(os.listdir(d)) == ["metrics.jsonl", "model.safetensors", "run.json"]
