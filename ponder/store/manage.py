@@ -104,8 +104,8 @@ def _writing(path: Path, shown: str, shared: bool = False):
     except SaveError as e:
         if e.errno != errno.EBUSY:
             raise
-        raise SaveError(shown, OSError(errno.EBUSY, "a training is writing it; try again when it has finished"),
-                        "in use") from None
+        why = "a training is writing it, or another session is renaming, deleting or exporting it; try again when it has finished"
+        raise SaveError(shown, OSError(errno.EBUSY, why), "in use") from None
 
 
 def rename_run(name: str, new_name: str, root: Optional[Path] = None, identity: Optional[str] = None) -> Path:
