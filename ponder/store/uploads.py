@@ -172,14 +172,24 @@ def tidy_folder(folder: Path, top: bool = True, claim_age: float = CLAIM_SECONDS
 
     def older(name, age) -> bool:
         return now - os.lstat(folder / name).st_mtime >= age
-    due = [n for n in names if n.startswith(".") and n.endswith(".tmp") and older(n, claim_age if n == JOURNAL else tmp_age)]
-    if not (due or (top and not names and older("", claim_age))):
+    def tmp(name) -> bool:
+        return name.startswith(".") and name.endswith(".tmp")
+    due = [n for n in names if tmp(n) and older(n, claim_age if n == JOURNAL else tmp_age)]
+    # weights or a history without a card and without a journal to bring one: what a killed writer of an earlier
+    # ponder left (invisible, and no page can delete it); such files, an hour old, belong to no run
+    orphans = top and names and all(n in (WEIGHTS, HISTORY) or (tmp(n) and n != JOURNAL) for n in names) and all(
+        older(n, tmp_age) and not os.path.isdir(folder / n) for n in names)
+    if not (due or orphans or (top and not names and older("", claim_age))):
         return
     with folder_lock(folder):
         if JOURNAL in due:
             settle(folder)
         remove_stale_tmp(folder, (WEIGHTS, CARD, HISTORY), older_than=tmp_age)
-        if top and not os.listdir(folder):       # a claim, or a first save's leftovers only: no run
+        if orphans and not os.path.lexists(folder / CARD) and not os.path.lexists(folder / JOURNAL):
+            for n in (WEIGHTS, HISTORY):
+                if os.path.lexists(folder / n):
+                    os.unlink(folder / n)
+        if top and not os.listdir(folder):       # a claim, or a killed writer's leftovers only: no run
             os.rmdir(folder)
 
 

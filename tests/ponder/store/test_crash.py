@@ -280,3 +280,22 @@ def test_remove_leftovers_never_locks_a_fresh_folder_a_writer_is_about_to_lock(t
     remove_leftovers(root)
     assert sorted(locked) == ["claim", "run"] and os.listdir(root) == ["run"]
     assert sorted(os.listdir(d)) == ["metrics.jsonl", "model.safetensors", "run.json"]
+
+
+def test_a_weights_only_folder_an_earlier_killed_import_left_is_removed_once_it_is_an_hour_old(tmp_path):
+    """Invisible (no card), undeletable from the Runs page and counted in the quota: removed by the next import."""
+    root = tmp_path / "runs"
+    d, _ = save_tiny_run(root / "x")
+    os.unlink(d / CARD)
+    keep, _ = save_tiny_run(root / "keep")
+    src, _ = save_tiny_run(tmp_path / "src" / "x", seed=3)
+    assert import_zip(export_run(src), "x", root).name == "x-2"      # an hour has not passed: left alone
+    old = time.time() - 7200
+    for f in os.listdir(d):
+        os.utime(d / f, (old, old))
+    (root / "sub").mkdir()
+    (root / "sub" / "model.safetensors").mkdir()                       # not files: not a leftover
+    os.utime(root / "sub" / "model.safetensors", (old, old))
+    delete_run("x-2", root)
+    assert import_zip(export_run(src), "x", root).name == "x"
+    assert sorted(os.listdir(root)) == ["keep", "sub", "x"] and fingerprint(root / "x")[3] == "x"
