@@ -7,12 +7,15 @@ file creation, fsync, ...): the (k+1)-th raises Killed, a BaseException, and so 
 so no cleanup handler can run either (as after kill -9). Every k from 0 to the operation's whole count is tried.
 """
 import os
+import random
+import signal
 import stat
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import torch
 
 from helpers import save_tiny_run, tiny_config, tiny_model
 from ponder.store.journal import JOURNAL
@@ -299,3 +302,47 @@ def test_a_weights_only_folder_an_earlier_killed_import_left_is_removed_once_it_
     delete_run("x-2", root)
     assert import_zip(export_run(src), "x", root).name == "x"
     assert sorted(os.listdir(root)) == ["keep", "sub", "x"] and fingerprint(root / "x")[3] == "x"
+
+
+def _renamer_child(root, data):
+    """Runs in a forked child: renames a -> b -> a, imports x and deletes it again, forever (until killed)."""
+    try:
+        torch.set_num_threads(1)
+        while True:
+            for old, new in (("a", "b"), ("b", "a")):
+                rename_run(old, new, root)
+            delete_run(import_zip(data, "x", root, quota=2**30).name, root)
+    finally:
+        os._exit(0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_sigkill_at_random_moments_of_renames_and_imports_leaves_every_run_whole(tmp_path):
+    """A real kill -9 (not a simulated one) at random moments: the run is under one name, whole, its card naming
+    its folder; after remove_leftovers only listed runs are left, and each of them loads."""
+    root = tmp_path / "runs"
+    save_tiny_run(root / "a", seed=0)
+    weights = fingerprint(root / "a")[0]
+    src, _ = save_tiny_run(tmp_path / "src" / "x", seed=3)
+    data = export_run(src)
+    rng, moved = random.Random(11), set()
+    for _ in range(16):
+        pid = os.fork()
+        if pid == 0:
+            _renamer_child(root, data)
+        time.sleep(rng.uniform(0.0, 0.3))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        found = {}
+        for n in ("a", "b"):
+            try:
+                found[n] = fingerprint(root / n)
+            except CheckpointError:
+                pass
+        assert len(found) == 1, sorted(found)
+        (name, got), = found.items()
+        assert got[0] == weights and got[3] == name
+        moved.add(name)
+        for n in clean(root):
+            load_checkpoint(root / n)
+    assert moved == {"a", "b"}, "the child never finished a rename: the test did not exercise anything"
