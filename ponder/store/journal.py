@@ -59,7 +59,7 @@ def settle(folder, names=()) -> None:
             for tmp, path in _journal_plan(folder) or ():
                 if tmp is None:
                     unlink_quiet(folder / path)
-                elif os.path.lexists(folder / tmp):
+                elif os.path.isfile(folder / tmp) and not os.path.islink(folder / tmp):   # never a planted link
                     os.replace(folder / tmp, folder / path)
             _fsync_folders({folder})
             os.unlink(folder / JOURNAL)

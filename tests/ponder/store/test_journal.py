@@ -44,3 +44,13 @@ def test_a_journal_that_is_cut_short_or_odd_is_ignored(tmp_path, journal):
     assert sorted(os.listdir(d)) == ["metrics.jsonl", "model.safetensors", "run.json"]
     assert read_card(d)["steps"] == 1 and (d / WEIGHTS).read_bytes() == before
     assert victim.read_text() == "keep" and (tmp_path / ".run.json.x.tmp").read_text() == "outside"
+
+
+def test_a_journal_never_renames_a_link_or_a_folder_into_place(tmp_path):
+    d, _ = save_tiny_run(tmp_path / "run", steps=1)
+    (tmp_path / "outside.json").write_text("{}")
+    os.symlink(tmp_path / "outside.json", d / ".run.json.x.tmp")
+    (d / ".metrics.jsonl.y.tmp").mkdir()
+    (d / JOURNAL).write_text('{"renames": [[".run.json.x.tmp", "run.json"], [".metrics.jsonl.y.tmp", "metrics.jsonl"]]}')
+    settle(d)
+    assert not os.path.islink(d / CARD) and read_card(d)["steps"] == 1 and os.path.isfile(d / "metrics.jsonl")
