@@ -14,7 +14,7 @@ from ponder.tasks import TASKS
 from ponder.store.runs import SWEEP
 
 from . import figures, tables
-from .jobs import JobView, RunState
+from .jobs import JobView, RunState, where_now
 from .limits import fmt_duration
 from .tables import plain
 from .ui import chart
@@ -65,11 +65,27 @@ def run_progress_ui(run: RunState, key: str) -> None:
               key=f"{key}_halt")
 
 
+def saved_where(run: RunState) -> str:
+    """A finished run's sentence on where it is: the name it was saved as, and what became of that run since (a
+    rename, a delete, another run under its name: in any session), found by the run, not by its old name."""
+    if not run.run_dir:
+        return " Not saved."
+    if run.saved_elsewhere:
+        return f" Saved outside the runs folder, in **{plain(run.run_dir)}**."
+    now, what = where_now(run)
+    saved = plain(run_name(run.run_dir))
+    if what == "there":
+        return (f" Saved as **{saved}**, in the folder {plain(now.resolve())}. "
+                f"{plain(tables.renamed(run.name, now.name))}").rstrip()
+    if what == "renamed":
+        return f" Saved as {saved}, **since renamed to {plain(run_name(str(now)))}** (in the folder {plain(now.resolve())})."
+    if what == "replaced":
+        return f" Saved as {saved}, which has **since been deleted or overwritten**: {saved} is another run now."
+    return f" Saved as {saved}, which has **since been deleted**: it is in no model picker any more."
+
+
 def run_result_ui(run: RunState) -> None:
-    where = (f" Saved as **{plain(run_name(run.run_dir))}**, in the folder {plain(Path(run.run_dir).resolve())}. "
-             f"{plain(tables.renamed(run.name, Path(run.run_dir).name))}".rstrip() if run.run_dir else " Not saved.")
-    if run.run_dir and run.saved_elsewhere:
-        where = f" Saved outside the runs folder, in **{plain(run.run_dir)}**."
+    where = saved_where(run)
     t = (run.metrics or {}).get("test", {})
     acc = (f" Test accuracy {t['accuracy']:.2%} on {t.get('n', '?')} samples, mean halting step "
            f"{t['mean_steps']:.2f}." if t.get("accuracy") is not None else "")
@@ -198,4 +214,5 @@ def _ago(t: float) -> str:
 def run_name(run_dir: str) -> str:
     """A saved run's name in the pickers: runs/<run>, or runs/<sweep>/<trial> for a trial of a sweep folder."""
     p = Path(run_dir)
-    return f"runs/{p.parent.name}/{p.name}" if (p.parent / SWEEP).is_file() else f"runs/{p.name}"
+    trial = (p.parent / SWEEP).is_file() or not p.parent.exists()      # a deleted sweep folder's trial too
+    return f"runs/{p.parent.name}/{p.name}" if trial else f"runs/{p.name}"

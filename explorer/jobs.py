@@ -19,6 +19,7 @@ explorer.job_registry.JobRegistry.
 from __future__ import annotations
 
 import copy
+import os
 import threading
 import time
 import traceback
@@ -29,7 +30,7 @@ from typing import Callable, Optional, Sequence
 
 from ponder import lifecycle
 from ponder.config import TrainConfig
-from ponder.store.card import CARD
+from ponder.store.card import CARD, WEIGHTS
 from ponder.store.record import RunRecord, new_record
 from ponder.store.runs import new_run_dir
 from ponder.sweep import run_sweep
@@ -54,6 +55,7 @@ class RunState:
     run_dir: Optional[str] = None   # where it was saved
     started: Optional[float] = None
     saved_elsewhere: bool = False   # the runs folder failed at the save: run_dir is a temporary folder
+    run_key: Optional[tuple] = None  # which run it saved, whatever its name later (saved_key): found by where_now
     record: Optional[RunRecord] = None   # how it ended, as its card holds it (ponder.store.record); None until then
 
     @property
@@ -202,7 +204,7 @@ class Job:
             return
         reason = done.reason or ("cancelled" if done.status == "cancelled" else "")
         self._end(run, done.record.completed(reason=reason), run_dir=str(done.run_dir) if done.run_dir else None,
-                  saved_elsewhere=bool(done.saved_elsewhere))
+                  saved_elsewhere=bool(done.saved_elsewhere), run_key=saved_key(done.run_dir))
 
 
     def _progress(self, run: RunState, p: Progress) -> None:
@@ -224,7 +226,8 @@ class Job:
                 self._set(run, status="running", phase="starting", started=time.time())
                 return
             saved = (self.root / t.name / CARD).is_file()
-            self._end(run, t.record, run_dir=str(self.root / t.name) if saved else None)
+            self._end(run, t.record, run_dir=str(self.root / t.name) if saved else None,
+                      run_key=saved_key(self.root / t.name) if saved else None)
 
         try:
             trials = run_sweep(self.plan, self.root, "local", eval_limit=self.eval_limit, cancel=self.cancel_event,
@@ -239,6 +242,37 @@ class Job:
             if t.resumed:
                 t.end(t.record.completed(reason="completed in an earlier run of this sweep (not trained again)"))
                 on_trial(t)
+
+
+def saved_key(run_dir) -> Optional[tuple]:
+    """Which run a folder holds, whatever its name: the folder's device and inode (a rename keeps them) and its
+    weights file's inode, size and mtime (another save, or another run later given the same inode, changes
+    them). None when there is no such run."""
+    try:
+        folder, weights = os.lstat(run_dir), os.lstat(Path(run_dir) / WEIGHTS)
+    except (OSError, TypeError, ValueError):
+        return None
+    return folder.st_dev, folder.st_ino, weights.st_ino, weights.st_size, weights.st_mtime_ns
+
+
+def where_now(run: RunState) -> tuple:
+    """(the folder holding the run a job saved now, what became of it): (run_dir, 'there') while it is there,
+    (its new folder, 'renamed') after a rename (in any session), (None, 'replaced') when another run holds its
+    folder now, (None, 'deleted') when it is gone. A run saved outside the runs folder, or one whose key was not
+    taken, is taken to be where it was saved."""
+    if not run.run_dir:
+        return None, "deleted"
+    path = Path(run.run_dir)
+    if run.run_key is None or run.saved_elsewhere or saved_key(path) == run.run_key:
+        return path, "there"
+    try:
+        with os.scandir(path.parent) as it:           # a rename keeps the folder's inode: one stat per match
+            for e in it:
+                if e.inode() == run.run_key[1] and not e.name.startswith(".") and saved_key(e.path) == run.run_key:
+                    return Path(e.path), "renamed"
+    except OSError:
+        pass
+    return None, "replaced" if (path / CARD).is_file() else "deleted"
 
 
 def _one_line(e: BaseException) -> str:

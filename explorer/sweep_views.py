@@ -12,7 +12,7 @@ from ponder.sweep import read_sweep
 
 from . import loaders, study_figures, tables
 from .job_views import run_name
-from .jobs import JobView
+from .jobs import JobView, where_now
 from .tables import plain
 from .ui import chart
 
@@ -20,12 +20,13 @@ from .ui import chart
 def job_sweep_rows(view: JobView) -> list:
     rows = []
     for run in view.runs:
-        card = run.record.to_card() if run.record is not None and run.run_dir else None
-        status = run.status
+        now = where_now(run)[0] if run.run_dir else None      # None: deleted since it was saved
+        card = run.record.to_card() if run.record is not None and now is not None else None
+        status = run.status if not run.run_dir or now is not None else "deleted"
         if status == "running":
             last = run.progress[-1] if run.progress else None
             status = f"running {last['fraction']:.0%}" if last else "running"
-        row = tables.sweep_row(run_name(run.run_dir) if run.run_dir else run.name, card,
+        row = tables.sweep_row(run_name(str(now)) if now is not None else run.name, card,
                                 status=status, reason=run.reason, lambda_p=run.config.lambda_p)
         rows.append(row)
     return rows

@@ -46,9 +46,10 @@ if job is None:
 view = job_views.job_live_ui(job, who, every=1.0, key="train", note=note)
 job_views.recent_jobs_ui(registry.recent("train"), job.id, key="train")
 saved = [r for r in view.runs if r.run_dir and not r.saved_elsewhere]
-if not view.active and saved:                      # the newest saved run, on its task's first page
+now = job_views.where_now(saved[-1])[0] if saved else None    # found by the run: renamed or deleted since?
+if not view.active and now is not None:            # the newest saved run, on its task's first page
     run = saved[-1]
-    t, name = get_task(run.config.task), job_views.run_name(run.run_dir)
+    t, name = get_task(run.config.task), job_views.run_name(str(now))
     if t.pages:
         st.page_link(navigation.BY_NAME[t.pages[0]].script, label=f"Try {name} on the {t.pages[0].capitalize()} page",
                      icon=":material/draw:", query_params={"model": name})

@@ -1,10 +1,8 @@
 """Atomic file writes: every write goes to a temporary file in the same folder (fsynced) and is
 renamed into place, so a crash leaves the old file or the new one, never a half-written one.
 
-A save of several files into one folder (a run's weights, history and card) is one step too: every
-temporary file is written first, then a journal (JOURNAL) listing the renames, then the renames. A crash
-before the journal is complete leaves the old files (the temporary ones are leftovers); a crash after it
-leaves a journal that settle() finishes, so the folder ends up holding the new files, never a mix.
+A save of several files into one folder (a run's weights, history and card) is one step too: the renames
+go through a journal (ponder.store.journal), so a crash between two of them is finished, never left a mix.
 
 SaveError is the one error a failed write raises: an OSError whose message is one line naming
 the file and the reason (os_reason adds a hint for a full disk, a read-only file system, ...).
@@ -18,9 +16,8 @@ import os
 import tempfile
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
 
 try:
     import fcntl
@@ -80,13 +77,11 @@ def write_tmp(path: Path, data: bytes) -> str:
     return tmp
 
 
-JOURNAL = ".commit.tmp"      # in a folder: the renames of a save that was cut short (settle() finishes them)
-
-
 def commit(pairs) -> None:
     """Rename temporary files into place (a rename needs no free space); fsync the folders. A tmp of None
     removes its path. Several files in one folder are renamed under a journal, so that a crash between two
     renames is finished by settle() (the folder's next writer, load_checkpoint) instead of leaving a mix."""
+    from .journal import JOURNAL, settle, write_journal
     pairs = [(tmp, Path(path)) for tmp, path in pairs]
     folders = {p.parent for _, p in pairs}
     journal = folders.pop() / JOURNAL if len(pairs) > 1 and len(folders) == 1 else None
@@ -128,69 +123,6 @@ def _fsync_folders(folders) -> None:
                 os.close(dfd)
         except OSError:
             pass
-
-
-def write_journal(folder: Path, pairs, folder_name: Optional[str] = None) -> None:
-    """The journal of a save: [[temporary name or null, file name], ...] in one folder, fsynced with the
-    folder before the first rename. A journal cut short is not JSON, so settle() ignores it (no rename had
-    started). folder_name: apply it only in a folder of that name (a rename moves the folder first)."""
-    plan = {"renames": [[None if t is None else Path(t).name, Path(p).name] for t, p in pairs], "folder": folder_name}
-    journal = Path(folder) / JOURNAL
-    fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666 & ~_UMASK)
-    try:
-        os.write(fd, json.dumps(plan).encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    _fsync_folders({journal.parent})
-
-
-def _journal_plan(folder: Path) -> Optional[list]:
-    """The renames a folder's journal lists, each a temporary file of its file in that folder; None when
-    there is none, or it is cut short, odd, or written for a folder of another name."""
-    try:
-        fd = os.open(folder / JOURNAL, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as f:
-            plan = json.loads(f.read(65536))
-        renames, name = plan["renames"], plan.get("folder")
-        ok = (name is None or name == folder.name) and isinstance(renames, list) and all(
-            isinstance(p, str) and p == Path(p).name and not p.startswith(".") and
-            (t is None or (isinstance(t, str) and t == Path(t).name and t.startswith(f".{p}.") and t.endswith(".tmp")))
-            for t, p in renames)
-        return renames if ok else None
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None
-
-
-def settle(folder, names=()) -> None:
-    """Finish what a killed writer left in folder (the caller holds its lock, so no writer is alive): the
-    renames its journal lists (the save is then complete), then every temporary file of `names`. Raises
-    SaveError when the folder cannot be changed."""
-    folder = Path(folder)
-    if os.path.lexists(folder / JOURNAL):
-        try:
-            for tmp, path in _journal_plan(folder) or ():
-                if tmp is None:
-                    unlink_quiet(folder / path)
-                elif os.path.lexists(folder / tmp):
-                    os.replace(folder / tmp, folder / path)
-            _fsync_folders({folder})
-            os.unlink(folder / JOURNAL)
-        except OSError as e:
-            raise SaveError(folder, e, "cannot finish a save that was cut short") from None
-    remove_stale_tmp(folder, names, older_than=0)
-
-
-def settle_if_free(folder) -> None:
-    """settle(folder) when a journal says a save was cut short and no writer holds the folder (a reader's
-    call: a live writer, or a folder that cannot be changed, is left as it is)."""
-    if not os.path.lexists(Path(folder) / JOURNAL):
-        return
-    try:
-        with nullcontext() if holds_lock(folder) else folder_lock(folder):
-            settle(folder)
-    except OSError:
-        pass
 
 
 def write_files(files: dict) -> None:

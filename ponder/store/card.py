@@ -18,7 +18,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
-from .atomic import atomic_write_json, folder_lock, holds_lock, os_reason, settle
+from .atomic import atomic_write_json, folder_lock, holds_lock, os_reason
+from .journal import settle
 from .card_checks import MAX_CARD_TEXT, MAX_RUN_STEPS, check_card
 from .record import FORMAT, FORMAT_VERSION, RunRecord, card_text
 from ..config import ConfigError, finite, short_repr

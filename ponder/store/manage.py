@@ -25,11 +25,12 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Optional
 
-from .atomic import SaveError, folder_lock, json_bytes, remove_if_empty, settle, write_journal, write_tmp
+from .atomic import SaveError, folder_lock, json_bytes, remove_if_empty, write_tmp
+from .journal import settle, settle_if_free, write_journal
 from .card import CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_card, read_regular
 from .checkpoint import MAX_CHECKPOINT_BYTES
 from .runs import LOG, SWEEP, TABLE, TRASH, RunNameError, inside, runs_root, safe_name
-from .uploads import MAX_UPLOAD_BYTES, import_checkpoint, remove_leftovers, tidy_folder, upload_bytes, upload_size
+from .uploads import MAX_UPLOAD_BYTES, claim, import_checkpoint, upload_bytes, upload_size
 
 RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)
 LIMITS = {WEIGHTS: MAX_CHECKPOINT_BYTES, CARD: MAX_CARD_BYTES, HISTORY: MAX_HISTORY_BYTES}
@@ -103,17 +104,16 @@ def _writing(path: Path, shown: str, shared: bool = False):
     except SaveError as e:
         if e.errno != errno.EBUSY:
             raise
-        raise SaveError(shown, OSError(errno.EBUSY, "a training is writing it; try again when it has finished"),
-                        "in use") from None
+        why = "a training is writing it, or another session is renaming, deleting or exporting it; try again when it has finished"
+        raise SaveError(shown, OSError(errno.EBUSY, why), "in use") from None
 
 
 def rename_run(name: str, new_name: str, root: Optional[Path] = None, identity: Optional[str] = None) -> Path:
     """Rename the run `name` to safe_name(new_name) (letters, digits, '.', '_', '-'); returns the new folder.
     identity: run_identity() of the run when it was shown; another run under that name is refused.
 
-    Refuses a name that is already taken (by a run, a file or anything else) and a run being written.
-    The card's name follows the folder; its time stamp does not change (the run keeps its place
-    in the newest-first lists).
+    Refuses a name that is already taken (by a run, a file or anything else) and a run being written. The card's
+    name follows the folder; its time stamp does not change (the run keeps its place in the newest-first lists).
     """
     root = Path(root or runs_root())
     src = own_run(name, root)
@@ -124,13 +124,15 @@ def rename_run(name: str, new_name: str, root: Optional[Path] = None, identity: 
     with _writing(src, f"runs/{src.name}"):
         _same_run(src, name, identity)
         settle(src, RUN_FILES)                     # the lock holder: a journal or .tmp file is a killed writer's
-        # the card with its new name, renamed into place by settle() once the folder has moved: the journal
-        # names the new folder, so a crash before the move leaves the run as it was, one after it the renamed run
-        stamp = os.stat(src / CARD)
+        # the card's new name is committed by a journal for the new folder name: a crash before the move leaves
+        stamp = os.stat(src / CARD)                # the run as it was, one after it the renamed run (settle())
         card_tmp = write_tmp(src / CARD, json_bytes(dict(read_card(src), name=new)))
         os.utime(card_tmp, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))    # keeps its place in newest-first lists
         try:
-            _claim(dest, new)                      # an empty folder: refuses a name taken, even at the same moment
+            try:                                   # an empty folder: refuses a name taken, even at the same moment
+                claim(dest)
+            except FileExistsError:
+                raise RunNameError(f"a run (or file) named {new!r} is already in the runs folder; pick another name") from None
             try:
                 with _writing(dest, f"runs/{new}"):    # no training starts in the claimed name meanwhile
                     write_journal(src, [(card_tmp, src / CARD)], folder_name=new)
@@ -147,25 +149,6 @@ def rename_run(name: str, new_name: str, root: Optional[Path] = None, identity: 
             raise
         settle(dest)                               # the card's new name
     return dest
-
-
-def _claim(dest: Path, new: str) -> None:
-    """mkdir dest; an empty folder a killed rename or import left there (remove_leftovers) is taken over."""
-    for attempt in (0, 1):
-        try:
-            dest.mkdir()
-            return
-        except FileExistsError:
-            if attempt == 0 and not dest.is_symlink() and dest.is_dir():
-                try:
-                    tidy_folder(dest)              # removes it when it is such a leftover
-                except OSError:
-                    pass
-                continue
-            raise RunNameError(f"a run (or file) named {new!r} is already in the runs folder; pick another "
-                               f"name") from None
-        except OSError as e:
-            raise SaveError(dest, e, "cannot rename the run") from None
 
 
 def delete_run(name: str, root: Optional[Path] = None, identity: Optional[str] = None) -> None:
@@ -259,11 +242,11 @@ def export_run(run_dir) -> bytes:
     path = Path(run_dir)
     if path.is_symlink() or not path.is_dir():
         raise CheckpointError(f"{path}: not a run folder")
+    settle_if_free(path)                              # a save cut short: finished first, never exported half-done
     with _writing(path, path.name, shared=True):     # writers wait for no one: a save meanwhile is refused
         files = {f: _read(path / f, LIMITS[f]) for f in RUN_FILES}
-    for f in (WEIGHTS, CARD):
-        if files[f] is None:
-            raise CheckpointError(f"{path / f}: missing, nothing to export")
+    for f in (f for f in (WEIGHTS, CARD) if files[f] is None):
+        raise CheckpointError(f"{path / f}: missing, nothing to export")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for f, data in files.items():

@@ -17,7 +17,8 @@ from typing import Optional
 
 from ..env import MAX_MB, env_number
 from ..memory import MeasureMemoryError, measure_batch
-from .atomic import _UMASK, STALE_SECONDS, SaveError, folder_lock, remove_if_empty, remove_stale_tmp, settle
+from .atomic import _UMASK, STALE_SECONDS, SaveError, folder_lock, remove_if_empty, remove_stale_tmp
+from .journal import JOURNAL, settle
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, update_card
 from .checkpoint import load_checkpoint
 from .runs import SWEEP, TRASH, make_root, new_run_dir, runs_root, safe_name
@@ -130,7 +131,7 @@ def remove_leftovers(root: Path, older_than: float = 600.0, claim_age: float = C
     """Clean what killed writers left in the runs folder, so that nothing invisible fills the disk, counts toward
     the import quota or blocks a name: every .deleted-* folder (a deleted run, already gone from the lists),
     .import-* folders older than `older_than` seconds (an import takes seconds), and in each run folder and
-    sweep trial that no writer holds, a save cut short (finished: ponder.store.atomic.settle) and temporary
+    sweep trial that no writer holds, a save cut short (finished: ponder.store.journal.settle) and temporary
     files older than `tmp_age`; a run folder left empty (a rename's or import's claim on a name) goes once it is
     `claim_age` seconds old."""
     now = time.time()
@@ -154,17 +155,45 @@ def remove_leftovers(root: Path, older_than: float = 600.0, claim_age: float = C
             continue
 
 
+def claim(dest: Path) -> None:
+    """mkdir dest, taking over an empty folder a killed rename or import left there (tidy_folder removes it).
+    FileExistsError when the name is taken."""
+    try:
+        dest.mkdir()
+    except FileExistsError:
+        try:
+            tidy_folder(dest)
+        except OSError:                       # a file, a link, a folder held by a training
+            pass
+        dest.mkdir()
+
+
 def tidy_folder(folder: Path, top: bool = True, claim_age: float = CLAIM_SECONDS, tmp_age: float = STALE_SECONDS) -> None:
-    """remove_leftovers for one run folder (top: directly in the runs folder, where an empty one is a claim).
-    Raises OSError (SaveError 'in use' when a writer holds it)."""
-    names = os.listdir(folder)
-    tmps = [n for n in names if n.startswith(".") and n.endswith(".tmp")]
-    if not (tmps or (top and not names)):
+    """remove_leftovers for one run folder (top: directly in the runs folder, where an empty one is a claim). Only
+    a folder holding something that old is locked, so that a writer about to lock its fresh folder never finds it
+    held here. Raises OSError (SaveError 'in use' when a writer holds it)."""
+    now, names = time.time(), os.listdir(folder)
+
+    def older(name, age) -> bool:
+        return now - os.lstat(folder / name).st_mtime >= age
+    def tmp(name) -> bool:
+        return name.startswith(".") and name.endswith(".tmp")
+    due = [n for n in names if tmp(n) and older(n, claim_age if n == JOURNAL else tmp_age)]
+    # weights or a history without a card and without a journal to bring one: what a killed writer of an earlier
+    # ponder left (invisible, and no page can delete it); such files, an hour old, belong to no run
+    orphans = top and names and all(n in (WEIGHTS, HISTORY) or (tmp(n) and n != JOURNAL) for n in names) and all(
+        older(n, tmp_age) and not os.path.isdir(folder / n) for n in names)
+    if not (due or orphans or (top and not names and older("", claim_age))):
         return
     with folder_lock(folder):
-        settle(folder)
+        if JOURNAL in due:
+            settle(folder)
         remove_stale_tmp(folder, (WEIGHTS, CARD, HISTORY), older_than=tmp_age)
-        if top and not os.listdir(folder) and time.time() - os.stat(folder).st_mtime >= claim_age:
+        if orphans and not os.path.lexists(folder / CARD) and not os.path.lexists(folder / JOURNAL):
+            for n in (WEIGHTS, HISTORY):
+                if os.path.lexists(folder / n):
+                    os.unlink(folder / n)
+        if top and not os.listdir(folder):       # a claim, or a killed writer's leftovers only: no run
             os.rmdir(folder)
 
 

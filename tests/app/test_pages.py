@@ -410,6 +410,13 @@ def test_train_page_runs_a_tiny_job_until_it_finishes(runs):
     try_it = links["Try runs/apptest-parity on the Parity page"]
     assert try_it.page == "parity" and try_it.query_string == "model=runs%2Fapptest-parity"
     assert links["Compare it with other runs"].query_string == "models=runs%2Fapptest-parity"
+    # another session renames the run: the result and the link follow the run, not its old name
+    from ponder.store.manage import rename_run
+    rename_run("apptest-parity", "apptest-renamed", runs)
+    run_ok(at)
+    assert "since renamed to runs/apptest-renamed" in at.warning[0].value.replace("\\", "")
+    assert "Try runs/apptest-renamed on the Parity page" in {l.proto.label for l in at.get("page_link")}
+    rename_run("apptest-renamed", "apptest-parity", runs)
     # the form keeps what this run was started with (its widgets' own state was dropped on the digit page)
     assert [at.number_input(key=f"tf_parity_{k}").value for k in ("epochs", "hidden", "batch", "n")] == [0.04, 16, 32, 6]
     assert at.text_input(key="tf_parity_name").value == "apptest parity"

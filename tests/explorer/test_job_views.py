@@ -106,3 +106,43 @@ def test_the_server_cap_is_named_only_when_the_job_could_reach_it():
 def test_durations_under_a_second_are_not_zero():
     from explorer.job_views import _fmt_s
     assert [_fmt_s(v) for v in (0.0, 0.4, 1.4, 75.0, None)] == ["0 s", "under 1 s", "1 s", "1 min 15 s", "?"]
+
+
+def moved_app():
+    import streamlit as st
+
+    from explorer import job_views
+    from explorer.jobs import RunState
+    from ponder.config import TrainConfig
+    from ponder.store.record import new_record
+    run_dir, key = st.session_state["case"]
+    cfg = TrainConfig(task="parity", max_steps=2, max_seconds=10.0)
+    record = new_record(cfg, {}, status="completed", steps=5, train_seconds=10.0)
+    job_views.run_result_ui(RunState(name="x", config=cfg, status="completed", run_dir=run_dir, record=record,
+                                     run_key=key))
+
+
+def test_the_result_says_plainly_when_the_jobs_run_was_renamed_or_deleted(tmp_path):
+    from helpers import save_tiny_run
+    from explorer.jobs import saved_key
+    from ponder.store.manage import delete_run, rename_run
+
+    root = tmp_path / "runs"
+    d, _ = save_tiny_run(root / "x")
+    case = (str(d), saved_key(d))
+
+    def text():
+        at = AppTest.from_function(moved_app)
+        at.session_state["case"] = case
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at.success[0].value.replace("\\", "")      # plain() escapes punctuation
+
+    assert "Saved as **runs/x**" in text()
+    rename_run("x", "y", root)
+    save_tiny_run(root / "x", seed=4)                  # another session's run now holds the name
+    assert "since renamed to runs/y" in text() and "Saved as runs/x," in text()
+    delete_run("y", root)
+    assert "since been deleted or overwritten" in text() and "runs/x is another run now" in text()
+    delete_run("x", root)
+    assert "since been deleted**: it is in no model picker" in text()

@@ -190,3 +190,43 @@ def test_a_job_trains_with_one_torch_thread_unless_told(tmp_path, monkeypatch, e
     reg = JobRegistry(max_jobs=1, eval_limit=200)
     view = wait_done(reg.submit("s", [("t", tiny())], root=tmp_path))
     assert seen == [want] and view.runs[0].status == "failed" and torch.get_num_threads() == before
+
+
+def test_a_finished_jobs_run_is_found_by_the_run_not_by_its_old_name(tmp_path):
+    """Another session renames, deletes or replaces the job's run: where_now says which, never naming whatever
+    holds the old name now."""
+    from helpers import save_tiny_run
+    from explorer.jobs import RunState, saved_key, where_now
+    from ponder.store.manage import delete_run, export_run, import_zip, rename_run
+
+    root = tmp_path / "runs"
+    d, _ = save_tiny_run(root / "x", seed=0)
+    run = RunState(name="x", config=tiny(), status="completed", run_dir=str(d), run_key=saved_key(d))
+    assert where_now(run) == (d, "there")
+    rename_run("x", "y", root)
+    assert where_now(run) == (root / "y", "renamed")
+    save_tiny_run(root / "x", seed=1)                 # another run under the old name
+    assert where_now(run) == (root / "y", "renamed")
+    delete_run("x", root)
+    rename_run("y", "x", root)                        # back under its name: there again
+    assert where_now(run) == (d, "there")
+    other = export_run(d)
+    delete_run("x", root)
+    assert where_now(run) == (None, "deleted")
+    assert import_zip(other, "x", root).name == "x"   # the same files imported again: a copy, not the job's run
+    assert where_now(run) == (None, "replaced")
+    # saved in place over by another save (`ponder train --overwrite`): another run
+    d2, _ = save_tiny_run(root / "z", seed=2)
+    run2 = RunState(name="z", config=tiny(), status="completed", run_dir=str(d2), run_key=saved_key(d2))
+    save_tiny_run(root / "z", seed=3)
+    assert where_now(run2) == (None, "replaced")
+    # a run saved outside the runs folder, or without a key: where it was saved
+    assert where_now(RunState(name="q", config=tiny(), run_dir=str(tmp_path / "elsewhere"), saved_elsewhere=True,
+                              run_key=(1, 2, 3, 4, 5)))[1] == "there"
+
+
+def test_a_jobs_saved_run_has_its_key(registry, tmp_path):
+    from explorer.jobs import saved_key
+    job = registry.submit("s1", [("keyed", tiny())], root=tmp_path)
+    [run] = wait_done(job).runs
+    assert run.run_key == saved_key(run.run_dir) is not None

@@ -32,3 +32,24 @@ def test_a_sweep_jobs_rows_come_from_saved_cards_and_from_the_runs_still_going(t
     assert [r["status"] for r in rows[1:]] == ["running 40%", "running", "failed"]     # 0.4 of its steps: 40%
     assert [r["lambda_p"] for r in rows] == [0.3, 0.5, 0.7, 0.9] and rows[3]["reason"] == "NaN loss"
     assert all(r["accuracy"] is None for r in rows[1:])                              # nothing measured yet
+
+
+def test_a_sweep_jobs_row_says_when_its_trial_was_deleted_and_shows_no_other_runs_numbers(tmp_path):
+    """The sweep folder deleted and a new sweep of the same name saved since: the row is the job's trial,
+    marked deleted, not the new sweep's trial under the old path."""
+    import shutil
+    from explorer.jobs import saved_key
+    sweep = tmp_path / "sw"
+    done, _ = save_tiny_run(sweep / "lambda_p0.3-seed0", lambda_p=0.3,
+                            metrics={"test": {"accuracy": 0.75, "mean_steps": 2.5, "n": 8}})
+    (sweep / SWEEP).write_text('{"trials": []}')
+    run = RunState(name="lambda_p0.3-seed0", config=TrainConfig(lambda_p=0.3), status="completed", run_dir=str(done),
+                   record=read_record(done), run_key=saved_key(done))
+    view = JobView(id="j", session="s", kind="sweep", status="done", runs=[run], created=time.time(),
+                   finished=time.time(), cancel_requested=False)
+    assert job_sweep_rows(view)[0]["status"] == "completed"
+    shutil.rmtree(sweep)
+    save_tiny_run(sweep / "lambda_p0.3-seed0", lambda_p=0.3, seed=5, metrics={"test": {"accuracy": 0.5, "n": 8}})
+    (sweep / SWEEP).write_text('{"trials": []}')
+    [row] = job_sweep_rows(view)
+    assert (row["name"], row["status"], row["accuracy"]) == ("lambda_p0.3-seed0", "deleted", None)

@@ -7,21 +7,25 @@ file creation, fsync, ...): the (k+1)-th raises Killed, a BaseException, and so 
 so no cleanup handler can run either (as after kill -9). Every k from 0 to the operation's whole count is tried.
 """
 import os
+import random
+import signal
+import stat
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
 
-from helpers import save_tiny_run
-from ponder.store.atomic import JOURNAL
+from helpers import save_tiny_run, tiny_config, tiny_model
+from ponder.store.journal import JOURNAL
 from ponder.store.card import CARD, HISTORY, CheckpointError, read_card, read_history
 from ponder.store.checkpoint import load_checkpoint
 from ponder.store.manage import delete_run, export_run, import_zip, rename_run
-from ponder.store.runs import list_models, new_run_dir
-from ponder.store.uploads import folder_bytes, remove_leftovers
-from helpers import tiny_config, tiny_model
+from ponder.store.atomic import folder_lock
 from ponder.store.checkpoint import save_run
+from ponder.store.runs import RunNameError, list_models, new_run_dir
+from ponder.store.uploads import CLAIM_SECONDS, folder_bytes, remove_leftovers
 
 
 class Killed(BaseException):
@@ -105,7 +109,7 @@ def clean(root):
     remove_leftovers(root, older_than=0, claim_age=0, tmp_age=0)
     listed = {e.path.name for e in list_models(root, assets=root / "none")}
     names = set(os.listdir(root))
-    assert names == listed, f"left behind: {sorted(names - listed)}"
+    assert names == listed, f"left behind: {[(n, os.listdir(root / n) if (root / n).is_dir() else '') for n in sorted(names - listed)]}"
     for n in listed:
         assert sorted(os.listdir(root / n)) == sorted(f for f in ("model.safetensors", CARD, HISTORY)
                                                       if (root / n / f).exists())
@@ -231,3 +235,114 @@ def test_delete_killed_anywhere_leaves_the_run_or_nothing(tmp_path):
             save_tiny_run(root / "x", seed=1)
 
     sweep(setup, op, check)
+
+
+def test_an_empty_folder_a_killed_rename_left_is_taken_over_once_it_is_a_minute_old(tmp_path):
+    root = tmp_path / "runs"
+    save_tiny_run(root / "a")
+    (root / "b").mkdir()                   # fresh: maybe a training's folder, about to be locked
+    with pytest.raises(RunNameError, match="already in the runs folder"):
+        rename_run("a", "b", root)
+    old = time.time() - CLAIM_SECONDS - 1
+    (root / "c").mkdir()
+    for n in ("b", "c"):
+        os.utime(root / n, (old, old))
+    with folder_lock(root / "c"):         # held by a training: never taken
+        with pytest.raises(RunNameError, match="already in the runs folder"):
+            rename_run("a", "c", root)
+    assert rename_run("a", "b", root).name == "b" and fingerprint(root / "b")[3] == "b"
+    remove_leftovers(root)                 # c is a minute old and no one holds it now
+    assert sorted(os.listdir(root)) == ["b"]
+
+
+def test_an_imported_run_folder_has_the_usual_mode(tmp_path):
+    src, _ = save_tiny_run(tmp_path / "src" / "x")
+    dest = import_zip(export_run(src), "x", tmp_path / "runs")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(os.stat(dest).st_mode) == 0o777 & ~mask
+
+
+def test_remove_leftovers_never_locks_a_fresh_folder_a_writer_is_about_to_lock(tmp_path, monkeypatch):
+    """An import in one session cleans the runs folder while a training in another makes its run folder and
+    locks it: a fresh empty folder, a fresh temporary file or journal is never locked (the training's save would
+    be refused 'in use'); old ones are cleaned."""
+    import ponder.store.uploads as U
+    root = tmp_path / "runs"
+    (root / "claim").mkdir(parents=True)
+    d, _ = save_tiny_run(root / "run")
+    (d / ".model.safetensors.x.tmp").write_bytes(b"half")
+    (d / JOURNAL).write_text('{"renames": [')
+    locked, real = [], U.folder_lock
+    monkeypatch.setattr(U, "folder_lock", lambda f, **kw: locked.append(Path(f).name) or real(f, **kw))
+    remove_leftovers(root)
+    assert locked == [] and sorted(os.listdir(root)) == ["claim", "run"] and len(os.listdir(d)) == 5
+    old = time.time() - 7200
+    for p in (root / "claim", d / ".model.safetensors.x.tmp", d / JOURNAL):
+        os.utime(p, (old, old))
+    remove_leftovers(root)
+    assert sorted(locked) == ["claim", "run"] and os.listdir(root) == ["run"]
+    assert sorted(os.listdir(d)) == ["metrics.jsonl", "model.safetensors", "run.json"]
+
+
+def test_a_weights_only_folder_an_earlier_killed_import_left_is_removed_once_it_is_an_hour_old(tmp_path):
+    """Invisible (no card), undeletable from the Runs page and counted in the quota: removed by the next import."""
+    root = tmp_path / "runs"
+    d, _ = save_tiny_run(root / "x")
+    os.unlink(d / CARD)
+    keep, _ = save_tiny_run(root / "keep")
+    src, _ = save_tiny_run(tmp_path / "src" / "x", seed=3)
+    assert import_zip(export_run(src), "x", root).name == "x-2"      # an hour has not passed: left alone
+    old = time.time() - 7200
+    for f in os.listdir(d):
+        os.utime(d / f, (old, old))
+    (root / "sub").mkdir()
+    (root / "sub" / "model.safetensors").mkdir()                       # not files: not a leftover
+    os.utime(root / "sub" / "model.safetensors", (old, old))
+    delete_run("x-2", root)
+    assert import_zip(export_run(src), "x", root).name == "x"
+    assert sorted(os.listdir(root)) == ["keep", "sub", "x"] and fingerprint(root / "x")[3] == "x"
+
+
+def _renamer_child(root, data):
+    """Runs in a forked child: renames a -> b -> a, imports x and deletes it again, forever (until killed)."""
+    try:
+        torch.set_num_threads(1)
+        while True:
+            for old, new in (("a", "b"), ("b", "a")):
+                rename_run(old, new, root)
+            delete_run(import_zip(data, "x", root, quota=2**30).name, root)
+    finally:
+        os._exit(0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_sigkill_at_random_moments_of_renames_and_imports_leaves_every_run_whole(tmp_path):
+    """A real kill -9 (not a simulated one) at random moments: the run is under one name, whole, its card naming
+    its folder; after remove_leftovers only listed runs are left, and each of them loads."""
+    root = tmp_path / "runs"
+    save_tiny_run(root / "a", seed=0)
+    weights = fingerprint(root / "a")[0]
+    src, _ = save_tiny_run(tmp_path / "src" / "x", seed=3)
+    data = export_run(src)
+    rng, moved = random.Random(11), set()
+    for _ in range(16):
+        pid = os.fork()
+        if pid == 0:
+            _renamer_child(root, data)
+        time.sleep(rng.uniform(0.0, 0.3))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        found = {}
+        for n in ("a", "b"):
+            try:
+                found[n] = fingerprint(root / n)
+            except CheckpointError:
+                pass
+        assert len(found) == 1, sorted(found)
+        (name, got), = found.items()
+        assert got[0] == weights and got[3] == name
+        moved.add(name)
+        for n in clean(root):
+            load_checkpoint(root / n)
+    assert moved == {"a", "b"}, "the child never finished a rename: the test did not exercise anything"
