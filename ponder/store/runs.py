@@ -49,7 +49,7 @@ def inside(root: Path, path: Path) -> bool:
     return path_r == root_r or root_r in path_r.parents
 
 
-def _files_inside(root: Path, run_dir: Path) -> bool:
+def files_inside(root: Path, run_dir: Path) -> bool:
     """The run folder and its files are no symlinks and stay inside root once resolved."""
     if run_dir.is_symlink() or not inside(root, run_dir):
         return False
@@ -63,7 +63,7 @@ def _files_inside(root: Path, run_dir: Path) -> bool:
 def run_path(root: Path, name: str) -> Path:
     """The folder of an existing run by name, refusing anything that leaves the runs folder."""
     p = Path(root) / safe_name(name)
-    if not _files_inside(Path(root), p):
+    if not files_inside(Path(root), p):
         raise RunNameError(f"run {safe_name(name)!r} points outside the runs folder {root} (symlink)")
     return p
 
@@ -193,7 +193,7 @@ def _run_dirs(folder: Path) -> list:
     """
     def runs_in(f: Path) -> list:
         return [d for d in f.iterdir() if not d.name.startswith(".") and d.is_dir()
-                and (d / CARD).is_file() and _files_inside(folder, d)]
+                and (d / CARD).is_file() and files_inside(folder, d)]
 
     return runs_in(folder) + [d for s in list_sweeps(folder) for d in runs_in(s)]
 
