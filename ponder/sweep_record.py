@@ -2,7 +2,7 @@
 sweep page, `python -m ponder study` and a sweep's resume all read through it).
 
 Anyone who can put a folder in the runs folder can write a sweep.json, so nothing in it is trusted: the files are
-read bounded (regular files only, at most MAX_SWEEP_BYTES, nested at most ponder.store.card.MAX_JSON_DEPTH deep),
+read bounded (regular files only, no links, at most MAX_SWEEP_BYTES, nested at most ponder.store.card.MAX_JSON_DEPTH deep),
 and every field is checked as its writer (ponder.sweep, Trial.entry) writes it: the plan as a Plan, each trial's
 config as a validated TrainConfig (so N <= 200), its test metrics as a card's, its name as one run folder directly
 inside the sweep folder (never a path). Anything else is a SweepError: one line naming the file and the field.
@@ -105,7 +105,7 @@ def trial_folder(record: SweepRecord, t: TrialEntry) -> Path:
 
 def _read(f: Path):
     try:
-        return read_json(f, MAX_SWEEP_BYTES, "a sweep record")
+        return read_json(f, MAX_SWEEP_BYTES, "a sweep record", follow_links=False)
     except CheckpointError as e:
         raise SweepError(str(e)) from None
 
@@ -116,7 +116,7 @@ def _log_records(folder: Path, task: str) -> dict:
     if not (f.exists() or f.is_symlink()):
         return {}
     try:
-        lines = read_regular(f, MAX_SWEEP_BYTES).decode("utf-8", errors="replace").splitlines()
+        lines = read_regular(f, MAX_SWEEP_BYTES, follow_links=False).decode("utf-8", errors="replace").splitlines()
     except (OSError, CheckpointError) as e:
         raise SweepError(f"{f}: cannot read ({one_line(e)})") from None
     out = {}

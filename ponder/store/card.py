@@ -86,12 +86,12 @@ def json_depth(obj, limit: int = MAX_JSON_DEPTH) -> int:
     return depth if not level else limit + 1
 
 
-def read_json(f: Path, limit: int, what: str):
+def read_json(f: Path, limit: int, what: str, follow_links: bool = True):
     """The JSON value of a regular file of at most `limit` bytes, nested at most MAX_JSON_DEPTH deep.
-    CheckpointError (one line naming f) otherwise: missing, a FIFO, a device, a link to one, too big, not
-    UTF-8 JSON, too deep. `what` names what it should be ('a card')."""
+    CheckpointError (one line naming f) otherwise: missing, a FIFO, a device, a link to one (any link, with
+    follow_links=False), too big, not UTF-8 JSON, too deep. `what` names what it should be ('a card')."""
     try:
-        value = json.loads(read_regular(f, limit).decode("utf-8"))
+        value = json.loads(read_regular(f, limit, follow_links).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:     # JSONDecodeError is a ValueError
         raise CheckpointError(f"{f}: not valid JSON ({e.__class__.__name__}: {one_line(e)[:200]})") from None
     except OSError as e:

@@ -120,12 +120,13 @@ def test_a_sweep_record_reads_as_typed_values_with_the_logs_newer_records(tmp_pa
     assert_one_line(e, f"{folder / LOG}, line 1: trial t0: config")
 
 
-@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder", "link-to-a-sweep-elsewhere"])
 def test_a_sweep_json_that_is_no_regular_file_is_never_waited_on_or_read_whole(tmp_path, kind):
     folder = tmp_path / "sw"
     folder.mkdir()
-    {"fifo": lambda f: os.mkfifo(f), "dev-zero": lambda f: f.symlink_to("/dev/zero"), "folder": lambda f: f.mkdir()}[kind](
-        folder / SWEEP)
+    elsewhere = sweep_folder(tmp_path / "elsewhere") / SWEEP
+    {"fifo": lambda f: os.mkfifo(f), "dev-zero": lambda f: f.symlink_to("/dev/zero"), "folder": lambda f: f.mkdir(),
+     "link-to-a-sweep-elsewhere": lambda f: f.symlink_to(elsewhere)}[kind](folder / SWEEP)
     got = []
     reader = threading.Thread(target=lambda: got.append(_error(lambda: read_sweep(folder))), daemon=True)
     reader.start()
