@@ -7,7 +7,7 @@ from typing import Optional
 
 import streamlit as st
 
-from ponder.store.manage import run_identity
+from ponder.store.manage import delete_run, delete_sweep, run_identity
 from ponder.store.runs import ModelEntry, runs_root
 
 from . import tables
@@ -101,19 +101,30 @@ def delete_ui(entry: ModelEntry, label: str = "Delete…", what: str = "", key: 
 
 
 def unreadable_ui(problems: list) -> Optional[tuple[str, str]]:
-    """The runs whose card cannot be read, each with why; (name, identity) of one to delete once confirmed
-    (only runs directly in the runs folder: a sweep's trial goes with its sweep)."""
+    """The runs whose card cannot be read, each with why; (name, identity) of one to delete once confirmed: a run
+    of the runs folder ('x'), or the sweep of an unreadable trial ('sw/', deleted with all its trials)."""
     if not problems:
         return None
     with st.expander(f"{len(problems)} run{'s' * (len(problems) != 1)} that cannot be read", expanded=True,
                      icon=":material/warning:"):
         for name, why in problems:
             st.text(f"{name}: {why}")
-        names = [n for n, _ in problems if n.count("/") == 1]
-        if not names:
-            return None
-        name = st.selectbox("Unreadable run", names, key="runs_bad_pick")
-        entry = ModelEntry(name=name, path=runs_root() / name.split("/", 1)[1], source="run", card={})
-        shown = delete_ui(entry, "Delete the unreadable run…",
-                          f"{name} for good? Its files are removed, whatever they hold.", key="runs_bad_delete")
-        return (name.split("/", 1)[1], shown) if shown else None
+        names = list(dict.fromkeys(n if n.count("/") == 1 else n.rsplit("/", 1)[0] + "/" for n, _ in problems))
+        name = st.selectbox("Unreadable run", names, key="runs_bad_pick",
+                            format_func=lambda n: f"the sweep {n} (it holds an unreadable run)" if n.endswith("/") else n)
+        folder = name.split("/", 1)[1]
+        entry = ModelEntry(name=name, path=runs_root() / folder.rstrip("/"), source="run", card={})
+        what = (f"the sweep {name} and all its trials for good?" if folder.endswith("/") else
+                f"{name} for good? Its files are removed, whatever they hold.")
+        shown = delete_ui(entry, "Delete the unreadable run…" if not folder.endswith("/") else "Delete the sweep…",
+                          what, key="runs_bad_delete")
+        return (folder, shown) if shown else None
+
+
+def delete_unreadable(folder: str, identity: str) -> str:
+    """Delete what unreadable_ui chose (a run 'x', a sweep 'sw/'); returns the message to show."""
+    if folder.endswith("/"):
+        k = delete_sweep(folder.rstrip("/"))
+        return f"Deleted the sweep runs/{folder} and its {k} trial{'s' * (k != 1)}."
+    delete_run(folder, identity=identity)
+    return f"Deleted runs/{folder}."

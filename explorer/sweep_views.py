@@ -8,7 +8,7 @@ import streamlit as st
 
 from ponder.store.card import CheckpointError, test_metrics
 from ponder.config import ConfigError
-from ponder.sweep import read_sweep
+from ponder.sweep_record import SweepError, SweepRecord, read_sweep
 
 from . import loaders, study_figures, tables
 from .job_views import run_name
@@ -47,27 +47,33 @@ def entry_sweep_rows(entries) -> list:
     return rows
 
 
-def folder_sweep_rows(folder) -> list:
+def folder_sweep_rows(record: SweepRecord) -> list:
     """A sweep folder's trials in sweep.json's order: from each trial's card where it has one (as
     entry_sweep_rows reads it), else from its record there (running, or failed before it was saved)."""
-    entries = {e.path.name: e for e in loaders.models() if e.path.parent == Path(folder)}
+    entries = {e.path.name: e for e in loaders.models() if e.path.parent == record.folder}
     rows = []
-    for r in (read_sweep(folder) or {}).get("trials", []):
-        if r.get("name") in entries:
-            rows += entry_sweep_rows([entries[r["name"]]])
+    for t in record.trials:
+        if t.name in entries:
+            rows += entry_sweep_rows([entries[t.name]])
         else:
-            rows.append(tables.sweep_row(str(r.get("name")), None, status=r.get("status"), reason=r.get("reason", ""),
-                                         lambda_p=(r.get("config") or {}).get("lambda_p")))
+            rows.append(tables.sweep_row(t.name, None, status=t.status, reason=t.reason, lambda_p=t.config.lambda_p))
     return rows
 
 
 def folder_sweep_ui(folder) -> None:
-    """A sweep folder's results: where it is, its table, and the sweep charts over its trials."""
-    records = (read_sweep(folder) or {}).get("trials", [])
-    n_steps = max([int((r.get("config") or {}).get("max_steps") or 0) for r in records] + [1])
-    st.caption(f"{folder}: {len(records)} trials (sweep.json, sweep.md and a run folder per trial); each trial is "
-               f"also in every model picker as runs/{Path(folder).name}/<trial>.")
-    sweep_results_ui(folder_sweep_rows(folder), n_steps, key="sweep_dir")
+    """A sweep folder's results: where it is, its table, and the sweep charts over its trials; one red line
+    when its sweep.json cannot be read or holds what no sweep writes."""
+    try:
+        record = read_sweep(folder)
+    except SweepError as e:
+        st.error(plain(e), icon=":material/error:")
+        return
+    if record is None:
+        st.info(f"{plain(folder)} holds no sweep.json (any more).")
+        return
+    st.caption(f"{folder}: {len(record.trials)} trials (sweep.json, sweep.md and a run folder per trial); each trial "
+               f"is also in every model picker as runs/{Path(folder).name}/<trial>.")
+    sweep_results_ui(folder_sweep_rows(record), record.max_steps, key="sweep_dir")
 
 
 def sweep_results_ui(rows: list, n_steps: int = 20, key: str = "sweep") -> None:

@@ -93,8 +93,14 @@ def rotation_section_ui(entry: ModelEntry, rows: Sequence[dict], n_images: int, 
 
 
 def compare_ui(entries: Sequence[ModelEntry], key: str = "compare_worth") -> None:
-    """The "worth it?" chart of several models overlaid, a sentence for each."""
-    got = {e.name: results(e) for e in entries}
+    """The "worth it?" chart of several models overlaid, a sentence for each; a model that cannot be loaded is
+    one red line."""
+    got = {}
+    for e in entries:
+        try:
+            got[e.name] = results(e)
+        except ui.USER_ERRORS as err:            # its weights cannot be loaded: the others are still compared
+            st.error(f"{tables.plain(e.name)}: {ui.one_line(err)}", icon=":material/error:")
     shown = [series(n, r) for n, r in got.items() if r is not None]
     if not shown:
         st.caption("No model to compare with a fixed depth and a confidence exit (MNIST models need the test set).")

@@ -16,8 +16,7 @@ entries = loaders.models()
 bad = runs_page.unreadable_ui(unreadable_runs())
 if bad:
     with ui.user_errors(stop=False):
-        manage.delete_run(bad[0], identity=bad[1])
-        runs_page.changed(f"Deleted runs/{bad[0]}.")
+        runs_page.changed(runs_page.delete_unreadable(*bad))
 runs_page.runs_table_ui(entries)
 entry = runs_page.pick_run_ui(entries)
 

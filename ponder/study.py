@@ -18,10 +18,10 @@ from .analysis.unroll import measure_test
 from .config import ConfigError, TrainConfig
 from .lifecycle import card_metrics
 from .store.atomic import atomic_write_bytes, atomic_write_json
-from .store.card import update_card
+from .store.card import CheckpointError, one_line, update_card
 from .store.checkpoint import load_checkpoint
 from .store.record import RunRecord
-from .sweep import read_sweep
+from .sweep_record import SweepError, read_sweep, trial_folder
 from .tasks import get_task
 
 STUDY, STUDY_TABLE = "study.json", "study.md"
@@ -38,6 +38,20 @@ def measure_trial(folder: Path, data=None, device: str = "cpu") -> dict:
     return {"pays": pays(res), "curves": {g: c for g, c in res["per_step_accuracy_by_group"].items() if g in CURVE_GROUPS}}
 
 
+def check_trial(sw, t) -> Path:
+    """The run folder of a completed trial, once its weights load and its card's config is the trial's (a study
+    rewrites that card, and only that one). SweepError (one line) otherwise."""
+    folder = trial_folder(sw, t)               # a folder of its own directly in the sweep folder, no link
+    try:
+        ck = load_checkpoint(folder)
+    except CheckpointError as e:
+        raise SweepError(f"trial {t.name} of {sw.folder}: {one_line(e)}") from None
+    if ck.card["train"] != t.config.to_dict():
+        raise SweepError(f"{folder}: its card's config is not the one {sw.folder / 'sweep.json'} records for trial "
+                         f"{t.name}: not measured")
+    return folder
+
+
 LABEL_KEYS = ("regulariser", "lambda_p", "beta", "hidden", "lambda_input", "epochs", "batch_size", "lr",
               "reader", "rows_per_step", "parity_preset")    # the config fields a setting is named by
 
@@ -48,27 +62,28 @@ def study(folders, data_dir: Optional[str] = None, device: str = "cpu", log=prin
     folders = [Path(f) for f in ([folders] if isinstance(folders, (str, Path)) else folders)]
     sweeps = []
     for folder in folders:
-        sw = read_sweep(folder)
+        sw = read_sweep(folder)                # SweepError (a ConfigError): one line naming the file
         if sw is None:
-            raise ConfigError(f"{folder} holds no sweep (no readable sweep.json): give a folder `python -m ponder sweep` wrote")
-        sweeps.append((folder, sw))
-    tasks = {sw["plan"]["task"] for _, sw in sweeps}
+            raise ConfigError(f"{folder} holds no sweep (no {folder / 'sweep.json'}): give a folder `python -m ponder "
+                              f"sweep` wrote")
+        sweeps.append(sw)
+    tasks = {sw.plan.task for sw in sweeps}
     if len(tasks) != 1:
         raise ConfigError(f"a study compares sweeps of one task, got {', '.join(sorted(tasks))}")
     task = get_task(tasks.pop())
     keys = [k for k in LABEL_KEYS if k in task.reads or k not in ("reader", "rows_per_step", "parity_preset")]
-    data, points = None, {}
-    for folder, sw in sweeps:
-        for t in (t for t in sw["trials"] if isinstance(t, dict) and t.get("status") == "completed"):
-            if task.uses_data and data is None:
-                data = task.load_data(data_dir)
-            m = measure_trial(folder / t["name"], data, device)
-            cfg = TrainConfig.from_dict(t["config"]).to_dict()        # a field the sweep's version lacked: its default
-            setting = {k: cfg[k] for k in keys}
-            setting.update({k: v for k, v in t["values"].items() if k != "seed"})
-            p = points.setdefault(json.dumps(setting, sort_keys=True), {"setting": setting, "trials": []})
-            p["trials"].append({"name": f"{folder.name}/{t['name']}", "seed": t["values"].get("seed"), **m})
-            log(f"{folder.name}/{t['name']}: " + ", ".join(f"{k} {v:.4f}" for k, v in m["pays"].items() if v is not None))
+    todo = [(sw, t, check_trial(sw, t)) for sw in sweeps for t in sw.trials if t.status == "completed"]
+    data, points = None, {}                    # every trial checked above: nothing is written before that
+    for sw, t, run in todo:
+        if task.uses_data and data is None:
+            data = task.load_data(data_dir)
+        m = measure_trial(run, data, device)
+        cfg = t.config.to_dict()
+        setting = {k: cfg[k] for k in keys}
+        setting.update({k: v for k, v in t.values.items() if k != "seed"})
+        p = points.setdefault(json.dumps(setting, sort_keys=True), {"setting": setting, "trials": []})
+        p["trials"].append({"name": f"{sw.folder.name}/{t.name}", "seed": t.values.get("seed"), **m})
+        log(f"{sw.folder.name}/{t.name}: " + ", ".join(f"{k} {v:.4f}" for k, v in m["pays"].items() if v is not None))
     out = {"folders": [f.name for f in folders], "task": task.name, "settings": []}
     for p in points.values():
         curves = {}

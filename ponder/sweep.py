@@ -5,8 +5,8 @@ A sweep folder DIR holds one run folder per trial (the same card and files as `p
 writes), DIR/sweep.json (the grid, and each trial's config, status, reason and test metrics) and
 DIR/sweep.md (the same as a Markdown table), both written when the sweep starts and when it ends. In
 between, each trial's record is appended to DIR/sweep.log as it starts and ends (one JSON line; nothing
-is rewritten whole per trial), and read_sweep reads sweep.json with the log's newer records, so a killed
-sweep still says what it finished.
+is rewritten whole per trial), and read_sweep (ponder/sweep_record.py) reads sweep.json with the log's newer
+records, so a killed sweep still says what it finished.
 
 Backends: "local" trains the trials one after the other in this process. "ray" hands each trial to a
 Ray task (a local Ray started here, or a running cluster by its address) with its own CPU / GPU share
@@ -14,25 +14,28 @@ Ray task (a local Ray started here, or a running cluster by its address) with it
 the run's files back, so the sweep folder looks the same whichever backend ran it, with or without a
 shared file system (ponder/sweep_ray.py). Ray is imported only for that backend.
 
-Resume: running the same sweep again skips every trial whose record says completed, with the same
-config, and whose run folder still has its card; failed, cancelled and missing trials run again.
+Resume: running the same sweep again skips every trial whose run folder's card says completed, with the same
+config, and whose record says completed or whose card holds its test metrics (a full disk may have stopped the
+sweep before it could record the trial); failed, cancelled and missing trials run again.
 """
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
 from typing import Callable, Optional
 
 from . import lifecycle
-from .store.atomic import atomic_write_bytes, atomic_write_json, folder_lock
-from .store.card import CARD, HISTORY, WEIGHTS, CheckpointError, one_line, read_record
+from .store.atomic import SaveError, atomic_write_bytes, atomic_write_json, folder_lock
+from .store.card import CARD, HISTORY, WEIGHTS, CheckpointError, one_line, read_record, test_metrics
 from .store.record import RunRecord, new_record
 from .config import ConfigError, TrainConfig
 from .tasks import get_task
 from .store.runs import LOG, SWEEP, TABLE
 from .sweep_plan import Plan, Trial, markdown_table
+from .sweep_record import read_sweep
 
 BACKENDS = ("local", "ray")
 
@@ -64,28 +67,6 @@ def clear_run(out: Path) -> None:
 
 # ----------------------------------------------------------------------------- the sweep
 
-def read_sweep(folder) -> Optional[dict]:
-    """DIR/sweep.json with the newer trial records of DIR/sweep.log in place of its own, or None when
-    there is no sweep.json or it cannot be read."""
-    try:
-        d = json.loads((Path(folder) / SWEEP).read_text())
-        lines = (Path(folder) / LOG).read_text().splitlines() if (Path(folder) / LOG).is_file() else []
-    except (OSError, ValueError):
-        return None
-    if not (isinstance(d, dict) and isinstance(d.get("trials"), list)):
-        return None
-    newer = {}
-    for line in lines:
-        try:
-            r = json.loads(line)
-        except ValueError:                     # a line cut by a kill
-            continue
-        if isinstance(r, dict) and isinstance(r.get("name"), str):
-            newer[r["name"]] = r
-    d["trials"] = [newer.get(r.get("name"), r) if isinstance(r, dict) else r for r in d["trials"]]
-    return d
-
-
 def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[str] = None,
               cpus_per_trial: float = 1.0, gpus_per_trial: float = 0.0, data_dir: Optional[str] = None,
               eval_limit: Optional[int] = None, cancel: Optional[threading.Event] = None, on_trial: Optional[Callable] = None,
@@ -109,13 +90,15 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
     _check_sweep_folder(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with folder_lock(folder):              # one sweep at a time per folder, not deleted meanwhile (ponder.store.manage)
-        old = {r.get("name"): r for r in (read_sweep(folder) or {}).get("trials", []) if isinstance(r, dict)}
+        before = read_sweep(folder)            # SweepError (one line) for a sweep.json its writer did not write
+        old = {r.name: r for r in before.trials} if before else {}
         for t in trials:
             saved = _trial_record(folder, t)
-            if saved is not None and saved.status == "completed" and old.get(t.name, {}).get("status") == "completed":
-                t.end(saved)                   # its card says it completed, with this config
-                t.resumed = True
-        kept = [r for n, r in old.items() if n not in {t.name for t in trials}]   # trials of an earlier, other grid
+            if saved is not None and saved.status == "completed" and (
+                    getattr(old.get(t.name), "status", "") == "completed" or test_metrics(saved.to_card())):
+                t.end(saved)                   # its card says it completed, with this config, and was measured
+                t.resumed = True               # (or the sweep said so: a run saved before its measurement)
+        kept = [r.to_dict() for n, r in old.items() if n not in {t.name for t in trials}]   # an earlier, other grid
         info = dict(plan=plan.to_dict(), backend=backend, started=time.time())
         lock = threading.Lock()
 
@@ -124,11 +107,11 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
                 atomic_write_json(folder / SWEEP, dict(info, updated=time.time(),
                                                        trials=[t.entry() for t in trials] + kept))
                 atomic_write_bytes(folder / TABLE, markdown_table(plan, trials).encode())
-                (folder / LOG).write_bytes(b"")     # its records are in sweep.json now
+                _append(folder / LOG, b"", "w")     # its records are in sweep.json now
 
         def append(t: Trial) -> None:           # one trial's record, as it starts and as it ends
-            with lock, open(folder / LOG, "a", encoding="utf-8") as f:
-                f.write(json.dumps(t.entry()) + "\n")
+            with lock:
+                _append(folder / LOG, (json.dumps(t.entry()) + "\n").encode())
 
         def started(t: Trial) -> None:
             t.status = "running"
@@ -152,13 +135,21 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
                     data.append(load_data() if load_data is not None else get_task(plan.task).load_data(data_dir))
                 return data[0]
 
-            for t in todo:
-                if cancel is not None and cancel.is_set():
-                    break
-                started(t)
-                finished(t, run_trial(t.config, folder / t.name, load_once, cancel,
-                                      callback=callback and (lambda p, t=t: callback(t, p)),
-                                      on_phase=on_phase and (lambda ph, t=t: on_phase(t, ph)), eval_limit=eval_limit))
+            try:
+                for t in todo:
+                    if cancel is not None and cancel.is_set():
+                        break
+                    started(t)
+                    finished(t, run_trial(t.config, folder / t.name, load_once, cancel,
+                                          callback=callback and (lambda p, t=t: callback(t, p)),
+                                          on_phase=on_phase and (lambda ph, t=t: on_phase(t, ph)),
+                                          eval_limit=eval_limit))
+            except OSError:                   # sweep.log could not be written (a full disk): say in sweep.json
+                try:                          # how the ended trials ended, if it still can be written
+                    write()
+                except OSError:
+                    pass                      # a resume still finds each saved trial by its card
+                raise
         else:
             from .sweep_ray import run_on_ray              # imports Ray, only for this backend
             try:
@@ -174,6 +165,17 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
                 raise
         write()
         return trials
+
+
+def _append(f: Path, data: bytes, mode: str = "a") -> None:
+    """Append data to f (mode "w": replace it), flushed; SaveError (one line naming f) when it cannot be written."""
+    try:
+        with open(f, mode + "b") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as e:
+        raise SaveError(f, e) from None
 
 
 def _check_sweep_folder(folder: Path) -> None:

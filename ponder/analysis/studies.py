@@ -28,8 +28,14 @@ from ..tasks.parity import easy_hard
 from .unroll import by_k_rows, expected_steps_per_input, group_stats, summarize, unroll_stats
 
 
+MAX_PRIOR_STEPS = 10000     # the most steps N a prior is computed over here (a run's N is at most 200)
+
+
 def prior_mean(lambda_p: float, max_steps: int) -> float:
-    """Σ n p_G(n) over the prior truncated to N steps and renormalised (1/λp when N is large)."""
+    """Σ n p_G(n) over the prior truncated to N steps and renormalised (1/λp when N is large). ValueError for an N
+    over MAX_PRIOR_STEPS (it allocates per step: N = 10**9 took 8 GB)."""
+    if not 1 <= max_steps <= MAX_PRIOR_STEPS:
+        raise ValueError(f"N must be in [1, {MAX_PRIOR_STEPS:,}], got {max_steps}")
     p = log_geometric_prior(lambda_p, max_steps).double().exp()             # [N]
     return float((torch.arange(1, max_steps + 1, dtype=torch.float64) * p).sum())
 

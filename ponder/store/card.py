@@ -15,6 +15,7 @@ import os
 import stat
 import threading
 from contextlib import nullcontext
+from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
@@ -26,6 +27,8 @@ from ..config import ConfigError, finite, short_repr
 
 WEIGHTS, CARD, HISTORY = "model.safetensors", "run.json", "metrics.jsonl"
 MAX_CARD_BYTES = 1024 * 1024          # a run.json is a few kB; refuse megabytes of JSON
+MAX_JSON_DEPTH = 64                   # nesting a card or sweep.json may have (they use 6); deeper is refused, since
+                                      # the code that copies, checks and writes them back recurses once per level
 MAX_HISTORY_BYTES = 64 * 1024 * 1024   # a metrics.jsonl over this is not read (the shipped ones are < 1 MB)
 MAX_HISTORY_NUMBER = 1e15              # a training history's numbers (plotly refuses integers over 64 bits)
 HISTORY_NUMBERS = ("step", "total_steps", "epoch", "loss", "rec", "reg", "accuracy", "mean_steps", "elapsed", "lr",
@@ -75,8 +78,34 @@ def resolve_run_dir(path) -> Path:
     return p
 
 
+def json_depth(obj, limit: int = MAX_JSON_DEPTH) -> int:
+    """How many levels obj has (a number: 1, a list of numbers: 2), counted without recursion, up to limit + 1."""
+    depth, level = 0, [obj]
+    while level and depth <= limit:
+        level = [v for o in level if isinstance(o, (dict, list)) for v in (o.values() if isinstance(o, dict) else o)]
+        depth += 1
+    return depth if not level else limit + 1
+
+
+def read_json(f: Path, limit: int, what: str, follow_links: bool = True):
+    """The JSON value of a regular file of at most `limit` bytes, nested at most MAX_JSON_DEPTH deep.
+    CheckpointError (one line naming f) otherwise: missing, a FIFO, a device, a link to one (any link, with
+    follow_links=False), too big, not UTF-8 JSON, too deep. `what` names what it should be ('a card')."""
+    try:
+        value = json.loads(read_regular(f, limit, follow_links).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:     # JSONDecodeError is a ValueError
+        raise CheckpointError(f"{f}: not valid JSON ({e.__class__.__name__}: {one_line(e)[:200]})") from None
+    except OSError as e:
+        raise CheckpointError(f"{f}: cannot read ({os_reason(e)})") from None
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise CheckpointError(f"{f}: nested more than {MAX_JSON_DEPTH} levels deep, not {what}")
+    return value
+
+
 def read_card(path) -> dict:
-    """The run.json of a run folder, checked; no weights loaded. The only card reader."""
+    """The run.json of a run folder, checked; no weights loaded. The only card reader. Its train and model
+    blocks come back whole (a field a card leaves out: its default, as the model is built with), and metrics.test
+    holds no nulls (what was not measured is left out), so a page may index the one and format the other."""
     run_dir = resolve_run_dir(path)
     f = run_dir / CARD
     if not f.exists():
@@ -85,13 +114,11 @@ def read_card(path) -> dict:
         raise CheckpointError(f"{f}: not a regular file")
     try:
         size = f.stat().st_size
-        if size > MAX_CARD_BYTES:
-            raise CheckpointError(f"{f}: {size} bytes is over the {MAX_CARD_BYTES} byte limit for a card")
-        card = json.loads(read_regular(f, MAX_CARD_BYTES).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:     # JSONDecodeError is a ValueError
-        raise CheckpointError(f"{f}: not valid JSON ({e.__class__.__name__}: {one_line(e)[:200]})") from None
     except OSError as e:
         raise CheckpointError(f"{f}: cannot read ({os_reason(e)})") from None
+    if size > MAX_CARD_BYTES:
+        raise CheckpointError(f"{f}: {size} bytes is over the {MAX_CARD_BYTES} byte limit for a card")
+    card = read_json(f, MAX_CARD_BYTES, "a card")
     if not isinstance(card, dict) or card.get("format") != FORMAT:
         raise CheckpointError(f"{f}: not a {FORMAT} card (format field missing or wrong)")
     version = card.get("format_version", 1)
@@ -101,9 +128,13 @@ def read_card(path) -> dict:
         raise CheckpointError(f"{f}: card format {short_repr(version)}, this ponder reads formats 1 and "
                               f"{FORMAT_VERSION} (a newer ponder wrote it?)")
     try:
-        check_card(card)
+        train, model = check_card(card)
     except (ConfigError, KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{f}: bad config: {one_line(e)}") from None
+    card["train"], card["model"] = train.to_dict(), asdict(model)
+    test = test_metrics(card)
+    if test:                                # a number not measured (NaN, saved as null) is left out, as unmeasured
+        card["metrics"]["test"] = {k: v for k, v in test.items() if v is not None}
     return card
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from ..config import ConfigError, TrainConfig, finite, is_int, model_config_from_dict, short_repr
 
+REQUIRED_TRAIN = ("task", "max_steps", "lambda_p")   # what the weights mean: never filled in with a default
+
 MAX_CARD_TEXT = 10000                 # name / status / reason / device strings in a card
 CARD_STRINGS = ("name", "status", "reason", "device", "created", "ponder_version")
 PAYS_RANGES = {"accuracy": (0, 1), "learned": (0, 1), "fixed_depth": (0, 1), "confidence_exit": (0, 1),
@@ -18,8 +20,9 @@ MAX_TEST_N = 10 ** 8                   # items one evaluation may have measured 
 MAX_K = 10 ** 4                        # a parity range's largest k (the presets go to 96)
 
 
-def check_card(card: dict) -> None:
-    """Raise ConfigError for a card whose configs or descriptive fields are out of range."""
+def check_card(card: dict) -> tuple:
+    """Raise ConfigError for a card whose configs or descriptive fields are out of range. Returns its
+    (TrainConfig, model config): the card's train and model blocks with every other field's default."""
     for k in ("model", "train"):
         if k not in card:
             raise ConfigError(f"{k} is missing")
@@ -28,8 +31,11 @@ def check_card(card: dict) -> None:
             raise ConfigError(f"{k} belongs under train, not at the top of a format-2 card")
     if not isinstance(card["train"], dict):
         raise ConfigError(f"train must be a mapping, got {short_repr(card['train'])}")
-    train = TrainConfig.from_dict(card["train"]).validate()    # the task, N (max_steps) and lambda_p among them
-    model_config_from_dict(train.task, card["model"])
+    for k in REQUIRED_TRAIN:
+        if k not in card["train"]:
+            raise ConfigError(f"train.{k} is missing (a card names its task, N and lambda_p)")
+    train = TrainConfig.from_dict(card["train"]).validate()
+    model = model_config_from_dict(train.task, card["model"])
     for k in CARD_STRINGS:                      # the descriptive fields that pages print
         v = card.get(k)
         if v is not None and not (isinstance(v, str) and len(v) <= MAX_CARD_TEXT):
@@ -37,16 +43,15 @@ def check_card(card: dict) -> None:
     _check_number("steps", card.get("steps"), 0, MAX_RUN_STEPS, integer=True, optional=True)
     _check_number("train_seconds", card.get("train_seconds"), 0, MAX_RUN_SECONDS, optional=True)
     metrics = card.get("metrics")
-    if metrics is None:
-        return
-    if not isinstance(metrics, dict):
-        raise ConfigError(f"metrics must be a mapping, got {short_repr(metrics)}")
-    test = metrics.get("test")
-    if test is None:
-        return
-    if not isinstance(test, dict):
-        raise ConfigError(f"metrics.test must be a mapping, got {short_repr(test)}")
-    check_test_metrics(test, train.max_steps)
+    if metrics is not None:
+        if not isinstance(metrics, dict):
+            raise ConfigError(f"metrics must be a mapping, got {short_repr(metrics)}")
+        test = metrics.get("test")
+        if test is not None:
+            if not isinstance(test, dict):
+                raise ConfigError(f"metrics.test must be a mapping, got {short_repr(test)}")
+            check_test_metrics(test, train.max_steps)
+    return train, model
 
 
 def _check_number(where: str, v, lo, hi, integer: bool = False, optional: bool = False) -> None:

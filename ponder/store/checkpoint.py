@@ -23,7 +23,7 @@ from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, one_line, rea
 from .record import RunRecord, new_record
 from ..config import ConfigError
 from ..halting import PonderNet
-from ..tasks import build_model, model_config_dict
+from ..tasks import build_model, get_task, model_config_dict
 
 MAX_CHECKPOINT_BYTES = 200 * 1024 * 1024
 SMALL_MODEL_FIELD = 512               # model sizes up to this are built directly when loading
@@ -205,8 +205,25 @@ def load_checkpoint(path, device="cpu") -> Checkpoint:
         if not torch.isfinite(cast[k]).all():
             raise CheckpointError(f"{f}: weight {k} holds NaN or inf"
                                   + ("" if v.dtype == cast[k].dtype else f" as {str(cast[k].dtype).replace('torch.', '')}"))
+        tiny = torch.finfo(cast[k].dtype).tiny  # subnormal weights (1e-40) change no answer and ran ~5x slower
+        cast[k] = torch.where(cast[k].abs() < tiny, torch.zeros_like(cast[k]), cast[k])
     if model is None:
         model = build()
     model.load_state_dict(cast)
-    model.to(device).eval()
+    model.eval()
+    _check_unroll(model, card["train"]["task"], f)
+    model.to(device)
     return Checkpoint(model=model, card=card, path=run_dir)
+
+
+def _check_unroll(model: PonderNet, task: str, f: Path) -> None:
+    """CheckpointError unless the model's answers and halting stay finite on its task's probe inputs (finite weights
+    can still overflow inside the network, and every page would show E[n] as nan)."""
+    x = get_task(task).probe_inputs(model.step_fn.cfg)
+    if x is None:
+        return
+    with torch.no_grad():
+        out = model(x)
+    if not (torch.isfinite(out.y).all() and torch.isfinite(out.lambda_logits).all()):
+        raise CheckpointError(f"{f}: the weights overflow inside the network (its answers or halting are inf or NaN "
+                              f"on plain inputs of its task); refused")

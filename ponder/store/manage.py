@@ -56,10 +56,11 @@ def _same_run(path: Path, name: str, identity: Optional[str]) -> None:
 
 
 def _folder_name(name) -> bool:
-    """A plain folder name: not a path, not hidden, no backslash and no NUL (which the OS calls refuse with
-    a ValueError, not an OSError)."""
+    """A plain folder name: not a path (in the OS's reading: on POSIX 'a\\b' is one name, and a run folder so
+    named is listed, so it can be renamed and deleted), not hidden, no NUL (which the OS calls refuse with a
+    ValueError, not an OSError)."""
     return (isinstance(name, str) and bool(name) and name == Path(name).name and not name.startswith(".")
-            and "\\" not in name and "\0" not in name)
+            and "\0" not in name)
 
 
 def own_run(name: str, root: Optional[Path] = None) -> Path:

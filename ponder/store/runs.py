@@ -50,7 +50,7 @@ def inside(root: Path, path: Path) -> bool:
     return path_r == root_r or root_r in path_r.parents
 
 
-def _files_inside(root: Path, run_dir: Path) -> bool:
+def files_inside(root: Path, run_dir: Path) -> bool:
     """The run folder and its files are no symlinks and stay inside root once resolved."""
     if run_dir.is_symlink() or not inside(root, run_dir):
         return False
@@ -64,7 +64,7 @@ def _files_inside(root: Path, run_dir: Path) -> bool:
 def run_path(root: Path, name: str) -> Path:
     """The folder of an existing run by name, refusing anything that leaves the runs folder."""
     p = Path(root) / safe_name(name)
-    if not _files_inside(Path(root), p):
+    if not files_inside(Path(root), p):
         raise RunNameError(f"run {safe_name(name)!r} points outside the runs folder {root} (symlink)")
     return p
 
@@ -130,7 +130,8 @@ class ModelEntry:
 
 
 def list_models(root: Optional[Path] = None, assets: Path = ASSETS) -> list:
-    """Shipped models then user runs (newest first). Folders with unreadable cards are skipped."""
+    """Shipped models then user runs (newest first). Folders with unreadable cards, or whose weights or history
+    are symbolic links, are skipped (unreadable_runs lists them)."""
     out = []
     for source, folder in (("shipped", Path(assets)), ("run", Path(root or runs_root()))):
         if not folder.is_dir():
@@ -143,7 +144,7 @@ def list_models(root: Optional[Path] = None, assets: Path = ASSETS) -> list:
                   else (lambda d: -_mtime(d / CARD)))
         for d in dirs:
             try:
-                card = read_card(d)
+                card = _read_run(folder, d)
             except CheckpointError:
                 continue
             rel = d.relative_to(folder).as_posix()
@@ -153,8 +154,8 @@ def list_models(root: Optional[Path] = None, assets: Path = ASSETS) -> list:
 
 
 def unreadable_runs(root: Optional[Path] = None) -> list:
-    """(name, reason) for each run folder in the runs folder (and its sweeps) whose card list_models skips
-    as unreadable, so the Runs page can say why and offer to delete it."""
+    """(name, reason) for each run folder in the runs folder (and its sweeps) that list_models skips as
+    unreadable, so the Runs page can say why and offer to delete it."""
     folder, out = Path(root or runs_root()), []
     try:
         dirs = _run_dirs(folder)
@@ -162,10 +163,20 @@ def unreadable_runs(root: Optional[Path] = None) -> list:
         return []
     for d in dirs:
         try:
-            read_card(d)
+            _read_run(folder, d)
         except CheckpointError as e:
             out.append((f"runs/{d.relative_to(folder).as_posix()}", " ".join(str(e).split())))
     return out
+
+
+def _read_run(folder: Path, d: Path) -> dict:
+    """The card of the run folder d of `folder`; CheckpointError when it cannot be read or a file of the run is a
+    symbolic link (never read: it may point at another run's files, or anywhere)."""
+    if not files_inside(folder, d):
+        links = [f for f in (WEIGHTS, HISTORY) if (d / f).is_symlink()]
+        raise CheckpointError(f"{d}: {' and '.join(links) or 'a file'} of the run is a symbolic link, which is never "
+                              f"read")
+    return read_card(d)
 
 
 def models_stamp(root: Optional[Path] = None, assets: Path = ASSETS) -> tuple:
@@ -190,11 +201,12 @@ def models_stamp(root: Optional[Path] = None, assets: Path = ASSETS) -> tuple:
 def _run_dirs(folder: Path) -> list:
     """The run folders in folder, and the trials (run folders) of each sweep folder in it.
 
-    No hidden folders (imports in progress, .tmp leftovers), no symlinks out of the folder.
+    No hidden folders (imports in progress, .tmp leftovers), no folder or card that is a symbolic link, nothing
+    outside the folder (a weights or history file that is a link: listed, then refused by _read_run).
     """
     def runs_in(f: Path) -> list:
-        return [d for d in f.iterdir() if not d.name.startswith(".") and d.is_dir()
-                and (d / CARD).is_file() and _files_inside(folder, d)]
+        return [d for d in f.iterdir() if not d.name.startswith(".") and d.is_dir() and not d.is_symlink()
+                and (d / CARD).is_file() and not (d / CARD).is_symlink() and inside(folder, d)]
 
     return runs_in(folder) + [d for s in list_sweeps(folder) for d in runs_in(s)]
 

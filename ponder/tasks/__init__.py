@@ -109,6 +109,11 @@ class Task:
         0: plain vectors."""
         return 0
 
+    def probe_inputs(self, model_cfg, n: int = 4) -> Optional[torch.Tensor]:
+        """n fixed inputs spanning what the pages feed a model of model_cfg (blank, saturated, random): loading a
+        run unrolls them once, so weights that overflow inside the network are refused. None: no probe."""
+        return None
+
     def describe(self, card: dict) -> str:
         """A run's task-specific settings in a few words ('reader rows (2 a step)', 'parity preset small');
         '' for none."""

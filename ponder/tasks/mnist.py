@@ -130,6 +130,11 @@ class MnistTask(Task):
     def rotation_inputs(self, data: D.Mnist, limit: Optional[int] = None):
         return mnist_split(data, "test", limit)
 
+    def probe_inputs(self, model_cfg: MnistConfig, n: int = 4) -> torch.Tensor:
+        x = torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+        x[0], x[1] = 0, 255                   # a blank picture and an all-white one
+        return D.mnist_inputs(x)              # [n, 1, 28, 28]
+
     def feature_floats(self, m: MnistConfig) -> int:
         """The CNN's input and conv outputs per image; 8 times that for the coarse reader (8 resolutions)."""
         one = 28 * 28 + m.channels1 * 28 * 28 + m.channels2 * 14 * 14

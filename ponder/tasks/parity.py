@@ -155,6 +155,11 @@ class ParityTask(Task):
                   for name, (a, b) in zip(("easy", "hard"), easy_hard(preset))}
         return EvalSet(x, y, info={"test_k": [lo, hi]}, rows=("by_k", "k", k), blocks=blocks, batch_size=2000)
 
+    def probe_inputs(self, model_cfg: ParityConfig, n: int = 4) -> torch.Tensor:
+        x = torch.randint(-1, 2, (n, model_cfg.n_elems), generator=torch.Generator().manual_seed(0)).float()
+        x[0], x[1] = 1.0, -1.0                # every entry +1, every entry -1
+        return x                              # [n, n_elems]
+
     def describe(self, card: dict) -> str:
         return f"parity preset {(card.get('train') or {}).get('parity_preset')}"
 

@@ -1240,9 +1240,9 @@ def own_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("PONDER_RUNS", str(root))
     for i, name in enumerate(("alpha", "beta")):
         save_tiny_run(root / name, seed=i, metrics={"test": {"accuracy": 0.625, "mean_steps": 2.5, "n": 8}})
-    (root / "sw").mkdir()
-    (root / "sw" / "sweep.json").write_text('{"trials": []}')
     save_tiny_run(root / "sw" / "lambda_p0.3-seed0")
+    plan = {"task": "parity", "base": {"hidden": 16, "max_steps": 5}, "grid": {"lambda_p": [0.3]}, "seeds": [0]}
+    (root / "sw" / "sweep.json").write_text(json.dumps({"plan": plan, "trials": []}))
     return root
 
 
@@ -1333,6 +1333,32 @@ def test_runs_page_lists_an_unreadable_run_with_why_and_deletes_it(own_runs):
     run_ok(at)
     assert "Deleted runs/beta." in texts(at) and not (own_runs / "beta").exists()
     assert not at.get("expander") or "cannot be read" not in at.get("expander")[0].label
+
+
+@pytest.mark.parametrize("kind", ["train-task-missing", "history-link", "sweep-trial-unreadable"])
+def test_runs_page_lists_what_it_cannot_read_and_deletes_it(own_runs, tmp_path, kind):
+    """A card without its task crashed the Runs page (KeyError: 'task'), so nothing could delete it; a run whose
+    metrics.jsonl is a link vanished from every list; an unreadable trial was listed but could not be deleted."""
+    victim = own_runs / ("sw" if kind == "sweep-trial-unreadable" else "beta")
+    (tmp_path / "elsewhere.jsonl").write_text('{"step": 1}\n')
+    if kind == "train-task-missing":                  # an MNIST card: the check filled in the default task, mnist
+        victim, _ = save_tiny_run(own_runs / "gamma", "mnist")
+        edit_card(victim, lambda card: card["train"].pop("task"))
+    elif kind == "history-link":
+        (victim / "metrics.jsonl").unlink()
+        (victim / "metrics.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    else:
+        edit_card(victim / "lambda_p0.3-seed0", lambda card: card.update(format_version=7))
+    at = _runs_page()
+    assert not at.exception and not any(r["run"].startswith(f"runs/{victim.name}")
+                                        for r in at.dataframe[0].value.to_dict("records"))
+    assert any(t.startswith(f"runs/{victim.name}") for t in (x.value for x in at.text)), [x.value for x in at.text]
+    at.button(key="runs_bad_delete").click()
+    run_ok(at)
+    at.button(key="runs_bad_delete_yes").click()
+    run_ok(at)
+    assert not victim.exists() and (own_runs / "alpha").is_dir() and (tmp_path / "elsewhere.jsonl").is_file()
+    assert f"Deleted {'the sweep ' if victim.name == 'sw' else ''}runs/{victim.name}" in texts(at)
 
 
 def test_runs_page_exports_a_zip_that_its_import_takes_back(own_runs, monkeypatch):

@@ -1,8 +1,11 @@
 """explorer/sweep_views.py: the λp sweep table's rows from a running sweep job (the charts and the table are
 drawn by the λp sweep page's AppTests in tests/app/test_pages.py)."""
+import json
 import time
 
-from helpers import save_tiny_run
+import pytest
+
+from helpers import APP_TIMEOUT, one_line_errors, save_tiny_run, shown, tiny_config
 from explorer.jobs import JobView, RunState
 from explorer.sweep_views import job_sweep_rows
 from ponder.config import TrainConfig
@@ -53,3 +56,37 @@ def test_a_sweep_jobs_row_says_when_its_trial_was_deleted_and_shows_no_other_run
     (sweep / SWEEP).write_text('{"trials": []}')
     [row] = job_sweep_rows(view)
     assert (row["name"], row["status"], row["accuracy"]) == ("lambda_p0.3-seed0", "deleted", None)
+
+
+def _folder_app():
+    import os
+    from explorer import sweep_views
+    sweep_views.folder_sweep_ui(os.environ["SWEEP_FOLDER"])
+
+
+@pytest.mark.parametrize("bad", [None, '{"plan": 1, "trials": [1, "x"]}', "max_steps 10**9", "deep"])
+def test_a_sweep_folder_is_shown_or_its_sweep_json_is_one_red_line(tmp_path, monkeypatch, bad):
+    """The newest sweep folder is every visitor's default: a sweep.json no sweep writes crashed the page for all."""
+    from streamlit.testing.v1 import AppTest
+    root = tmp_path / "runs"
+    monkeypatch.setenv("PONDER_RUNS", str(root))
+    save_tiny_run(root / "sw" / "t0", metrics={"test": {"accuracy": 0.75, "mean_steps": 2.5, "n": 8,
+                                                        "halting_distribution": [0.5, 0.3, 0.1, 0.05, 0.05]}})
+    config = tiny_config("parity").to_dict()
+    plan = {"task": "parity", "base": {"hidden": 16, "max_steps": 5}, "grid": {"lambda_p": [0.3]}, "seeds": [0]}
+    record = {"plan": plan, "trials": [{"name": "t0", "values": {"lambda_p": 0.3, "seed": 0}, "status": "completed",
+                                        "config": config}]}
+    text = json.dumps(record) if bad is None else bad
+    if bad == "max_steps 10**9":       # the page computed the prior's mean over N steps: 8 GB per grid point
+        text = json.dumps({**record, "trials": [{**record["trials"][0], "config": {**config, "max_steps": 10 ** 9}}]})
+    elif bad == "deep":
+        text = "[" * 100000 + "]" * 100000
+    (root / "sw" / SWEEP).write_text(text)
+    monkeypatch.setenv("SWEEP_FOLDER", str(root / "sw"))
+    at = AppTest.from_function(_folder_app, default_timeout=APP_TIMEOUT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    if bad is None:
+        assert not at.error and at.dataframe[0].value["run"].tolist() == ["runs/sw/t0"]
+    else:
+        errs = one_line_errors(at)
+        assert len(errs) == 1 and str(root / "sw" / SWEEP) in errs[0], errs

@@ -70,7 +70,7 @@ def test_a_study_of_two_tasks_is_refused(swept, tmp_path):
     mnistish = tmp_path / "m"
     mnistish.mkdir()
     sw = json.loads((swept / "sweep.json").read_text())
-    (mnistish / "sweep.json").write_text(json.dumps({**sw, "plan": {**sw["plan"], "task": "mnist"}}))
+    (mnistish / "sweep.json").write_text(json.dumps({**sw, "plan": {**sw["plan"], "task": "mnist"}, "trials": []}))
     with pytest.raises(ConfigError, match="one task"):
         study([swept, mnistish])
 

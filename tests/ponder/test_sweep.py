@@ -88,10 +88,10 @@ def test_a_sweep_never_writes_into_a_folder_that_is_not_a_sweep(tmp_path, holds)
 
 
 def test_failed_trials_are_recorded_and_the_sweep_goes_on_then_rerun(tmp_path):
-    (tmp_path / "sw").mkdir()
-    (tmp_path / "sw" / S.SWEEP).write_text('{"trials": []}')      # a sweep folder, with a file where a run goes
-    (tmp_path / "sw" / "beta0.01-lambda_p0.9-seed0").write_text("a file where the run folder goes")
     p = plan(["beta=1e38,0.01", "lambda_p=0.9"])                  # beta 1e38: the loss is inf at the first step
+    (tmp_path / "sw").mkdir()                                     # a sweep folder, with a file where a run goes
+    (tmp_path / "sw" / S.SWEEP).write_text(json.dumps({"plan": p.to_dict(), "trials": []}))
+    (tmp_path / "sw" / "beta0.01-lambda_p0.9-seed0").write_text("a file where the run folder goes")
     trials = S.run_sweep(p, tmp_path / "sw", eval_limit=100)
     assert [t.status for t in trials] == ["failed", "failed"]
     assert "became inf" in trials[0].reason and read_card(tmp_path / "sw" / trials[0].name)["status"] == "failed"
@@ -114,7 +114,7 @@ def test_sweep_json_is_written_at_the_start_and_end_and_trials_are_appended_betw
     seen = []
 
     def on_trial(t):                           # what a reader (the Sweep page) sees while the sweep runs
-        seen.append([(r["name"], r["status"]) for r in S.read_sweep(tmp_path / "sw")["trials"]])
+        seen.append([(r.name, r.status) for r in S.read_sweep(tmp_path / "sw").trials])
         if t.name == "lambda_p0.5-seed0" and t.status == "completed":
             raise KeyboardInterrupt           # killed after its second trial
     with pytest.raises(KeyboardInterrupt):
@@ -122,10 +122,44 @@ def test_sweep_json_is_written_at_the_start_and_end_and_trials_are_appended_betw
     assert writes == [S.SWEEP]                 # the start; the kill came before the end
     assert seen[1] == [("lambda_p0.2-seed0", "completed"), ("lambda_p0.5-seed0", "pending"),
                        ("lambda_p0.9-seed0", "pending")]
-    after = [(r["name"], r["status"]) for r in S.read_sweep(tmp_path / "sw")["trials"]]
+    after = [(r.name, r.status) for r in S.read_sweep(tmp_path / "sw").trials]
     assert after == [("lambda_p0.2-seed0", "completed"), ("lambda_p0.5-seed0", "completed"),
                      ("lambda_p0.9-seed0", "pending")]
     writes.clear()                             # resumed: the two completed trials are kept, the third trains
     trials = S.run_sweep(plan("lambda_p=0.2,0.5,0.9"), tmp_path / "sw", eval_limit=50)
     assert [(t.status, t.resumed) for t in trials] == [("completed", True)] * 2 + [("completed", False)]
     assert writes == [S.SWEEP, S.SWEEP] and (tmp_path / "sw" / S.LOG).read_text() == ""
+
+
+@pytest.mark.parametrize("full", ["sweep.log", "every file"])
+def test_a_full_disk_names_the_file_and_a_saved_trial_is_not_trained_again(tmp_path, monkeypatch, full):
+    """The disk fills after the first trial is saved and measured, as the sweep records its end: the error names
+    the file, and a resume keeps that trial (sweep.json says it completed where it could still be written; else its
+    card, with its test metrics, says so)."""
+    import builtins
+    import errno
+    appends, real_open, real_write = [], builtins.open, S.atomic_write_json
+
+    def full_open(path, mode="r", *a, **kw):
+        if str(path).endswith(S.LOG) and "a" in mode:
+            appends.append(path)
+            if len(appends) >= 2:                       # the first trial's end record
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(path, mode, *a, **kw)
+
+    def full_write(path, obj):
+        if appends[1:] and full == "every file":
+            raise S.SaveError(path, OSError(errno.ENOSPC, "No space left on device"))
+        return real_write(path, obj)
+    monkeypatch.setattr(S, "open", full_open, raising=False)
+    monkeypatch.setattr(S, "atomic_write_json", full_write)
+    with pytest.raises(OSError) as e:
+        S.run_sweep(plan(), tmp_path / "sw", eval_limit=50)
+    assert_one_line(e, f"{tmp_path / 'sw' / S.LOG}: cannot write (No space left on device: the disk is full)")
+    recorded = {r.name: r.status for r in S.read_sweep(tmp_path / "sw").trials}
+    assert recorded["lambda_p0.2-seed0"] == ("completed" if full == "sweep.log" else "running")
+    monkeypatch.undo()
+    trained, real = [], lifecycle.run
+    monkeypatch.setattr(lifecycle, "run", lambda cfg, out, **kw: trained.append(out.name) or real(cfg, out, **kw))
+    trials = S.run_sweep(plan(), tmp_path / "sw", eval_limit=50)
+    assert trained == ["lambda_p0.5-seed0"] and [t.resumed for t in trials] == [True, False]

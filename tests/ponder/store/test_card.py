@@ -129,7 +129,22 @@ BAD_CARDS = {
     "by_correctness-count-string": _edit(lambda c: c.update(
         metrics={"test": {"by_correctness": {"wrong": {"count": "many"}}}})),
     "modes-accuracy-nan": _edit(lambda c: c.update(metrics={"test": {"modes": {"sample": {"accuracy": float("nan")}}}})),
+    # what the pages index: a format-2 train block without its task, N or lambda_p (KeyError on every page that
+    # showed it, the Runs page included)
+    "train-task-missing": _edit(lambda c: c["train"].pop("task")),
+    "train-lambda_p-missing": _edit(lambda c: c["train"].pop("lambda_p")),
+    "train-max_steps-missing": _edit(lambda c: c["train"].pop("max_steps")),
+    # parses, then the code that copies and writes a card back (import, rename) recursed too deep
+    "nesting-900-in-field": lambda c: json.dumps(c)[:-1] + ', "x": ' + "[" * 900 + "]" * 900 + "}",
+    "nesting-65-in-metrics": _edit(lambda c: c.update(metrics={"test": {"x": _nested(63)}})),
 }
+
+
+def _nested(depth):
+    v = []
+    for _ in range(depth - 1):
+        v = [v]
+    return v
 
 
 @pytest.mark.parametrize("kind", sorted(BAD_CARDS))
@@ -144,6 +159,41 @@ def test_bad_card_one_line_error_naming_file(tiny_run, kind):
     with pytest.raises(CheckpointError) as e:
         load_checkpoint(d)
     assert_one_line(e, d / CARD)
+
+
+def test_an_mnist_card_without_its_task_is_refused_not_taken_for_the_default_task(tmp_path):
+    d, _ = save_tiny_run(tmp_path / "m", "mnist")
+    edit_card(d, lambda c: c["train"].pop("task"))       # TrainConfig's default task is mnist: it fit the check
+    with pytest.raises(CheckpointError) as e:
+        read_card(d)
+    assert_one_line(e, "train.task is missing")
+
+
+def test_a_card_read_is_whole_a_default_for_each_field_it_leaves_out(tiny_run):
+    d, _ = tiny_run
+    edit_card(d, lambda c: (c["train"].pop("lr"), c["train"].pop("rotate_train"), c["model"].pop("n_elems"),
+                            c.update(metrics={"test": {"easy": {"k_range": [1, 4], "count": 0, "accuracy": None},
+                                                       "x": _nested(60)}})))
+    card = read_card(d)
+    assert card["train"] == {**TrainConfig().to_dict(), **card["train"], "lr": TrainConfig.lr, "rotate_train": 0.0}
+    assert card["train"]["task"] == "parity" and card["model"]["n_elems"] == 8     # ParityConfig's default
+    assert card["metrics"]["test"]["easy"]["accuracy"] is None      # an empty group: nothing measured (NaN as saved)
+    assert load_checkpoint(d).model.max_steps == card["train"]["max_steps"]
+
+
+@pytest.mark.parametrize("field", ["n", "accuracy", "mean_steps", "median_steps", "expected_steps",
+                                   "halting_distribution"])
+def test_a_null_test_number_reads_as_not_measured_and_the_pages_format_the_card(tiny_run, field):
+    from explorer.tables import describe_card, parity_card_line
+    d, _ = tiny_run
+    test = {"n": 10, "accuracy": 0.5, "mean_steps": 2.0, "median_steps": 2, "halting_distribution": [0.5, 0.5],
+            "expected_steps": {"mean": 2.0, "std": 0.1, "min": 1.5, "max": 2.5},
+            "easy": {"k_range": [1, 4], "count": 5, "expected_steps": 1.5},
+            "hard": {"k_range": [5, 8], "count": 5, "expected_steps": 2.5}}
+    edit_card(d, lambda c: c.update(metrics={"test": {**test, field: None}}))   # what save_run writes for NaN
+    card = read_card(d)
+    assert field not in card["metrics"]["test"] and card["metrics"]["test"]["easy"] == test["easy"]
+    describe_card(card), parity_card_line(card)       # formatted '{:.2f}' / '{:,}': None raised TypeError
 
 
 @pytest.mark.parametrize("content", [b"\xff\xfe\x00garbage\n", b"[" * 50000 + b"\n", b"1\n2\n\"x\"\nnull\n[]\n",

@@ -12,7 +12,7 @@ from ponder.store.atomic import SaveError
 from ponder.store.card import CARD, HISTORY, WEIGHTS
 from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
-from ponder.store.runs import MAX_NAME, RunNameError, list_models, new_run_dir, run_path, safe_name
+from ponder.store.runs import MAX_NAME, RunNameError, list_models, new_run_dir, run_path, safe_name, unreadable_runs
 from ponder.store.uploads import import_checkpoint
 from ponder.train import train
 
@@ -297,3 +297,29 @@ def test_the_runs_folder_expands_the_home_folder(tmp_path, monkeypatch):
     assert runs_root() == tmp_path / "my-runs"
     monkeypatch.delenv("PONDER_RUNS")
     assert str(runs_root()) == "runs"
+
+
+@pytest.mark.parametrize("fname", [HISTORY, WEIGHTS])
+def test_a_run_whose_history_or_weights_is_a_link_is_listed_unreadable_and_can_be_deleted(world, tmp_path, fname):
+    """It vanished from every list (so nothing could remove it); its link is never followed, never read."""
+    from ponder.store.manage import delete_run
+    root, good, secret = world
+    SYMLINKS[f"{'history' if fname == HISTORY else 'weights'}-file"](root, secret)
+    assert [m.path for m in list_models(root, assets=tmp_path / "none")] == [good]
+    [(name, why)] = unreadable_runs(root)
+    assert name == "runs/evil" and f"{fname} of the run is a symbolic link" in why and "\n" not in why
+    before = (secret / fname).read_bytes()
+    delete_run("evil", root)
+    assert not (root / "evil").exists() and (secret / fname).read_bytes() == before and unreadable_runs(root) == []
+
+
+def test_a_run_folder_named_with_a_backslash_is_listed_renamed_and_deleted(world, tmp_path):
+    """'a\\b' is one folder name on POSIX: it was listed, but rename and delete refused it as a path."""
+    from ponder.store.manage import delete_run, rename_run
+    root, good, _ = world
+    (root / "good").rename(root / "a\\b")
+    assert [m.name for m in list_models(root, assets=tmp_path / "none")] == ["runs/a\\b"]
+    assert rename_run("a\\b", "c\\d", root).name == "c-d"         # a new name is a safe one
+    (root / "c-d").rename(root / "x\\y")                           # another copied in by hand
+    delete_run("x\\y", root)
+    assert list(root.iterdir()) == []
