@@ -249,8 +249,44 @@ def parity_batch(batch: int, n_elems: int, k_lo: int, k_hi: int,
 
 
 EVAL_SEED = 12345          # parity evaluation sets are generated once from this seed
+# Held-out vectors: number the (position, sign) pairs 1..2n (+1 at position i: 2i + 1, -1 there: 2i + 2); a
+# vector's class is the sum of its non-zeros' numbers mod HOLDOUT_MOD. Test sets hold only class TEST_CLASS,
+# validation sets only VAL_CLASS, and the training stream neither (2/13 of the vectors, every k: for n >= 7 even
+# k = 1 has a vector of each class). Odd, so a class says nothing about the parity of the +1s.
+HOLDOUT_MOD, TEST_CLASS, VAL_CLASS = 13, 0, 1
 
 
-def parity_eval_set(n_elems: int, k_lo: int, k_hi: int, size: int = 10000, seed: int = EVAL_SEED):
-    """A fixed evaluation set: the same tensors every call, so numbers compare run to run."""
-    return parity_batch(size, n_elems, k_lo, k_hi, torch.Generator().manual_seed(seed))
+def parity_class(x: torch.Tensor) -> torch.Tensor:
+    """The held-out class (0..HOLDOUT_MOD - 1) of each vector x [B, n]. [B]"""
+    num = torch.arange(1, 2 * x.shape[1], 2, device=x.device) + (x < 0).long()    # [B, n] the pairs' numbers
+    return (num * (x != 0).long()).sum(1) % HOLDOUT_MOD
+
+
+def parity_draw(batch: int, n_elems: int, k_lo: int, k_hi: int, classes: Optional[Sequence[int]] = None,
+                generator: Optional[torch.Generator] = None, device="cpu", exclude: bool = False):
+    """parity_batch's problems restricted to vectors whose held-out class is in `classes` (all but those with
+    exclude): draws of parity_batch until `batch` are kept, in order."""
+    if classes is None:
+        return parity_batch(batch, n_elems, k_lo, k_hi, generator, device)
+    got, need = [], batch
+    cls = torch.tensor(list(classes))
+    while need > 0:
+        x, y, k = parity_batch(max(2 * need, 64) if exclude else need * HOLDOUT_MOD + 64, n_elems, k_lo, k_hi,
+                               generator, device)
+        keep = torch.isin(parity_class(x), cls.to(x.device)) != exclude              # [M]
+        got.append((x[keep][:need], y[keep][:need], k[keep][:need]))
+        need -= len(got[-1][0])
+    return tuple(torch.cat(t) for t in zip(*got))
+
+
+def parity_train_batch(batch: int, n_elems: int, k_lo: int, k_hi: int,
+                       generator: Optional[torch.Generator] = None, device="cpu"):
+    """A training batch: never a vector of a test or validation class."""
+    return parity_draw(batch, n_elems, k_lo, k_hi, (TEST_CLASS, VAL_CLASS), generator, device, exclude=True)
+
+
+def parity_eval_set(n_elems: int, k_lo: int, k_hi: int, size: int = 10000, seed: int = EVAL_SEED,
+                    held_out: int = TEST_CLASS):
+    """A fixed evaluation set of held-out vectors (class `held_out`: TEST_CLASS or VAL_CLASS), never in the
+    training stream: the same tensors every call, so numbers compare run to run."""
+    return parity_draw(size, n_elems, k_lo, k_hi, (held_out,), torch.Generator().manual_seed(seed))

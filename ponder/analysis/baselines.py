@@ -188,18 +188,31 @@ def at_equal_steps(correct: torch.Tensor, conf: torch.Tensor, p: torch.Tensor,
     return out
 
 
-def worth_it(stats: dict, groups: Optional[dict] = None) -> dict:
-    """The baselines, settle steps, per-step accuracy and the learned halting (mean E[n], expected accuracy) by
-    group of one unroll (ponder.analysis.unroll.unroll_stats:
-    per_step_correct, per_step_confidence, p [N, B]; correct [B] of the mode's own halting). groups:
-    {name: bool mask [B]}; empty groups are left out. JSON-ready."""
+def worth_it(stats: dict, groups: Optional[dict] = None, val: Optional[dict] = None,
+             shifted: Optional[dict] = None) -> dict:
+    """The policies at equal steps, settle steps, per-step accuracy and the learned halting (mean E[n], expected
+    accuracy) by group of one unroll (ponder.analysis.unroll.unroll_stats: per_step_correct, per_step_confidence,
+    p [N, B]; correct [B] of the mode's own halting). groups: {name: bool mask [B]}; empty groups are left out.
+    val: the unroll of the validation set, where operating points are chosen (ponder.analysis.equal_steps; the
+    test set itself when None, and `tuned_on` says so). shifted: {name: mask [B]} of test items under a shift,
+    compared at the same operating points. JSON-ready."""
+    from .equal_steps import at_equal_steps as tuned, frontiers, shift_rows, tune
     correct, conf, p = stats["per_step_correct"], stats["per_step_confidence"], stats["p"]
     groups = {k: m for k, m in (groups or {}).items() if m.any()}
     fd = fixed_depth(correct).tolist()
+    ln = learned(correct, p, stats.get("correct"))
+    t = tune(val if val is not None else stats)
+    at = {"mean_steps": ln["mean_steps"], "learned": ln["accuracy"], "learned_interval": ln["interval"],
+          "sampled": ln["accuracy"], **tuned(stats, val, tuned=t)}
+    if "sampled_accuracy" in ln:
+        at["learned_sampled"] = ln["sampled_accuracy"]
+    ops = t["ops"]
+    sub = lambda m: {k: stats[k][:, m] for k in ("per_step_correct", "per_step_confidence", "p")}  # noqa: E731
     return {
         "baselines": {"fixed_depth": [{"steps": n, "accuracy": a} for n, a in enumerate(fd, 1)],
                       "confidence_exit": confidence_curve(correct, conf),
-                      "at_equal_steps": at_equal_steps(correct, conf, p, stats.get("correct"))},
+                      "tuned_on": at["tuned_on"], "at_equal_steps": at, "frontier": frontiers(stats),
+                      "shift": shift_rows({k: sub(m) for k, m in (shifted or {}).items() if m.any()}, ops)},
         "settle": {**settle(correct, p), "by_group": {k: settle(correct[:, m], p[:, m]) for k, m in groups.items()}},
         "per_step_accuracy_by_group": {k: fixed_depth(correct[:, m]).tolist() for k, m in groups.items()},
         "learned_by_group": {k: {key: ln[key] for key in ("mean_steps", "accuracy")}

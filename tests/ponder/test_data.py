@@ -118,6 +118,28 @@ def test_parity_k_range_and_fixed_eval_set():
     assert all(torch.equal(u, v) for u, v in zip(a, b))
 
 
+def test_the_held_out_class_by_hand():
+    # (+1, 0, -1): +1 at position 0 is number 1, -1 at position 2 is 2·2 + 2 = 6: 7 mod 13; (0, 0, 0, 0, 0, 0, +1)
+    # is number 13 -> class 0; (-1, +1) is 2 + 3 = 5
+    x = torch.zeros(3, 7)
+    x[0, 0], x[0, 2], x[1, 6], x[2, 0], x[2, 1] = 1, -1, 1, -1, 1
+    assert D.parity_class(x).tolist() == [7, 0, 5]
+
+
+def test_test_and_validation_vectors_never_meet_the_training_stream():
+    test = D.parity_eval_set(8, 1, 8, size=3000)
+    val = D.parity_eval_set(8, 1, 8, size=3000, held_out=D.VAL_CLASS)
+    train = D.parity_train_batch(4000, 8, 1, 8, torch.Generator().manual_seed(0))
+    assert (D.parity_class(test[0]) == D.TEST_CLASS).all() and (D.parity_class(val[0]) == D.VAL_CLASS).all()
+    assert not torch.isin(D.parity_class(train[0]), torch.tensor([D.TEST_CLASS, D.VAL_CLASS])).any()
+    assert len(train[0]) == 4000 and torch.equal(train[1], D.parity_target(train[0]))
+    rows = lambda t: {tuple(r) for r in t.tolist()}                # noqa: E731
+    assert not rows(train[0]) & (rows(test[0]) | rows(val[0])) and not rows(test[0]) & rows(val[0])
+    # every k has held-out vectors even at n = 8 (k = 1: the numbers 1..16 hold 13 and 14), with both labels
+    for x, y, k in (test, val):
+        assert set(k.tolist()) == set(range(1, 9)) and set(y[k >= 2].tolist()) == {0.0, 1.0}
+
+
 def test_a_failed_download_names_its_reason(tmp_path, monkeypatch):
     import torchvision.datasets
 
