@@ -91,3 +91,9 @@ def frontiers(stats: dict) -> dict:
 def shift_rows(shifted: dict, ops: dict) -> list:
     """[{name, **comparison}] for each named shifted unroll {name: stats}, at the clean validation's ops."""
     return [{"name": name, **comparison(stats, ops)} for name, stats in shifted.items()]
+
+
+def ops_from(at: dict) -> dict:
+    """{policy: Operating} back from an at_equal_steps result's operating_points ({knob_lo, knob_hi, w})."""
+    end = lambda d, tail: next(v for k, v in d.items() if k.endswith(tail))     # noqa: E731
+    return {name: Operating(end(d, "_lo"), end(d, "_hi"), d["w"]) for name, d in at["operating_points"].items()}
