@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 import streamlit as st
 
 from ponder.analysis.baselines import worth_sentence
-from ponder.analysis.equal_steps import comparison, ops_from
+from ponder.analysis.equal_steps import ops_from, shift_comparison
 from ponder.analysis.studies import Trace, rotation_label, rotation_study
 from ponder.analysis.unroll import measure_test
 from ponder.config import TrainConfig
@@ -113,7 +113,7 @@ def _shifted(path: str, file_stamp: tuple, items: int) -> list:
         ck = loaders.checkpoint(path)
         ops = ops_from(_results(path, file_stamp, items)["baselines"]["at_equal_steps"])
         x, y = get_task(ck.task).rotation_inputs(loaders.task_data(ck.task), items)
-        rows = rotation_study(ck.model, x, y, SHIFT_ANGLES, compare=lambda stats: comparison(stats, ops))
+        rows = rotation_study(ck.model, x, y, SHIFT_ANGLES, compare=lambda stats: shift_comparison(stats, ops))
         return [{"name": f"rotation {rotation_label(r)}", **r["policies"]} for r in rows]
     return disk_cache.cached("worth_shift", path, file_stamp, dict(items=items, angles=SHIFT_ANGLES), compute)
 

@@ -117,7 +117,8 @@ def difference_rows(at: dict) -> list:
 
 def shift_table(rows: Sequence[dict]) -> list:
     """One row per shifted test set (baselines.shift): each policy's accuracy (mean steps) at the clean operating
-    points, and Q-exit − confidence exit with its interval and verdict."""
+    points, Q-exit − confidence exit with its interval and verdict, and Q-exit against each rule matched to the steps
+    Q-exit spends there (at_q_steps)."""
     out = []
     for r in rows:
         p, (lo, hi) = r["policies"], r["ci95"]["learned_q-confidence_exit"]
@@ -126,6 +127,12 @@ def shift_table(rows: Sequence[dict]) -> list:
                     **{POLICY_WORDS[k]: f"{p[k]['accuracy']:.4f} ({p[k]['mean_steps']:.2f})"
                        for k in ("sampled", "learned_q", "confidence_exit", "fixed_depth")},
                     "Q-exit − confidence": f"{d:+.4f} [{lo:+.4f}, {hi:+.4f}]: {verdict(d, (lo, hi)).replace('is ', '')}"})
+        if eq := r.get("at_q_steps"):         # the two rules matched to Q-exit's steps on these inputs
+            for k, col in (("confidence_exit", "confidence"), ("fixed_depth", "fixed depth")):
+                (lo, hi), pe = eq["ci95"][f"learned_q-{k}"], eq["policies"]
+                d = pe["learned_q"]["accuracy"] - pe[k]["accuracy"]
+                out[-1][f"Q-exit − {col} at Q-exit's {eq['mean_steps']:.2f} steps"] = (
+                    f"{d:+.4f} [{lo:+.4f}, {hi:+.4f}]: {verdict(d, (lo, hi)).replace('is ', '')}")
     return out
 
 

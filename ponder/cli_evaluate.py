@@ -10,7 +10,7 @@ from .store.card import two_decimals
 
 def cmd_evaluate(args) -> int:
     from .analysis.baselines import summary_lines
-    from .analysis.equal_steps import comparison, ops_from
+    from .analysis.equal_steps import ops_from, shift_comparison
     from .analysis.studies import rotation_label, rotation_study
     from .analysis.unroll import measure_test
     from .store.atomic import jsonable
@@ -30,7 +30,7 @@ def cmd_evaluate(args) -> int:
     images = task.rotation_inputs(data, args.limit)
     ops = ops_from(res["baselines"]["at_equal_steps"])     # chosen on the clean validation set
     rows = rotation_study(model, *images, args.rotations, args.uniform, args.mode, args.seed,
-                          compare=lambda stats: comparison(stats, ops)) if images else []
+                          compare=lambda stats: shift_comparison(stats, ops)) if images else []
     res["baselines"]["shift"] += [{"name": f"rotation {rotation_label(r)}", **r.pop("policies")} for r in rows]
     res["rotations"] = [r for r in rows if r["kind"] == "fixed"]
     res["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]

@@ -241,6 +241,9 @@ def summary_lines(baselines: dict) -> list:
         out.append(f"{row['name']} ({row['n']:,} items), same operating points: " + ", ".join(
             f"{NAMES[k].removeprefix('a ')} {p[k]['accuracy']:.4f} at {p[k]['mean_steps']:.2f}" for k in NAMES))
         out += _diff_lines(row)
+        if eq := row.get("at_q_steps"):
+            out.append(f"  at Q-exit's {eq['mean_steps']:.2f} mean steps (the two rules matched on these inputs):")
+            out += _diff_lines(eq)
     return out
 
 

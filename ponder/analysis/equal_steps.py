@@ -88,9 +88,26 @@ def frontiers(stats: dict) -> dict:
     return {name: frontier(pol, c) for name, pol in policies(c, conf, p).items()}
 
 
+def shift_comparison(stats: dict, ops: dict, resamples: int = RESAMPLES, seed: int = BOOT_SEED) -> dict:
+    """comparison() on shifted inputs at the clean validation's ops (each policy spends what its own signal tells
+    it there), and `at_q_steps`: the confidence exit and the fixed depth matched on these inputs themselves to the
+    mean steps Q-exit spends on them, so the three compare at equal compute (a match on the shifted test items
+    favours those two rules: it is tuned where Q-exit is not)."""
+    out = comparison(stats, ops, resamples, seed)
+    c, conf, p = _unroll(stats)
+    pols = policies(c, conf, p)
+    q = score(pols["learned_q"], c, ops["learned_q"])
+    pts = {"learned_q": q, **{k: score(pols[k], c, match(pols[k], c, q.mean_steps))
+                              for k in ("confidence_exit", "fixed_depth")}}
+    out["at_q_steps"] = {"mean_steps": q.mean_steps,
+                         "policies": {k: {"mean_steps": v.mean_steps, "accuracy": v.accuracy} for k, v in pts.items()},
+                         "ci95": paired_bootstrap({k: v.per_item for k, v in pts.items()}, list(PAIRS[:2]), resamples, seed)}
+    return out
+
+
 def shift_rows(shifted: dict, ops: dict) -> list:
-    """[{name, **comparison}] for each named shifted unroll {name: stats}, at the clean validation's ops."""
-    return [{"name": name, **comparison(stats, ops)} for name, stats in shifted.items()]
+    """[{name, **shift_comparison}] for each named shifted unroll {name: stats}, at the clean validation's ops."""
+    return [{"name": name, **shift_comparison(stats, ops)} for name, stats in shifted.items()]
 
 
 def ops_from(at: dict) -> dict:

@@ -42,6 +42,10 @@ def test_operating_points_come_from_validation_not_from_the_test_set():
     rows = shift_rows({"first two": {k: v[:, :2] for k, v in TOY.items()}}, ops)
     assert rows[0]["name"] == "first two" and rows[0]["n"] == 2
     assert rows[0]["policies"]["fixed_depth"]["accuracy"] == 1.0
+    # at Q-exit's own steps there (3: q = 1 waits for the last step), the two rules matched on these items: step 3
+    eq = rows[0]["at_q_steps"]
+    assert eq["mean_steps"] == 3.0 and eq["policies"]["confidence_exit"] == {"mean_steps": 3.0, "accuracy": 1.0}
+    assert eq["ci95"] == {"learned_q-confidence_exit": [0.0, 0.0], "learned_q-fixed_depth": [0.0, 0.0]}
 
 
 def test_frontiers_of_the_three_deterministic_policies():
