@@ -8,6 +8,7 @@ import torch
 
 from helpers import DATA_DIR, needs_mnist
 from ponder import data as D
+from ponder.tasks.parity import PARITY_PRESETS
 
 
 def test_split_sizes_and_disjoint(mnist):
@@ -119,11 +120,23 @@ def test_parity_k_range_and_fixed_eval_set():
 
 
 def test_the_held_out_class_by_hand():
-    # (+1, 0, -1): +1 at position 0 is number 1, -1 at position 2 is 2·2 + 2 = 6: 7 mod 13; (0, 0, 0, 0, 0, 0, +1)
-    # is number 13 -> class 0; (-1, +1) is 2 + 3 = 5
-    x = torch.zeros(3, 7)
-    x[0, 0], x[0, 2], x[1, 6], x[2, 0], x[2, 1] = 1, -1, 1, -1, 1
-    assert D.parity_class(x).tolist() == [7, 0, 5]
+    # (+1, 0, -1): digits x + 1 = (2, 1, 0), h = 2 + 1·62 + 0·62² = 64 -> 64 mod 13 = 12;
+    # (0, 0, 0): 1 + 62 + 3844 = 3907 = 13·300 + 7 -> 7; (-1, +1): 0 + 2·62 = 124 = 13·9 + 7 -> 7
+    x = torch.tensor([[1., 0, -1], [0, 0, 0]])
+    assert D.parity_class(x).tolist() == [12, 7] and D.parity_class(torch.tensor([[-1., 1]])).tolist() == [7]
+
+
+@pytest.mark.parametrize("n", sorted({p["n_elems"] for p in PARITY_PRESETS.values()}))
+def test_every_presets_single_non_zeros_include_held_out_vectors_of_both_kinds(n):
+    x = torch.cat([torch.eye(n), -torch.eye(n)])                 # every k = 1 vector
+    c = D.parity_class(x)
+    assert (c == D.TEST_CLASS).sum() >= 2 and (c == D.VAL_CLASS).sum() >= 2
+
+
+def test_all_non_zero_held_out_vectors_have_both_labels():
+    # k = n: a rule that fixed the count of -1s in a class would give one label only
+    x, y, k = D.parity_eval_set(30, 30, 30, size=400)
+    assert (k == 30).all() and 0.3 < y.mean() < 0.7
 
 
 def test_test_and_validation_vectors_never_meet_the_training_stream():
