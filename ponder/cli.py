@@ -24,7 +24,9 @@ def main(argv=None) -> int:
         if args.command == "study":
             return cmd_study(args)
         if args.command == "reproduce":
-            from .reproduce import run as reproduce
+            from .reproduce import merge, run as reproduce
+            if args.merge:
+                return merge(args.merge, args.out)
             return reproduce(quick=args.quick, from_assets=args.from_assets, out=args.out,
                              data_dir=args.data_dir, device=args.device,
                              only=[n.strip() for n in args.only.split(",") if n.strip()] if args.only is not None else None)

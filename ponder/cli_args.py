@@ -141,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--data-dir", default=None)
     r.add_argument("--device", default="auto", choices=DEVICES)
     r.add_argument("--only", default=None, help="comma-separated model names (default: all)")
+    r.add_argument("--merge", default=None, metavar="FOLDER", help="measure nothing: put FOLDER/NAME.json (python -m "
+                   "ponder evaluate assets/NAME --json) into OUT/results.json and write OUT/results.md again")
     return p
 
 

@@ -10,6 +10,7 @@ from .store.card import two_decimals
 
 def cmd_evaluate(args) -> int:
     from .analysis.baselines import summary_lines
+    from .analysis.equal_steps import ops_from, shift_comparison
     from .analysis.studies import rotation_label, rotation_study
     from .analysis.unroll import measure_test
     from .store.atomic import jsonable
@@ -27,7 +28,10 @@ def cmd_evaluate(args) -> int:
     res = measure_test(model, TrainConfig.from_dict(ck.card["train"]), data, args.limit, args.mode, args.seed)
     res["max_steps"], res["trained_max_steps"] = model.max_steps, trained_n
     images = task.rotation_inputs(data, args.limit)
-    rows = rotation_study(model, *images, args.rotations, args.uniform, args.mode, args.seed) if images else []
+    ops = ops_from(res["baselines"]["at_equal_steps"])     # chosen on the clean validation set
+    rows = rotation_study(model, *images, args.rotations, args.uniform, args.mode, args.seed,
+                          compare=lambda stats: shift_comparison(stats, ops)) if images else []
+    res["baselines"]["shift"] += [{"name": f"rotation {rotation_label(r)}", **r.pop("policies")} for r in rows]
     res["rotations"] = [r for r in rows if r["kind"] == "fixed"]
     res["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
     res["per_step_accuracy_by_group"].update({f"rotation {rotation_label(r)}": r["per_step_accuracy"] for r in rows})
@@ -56,7 +60,7 @@ def cmd_evaluate(args) -> int:
         label = f"{row['angle']:g} deg" if row["kind"] == "fixed" else f"U(+-{row['angle']:g}) deg"
         print(f"rotation {label:>14}: accuracy {row['accuracy']:.4f}  {what} {row['mean_steps']:.2f} +- "
               f"{row['std_steps']:.2f}  E[n] {row['expected_steps']:.2f}")
-    for text in summary_lines(res["baselines"]["at_equal_steps"]):
+    for text in summary_lines(res["baselines"]):
         print(text)
     st = res["settle"]
     print(f"settle step (answers right from then on): mean {two_decimals(st['mean_settle_step'])}, E[n] - settle "

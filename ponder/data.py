@@ -255,8 +255,46 @@ def parity_batch(batch: int, n_elems: int, k_lo: int, k_hi: int,
 
 
 EVAL_SEED = 12345          # parity evaluation sets are generated once from this seed
+# Held-out vectors: a vector's class is a hash of it, h = Σ_i (x_i + 1)·HASH_BASE^i mod HASH_PRIME, mod HOLDOUT_MOD.
+# Test sets hold only class TEST_CLASS, validation sets only VAL_CLASS, and the training stream neither (2/13 of
+# the vectors of every k). The hash mixes every entry, so a class says nothing about the number of +1s (a linear
+# rule would: for k = n it fixes the count of -1s); HASH_BASE is one whose classes hold at least 2 of the k = 1
+# vectors, and both labels at k = 2, for every preset's n (tests/ponder/test_data.py).
+HOLDOUT_MOD, TEST_CLASS, VAL_CLASS = 13, 0, 1
+HASH_BASE, HASH_PRIME = 62, 2**31 - 1
 
 
-def parity_eval_set(n_elems: int, k_lo: int, k_hi: int, size: int = 10000, seed: int = EVAL_SEED):
-    """A fixed evaluation set: the same tensors every call, so numbers compare run to run."""
-    return parity_batch(size, n_elems, k_lo, k_hi, torch.Generator().manual_seed(seed))
+def parity_class(x: torch.Tensor) -> torch.Tensor:
+    """The held-out class (0..HOLDOUT_MOD - 1) of each vector x [B, n] of -1, 0, +1. [B]"""
+    pw = torch.tensor([pow(HASH_BASE, i, HASH_PRIME) for i in range(x.shape[1])], dtype=torch.int64, device=x.device)
+    return ((x.long() + 1) * pw).sum(1) % HASH_PRIME % HOLDOUT_MOD               # < 2^39 before the mod: no overflow
+
+
+def parity_draw(batch: int, n_elems: int, k_lo: int, k_hi: int, classes: Optional[Sequence[int]] = None,
+                generator: Optional[torch.Generator] = None, device="cpu", exclude: bool = False):
+    """parity_batch's problems restricted to vectors whose held-out class is in `classes` (all but those with
+    exclude): draws of parity_batch until `batch` are kept, in order."""
+    if classes is None:
+        return parity_batch(batch, n_elems, k_lo, k_hi, generator, device)
+    got, need = [], batch
+    cls = torch.tensor(list(classes))
+    while need > 0:
+        x, y, k = parity_batch(max(2 * need, 64) if exclude else need * HOLDOUT_MOD + 64, n_elems, k_lo, k_hi,
+                               generator, device)
+        keep = torch.isin(parity_class(x), cls.to(x.device)) != exclude              # [M]
+        got.append((x[keep][:need], y[keep][:need], k[keep][:need]))
+        need -= len(got[-1][0])
+    return tuple(torch.cat(t) for t in zip(*got))
+
+
+def parity_train_batch(batch: int, n_elems: int, k_lo: int, k_hi: int,
+                       generator: Optional[torch.Generator] = None, device="cpu"):
+    """A training batch: never a vector of a test or validation class."""
+    return parity_draw(batch, n_elems, k_lo, k_hi, (TEST_CLASS, VAL_CLASS), generator, device, exclude=True)
+
+
+def parity_eval_set(n_elems: int, k_lo: int, k_hi: int, size: int = 10000, seed: int = EVAL_SEED,
+                    held_out: int = TEST_CLASS):
+    """A fixed evaluation set of held-out vectors (class `held_out`: TEST_CLASS or VAL_CLASS), never in the
+    training stream: the same tensors every call, so numbers compare run to run."""
+    return parity_draw(size, n_elems, k_lo, k_hi, (held_out,), torch.Generator().manual_seed(seed))

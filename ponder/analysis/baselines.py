@@ -5,12 +5,10 @@ Everything here is a pure function of one full unroll of a model over an input s
     conf    [N, B]  the probability of that answer (the top class's probability at step n)
     p       [N, B]  the learned halting distribution p_n
 
-The policies:
-    fixed depth      always answer at step n (n = 1..N);
-    confidence exit  answer at the first step whose answer's probability is >= τ (step N otherwise);
-    learned halting  halt at n with probability p_n: expected accuracy Σ_n p_n·correct_n at mean steps E[n].
-The baselines are compared with the learned halting at its own mean E[n] ("equal compute"), read off
-each policy's curve of (mean steps, accuracy) by linear interpolation between its two nearest points.
+The curves (each policy's accuracy against its mean steps) and groups live here; the policies themselves
+(sampled, Q-exit, confidence exit, fixed depth, the oracle) are ponder.analysis.policies, compared at equal
+compute with operating points chosen on validation data in ponder.analysis.equal_steps. worth_it gathers
+them for one test measurement; verdict() is the one rule that words every comparison.
 
 Settle step of an input: the first step from which every later per-step answer is right (never settled:
 the last answer is wrong). E[n] − settle is how long the model ponders after it already knows.
@@ -19,7 +17,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import numpy as np
 import torch
 
 Z95 = 1.959964      # two-sided 95 % normal quantile
@@ -96,24 +93,6 @@ def _bracket(correct: torch.Tensor, conf: torch.Tensor, mean_steps: float, taus:
     return taus[lo].item(), taus[hi].item(), at[lo], at[hi]
 
 
-def confidence_exit_at(correct: torch.Tensor, conf: torch.Tensor, mean_steps: float) -> dict:
-    """The confidence exit at a given mean number of steps: {accuracy, threshold, minus_settle}, the accuracy and
-    its mean exit step − settle step (over the inputs that settle; None when none does) interpolated between the
-    two neighbouring thresholds whose mean steps bracket `mean_steps` (threshold: the lower)."""
-    t0, t1, (m0, a0), (m1, a1) = _bracket(correct, conf, mean_steps)
-    w = 0.0 if m1 == m0 else (mean_steps - m0) / (m1 - m0)
-    s = settle_steps(correct)                                                   # [B]
-    ok = s > 0
-    g0, g1 = ((exit_steps(conf, t)[ok] - s[ok]).double().mean().item() if ok.any() else None for t in (t0, t1))
-    return {"accuracy": a0 + w * (a1 - a0), "threshold": t0, "minus_settle": None if g0 is None else g0 + w * (g1 - g0)}
-
-
-def interpolate(steps, accuracy, mean_steps: float) -> float:
-    """Accuracy of a policy's curve at `mean_steps`, linear between its two nearest points (points sorted by steps)."""
-    order = np.argsort(np.asarray(steps, np.float64), kind="stable")
-    return float(np.interp(mean_steps, np.asarray(steps, np.float64)[order], np.asarray(accuracy, np.float64)[order]))
-
-
 def expected_steps(p: torch.Tensor) -> torch.Tensor:
     """E[n] = Σ_n n·p_n per input. [B]"""
     n = torch.arange(1, p.shape[0] + 1, dtype=torch.float64).unsqueeze(1)      # [N, 1]
@@ -170,36 +149,31 @@ def range_groups(k: torch.Tensor, ranges: dict) -> dict:
     return {**out, **{f"k={int(v)}": k == v for v in k.unique()}}
 
 
-def at_equal_steps(correct: torch.Tensor, conf: torch.Tensor, p: torch.Tensor,
-                   sampled: Optional[torch.Tensor] = None) -> dict:
-    """The three policies at the learned halting's mean E[n]: {mean_steps, learned (expected accuracy),
-    learned_interval, fixed_depth, confidence_exit, confidence_threshold, confidence_minus_settle (the confidence
-    exit's mean exit step − settle step)} (+ learned_sampled)."""
-    ln = learned(correct, p, sampled)
-    m = ln["mean_steps"]
-    fd = fixed_depth(correct)
-    ce = confidence_exit_at(correct, conf, m)
-    out = {"mean_steps": m, "learned": ln["accuracy"], "learned_interval": ln["interval"],
-           "fixed_depth": interpolate(range(1, len(fd) + 1), fd.tolist(), m),
-           "confidence_exit": ce["accuracy"], "confidence_threshold": ce["threshold"],
-           "confidence_minus_settle": ce["minus_settle"]}
-    if sampled is not None:
-        out["learned_sampled"] = ln["sampled_accuracy"]
-    return out
-
-
-def worth_it(stats: dict, groups: Optional[dict] = None) -> dict:
-    """The baselines, settle steps, per-step accuracy and the learned halting (mean E[n], expected accuracy) by
-    group of one unroll (ponder.analysis.unroll.unroll_stats:
-    per_step_correct, per_step_confidence, p [N, B]; correct [B] of the mode's own halting). groups:
-    {name: bool mask [B]}; empty groups are left out. JSON-ready."""
+def worth_it(stats: dict, groups: Optional[dict] = None, val: Optional[dict] = None,
+             shifted: Optional[dict] = None) -> dict:
+    """The policies at equal steps, settle steps, per-step accuracy and the learned halting (mean E[n], expected
+    accuracy) by group of one unroll (ponder.analysis.unroll.unroll_stats: per_step_correct, per_step_confidence,
+    p [N, B]; correct [B] of the mode's own halting). groups: {name: bool mask [B]}; empty groups are left out.
+    val: the unroll of the validation set, where operating points are chosen (ponder.analysis.equal_steps; the
+    test set itself when None, and `tuned_on` says so). shifted: {name: mask [B]} of test items under a shift,
+    compared at the same operating points. JSON-ready."""
+    from .equal_steps import at_equal_steps as tuned, frontiers, shift_rows, tune
     correct, conf, p = stats["per_step_correct"], stats["per_step_confidence"], stats["p"]
     groups = {k: m for k, m in (groups or {}).items() if m.any()}
     fd = fixed_depth(correct).tolist()
+    ln = learned(correct, p, stats.get("correct"))
+    t = tune(val if val is not None else stats)
+    at = {"mean_steps": ln["mean_steps"], "learned": ln["accuracy"], "learned_interval": ln["interval"],
+          "sampled": ln["accuracy"], **tuned(stats, val, tuned=t)}
+    if "sampled_accuracy" in ln:
+        at["learned_sampled"] = ln["sampled_accuracy"]
+    ops = t["ops"]
+    sub = lambda m: {k: stats[k][:, m] for k in ("per_step_correct", "per_step_confidence", "p")}  # noqa: E731
     return {
         "baselines": {"fixed_depth": [{"steps": n, "accuracy": a} for n, a in enumerate(fd, 1)],
                       "confidence_exit": confidence_curve(correct, conf),
-                      "at_equal_steps": at_equal_steps(correct, conf, p, stats.get("correct"))},
+                      "tuned_on": at["tuned_on"], "at_equal_steps": at, "frontier": frontiers(stats),
+                      "shift": shift_rows({k: sub(m) for k, m in (shifted or {}).items() if m.any()}, ops)},
         "settle": {**settle(correct, p), "by_group": {k: settle(correct[:, m], p[:, m]) for k, m in groups.items()}},
         "per_step_accuracy_by_group": {k: fixed_depth(correct[:, m]).tolist() for k, m in groups.items()},
         "learned_by_group": {k: {key: ln[key] for key in ("mean_steps", "accuracy")}
@@ -207,28 +181,73 @@ def worth_it(stats: dict, groups: Optional[dict] = None) -> dict:
     }
 
 
-def _versus(diff: float, half: float, rule: str) -> str:
-    if abs(diff) <= half:
-        return f"matches {rule}"
-    return f"is {abs(diff):.4f} {'below' if diff < 0 else 'above'} {rule}"
+NAMES = {"sampled": "sampled halting", "learned_q": "Q-exit", "confidence_exit": "a confidence exit",
+         "fixed_depth": "a fixed depth"}
+
+
+def verdict(diff: float, ci) -> str:
+    """The one rule of every verdict: "matches" exactly when the 95 % interval of the difference holds 0,
+    else "is D above" / "is D below" by the measured difference D."""
+    lo, hi = ci
+    if lo <= 0 <= hi:
+        return "matches"
+    return f"is {abs(diff):.4f} {'above' if diff > 0 else 'below'}"
+
+
+def _versus(at: dict, a: str, b: str) -> str:
+    pol, (lo, hi) = at["policies"], at["ci95"][f"{a}-{b}"]
+    d = pol[a]["accuracy"] - pol[b]["accuracy"]
+    return (f"{verdict(d, (lo, hi))} {NAMES[b]} ({pol[a]['accuracy']:.4f} vs {pol[b]['accuracy']:.4f}; "
+            f"difference {d:+.4f}, 95 % interval {lo:+.4f} to {hi:+.4f})")
 
 
 def worth_sentence(at: dict) -> str:
-    """One sentence saying what the "worth it?" chart shows, from at_equal_steps: a difference within the learned
-    halting's 95 % sampling interval is called a match."""
-    lo, hi = at["learned_interval"]
-    half = (hi - lo) / 2
-    L = at["learned"]
-    return (f"At equal compute ({at['mean_steps']:.2f} mean steps), learned halting "
-            f"{_versus(L - at['confidence_exit'], half, 'a confidence rule')} ({L:.4f} vs {at['confidence_exit']:.4f}) "
-            f"and {_versus(L - at['fixed_depth'], half, 'a fixed depth')} ({at['fixed_depth']:.4f}).")
+    """One sentence saying what the "worth it?" chart shows, from an at_equal_steps result: the learned halting
+    used deterministically (Q-exit) against a confidence exit and a fixed depth, and the sampled halting against
+    Q-exit, each worded by verdict()."""
+    if "ci95" not in at:              # a result measured before the policies had intervals
+        return (f"At {at['mean_steps']:.2f} mean steps the sampled learned halting scores {at['learned']:.4f}, a "
+                f"confidence exit {at['confidence_exit']:.4f} and a fixed depth {at['fixed_depth']:.4f} (no intervals "
+                "were measured, so no verdict: measure it again with python -m ponder evaluate).")
+    t = at["tuned_on"]
+    where = f"chosen on {t['n']:,} {t['set']} items"
+    return (f"At equal compute ({at['target_steps']:.2f} mean steps, the sampled halting's; operating points {where}), "
+            f"the learned halting used deterministically (Q-exit) {_versus(at, 'learned_q', 'confidence_exit')} and "
+            f"{_versus(at, 'learned_q', 'fixed_depth')}; sampling the halt instead "
+            f"{_versus(at, 'sampled', 'learned_q')}.")
 
 
-def summary_lines(at: dict) -> list:
-    """The human-readable lines of the CLI: one per policy at equal steps."""
+def summary_lines(baselines: dict) -> list:
+    """The human-readable lines of the CLI: each policy at equal steps, the differences with their intervals and
+    the same on every shifted set."""
+    at = baselines["at_equal_steps"]
     lo, hi = at["learned_interval"]
-    return [f"learned halting:  accuracy {at['learned']:.4f} (95% sampling interval {lo:.4f}-{hi:.4f}) "
-            f"at mean E[n] {at['mean_steps']:.2f}",
-            f"fixed depth:      accuracy {at['fixed_depth']:.4f} at {at['mean_steps']:.2f} steps (interpolated)",
-            f"confidence exit:  accuracy {at['confidence_exit']:.4f} at {at['mean_steps']:.2f} mean steps "
-            f"(threshold {at['confidence_threshold']:.5f})"]
+    t = at["tuned_on"]
+    pol = at["policies"]
+    out = [f"operating points chosen on the {t['set']} set ({t['n']:,} items) to spend the sampled halting's mean "
+           f"E[n] there ({at['target_steps']:.2f}); accuracy on the test set:",
+           f"learned halting:  accuracy {at['learned']:.4f} (95% sampling interval {lo:.4f}-{hi:.4f}) "
+           f"at mean E[n] {at['mean_steps']:.2f} (sampled)",
+           f"Q-exit:           accuracy {at['learned_q']:.4f} at {pol['learned_q']['mean_steps']:.2f} mean steps "
+           f"(q {at['q']:.4f})",
+           f"fixed depth:      accuracy {at['fixed_depth']:.4f} at {pol['fixed_depth']['mean_steps']:.2f} steps",
+           f"confidence exit:  accuracy {at['confidence_exit']:.4f} at {pol['confidence_exit']['mean_steps']:.2f} "
+           f"mean steps (threshold {at['confidence_threshold']:.5f})",
+           f"oracle (settle step; knows the later answers): accuracy {at['oracle']['accuracy']:.4f} at "
+           f"{at['oracle']['mean_steps']:.2f} mean steps"]
+    out += _diff_lines(at)
+    for row in baselines.get("shift", []):
+        p = row["policies"]
+        out.append(f"{row['name']} ({row['n']:,} items), same operating points: " + ", ".join(
+            f"{NAMES[k].removeprefix('a ')} {p[k]['accuracy']:.4f} at {p[k]['mean_steps']:.2f}" for k in NAMES))
+        out += _diff_lines(row)
+        if eq := row.get("at_q_steps"):
+            out.append(f"  at Q-exit's {eq['mean_steps']:.2f} mean steps (the two rules matched on these inputs):")
+            out += _diff_lines(eq)
+    return out
+
+
+def _diff_lines(at: dict) -> list:
+    pol = at["policies"]
+    return [f"  {a} - {b}: {pol[a]['accuracy'] - pol[b]['accuracy']:+.4f} (95% interval {lo:+.4f} to {hi:+.4f})"
+            for key, (lo, hi) in at["ci95"].items() for a, b in [key.split("-")]]

@@ -4,8 +4,11 @@ over seeds, and the marks a shipped model is held to. The sweep table, `python -
 card and docs/results.md all read these.
 
 Per run (pays):
-    learned, fixed_depth, confidence_exit   accuracy of the three policies at the learned halting's mean E[n]
-    learned_minus_confidence / _fixed       the learned halting's lead over each (negative: behind)
+    learned, fixed_depth, confidence_exit   accuracy of the sampled halting and of the two rules at its mean E[n]
+                                            (operating points chosen on validation, ponder.analysis.equal_steps)
+    learned_minus_confidence / _fixed       the sampled halting's lead over each (negative: behind)
+    learned_q                               the same λ's used deterministically (Q-exit) at that compute
+    learned_q_minus_confidence / _fixed     its lead over each rule; sampled_minus_learned_q: what sampling costs
     expected_minus_settle                   mean E[n] - settle step: steps pondered after the answer was right for good
     confidence_minus_settle                 the same for the confidence exit at equal mean steps (its exit step)
     en_std                                  std of E[n] over the test inputs (does the halting vary by input?)
@@ -22,7 +25,8 @@ from typing import Optional
 import numpy as np
 
 KEYS = ("accuracy", "mean_steps", "en_std", "learned", "fixed_depth", "confidence_exit", "learned_minus_confidence",
-        "learned_minus_fixed", "expected_minus_settle", "confidence_minus_settle", "hard_minus_easy", "needed")
+        "learned_minus_fixed", "learned_q", "learned_q_minus_confidence", "learned_q_minus_fixed",
+        "sampled_minus_learned_q", "expected_minus_settle", "confidence_minus_settle", "hard_minus_easy", "needed")
 
 
 def pays(res: dict) -> Optional[dict]:
@@ -40,6 +44,10 @@ def pays(res: dict) -> Optional[dict]:
                learned_minus_fixed=at["learned"] - at["fixed_depth"],
                expected_minus_settle=(res.get("settle") or {}).get("mean_expected_minus_settle"),
                confidence_minus_settle=at.get("confidence_minus_settle"))
+    if "learned_q" in at:
+        q = at["learned_q"]
+        out.update(learned_q=q, learned_q_minus_confidence=q - at["confidence_exit"],
+                   learned_q_minus_fixed=q - at["fixed_depth"], sampled_minus_learned_q=at["learned"] - q)
     easy, hard = res.get("easy"), res.get("hard")
     if easy and hard and easy.get("count") and hard.get("count"):
         out["hard_minus_easy"] = hard["expected_steps"] - easy["expected_steps"]

@@ -142,12 +142,13 @@ def box_stats(s: np.ndarray) -> dict:
 
 def rotation_study(model: PonderNet, x_uint8: torch.Tensor, y: torch.Tensor, angles: Sequence[float] = (),
                    ranges: Sequence[float] = (), mode: str = "sample", seed: int = 0,
-                   per_sample: bool = False, batch_size: int = 1000) -> list:
+                   per_sample: bool = False, batch_size: int = 1000, compare=None) -> list:
     """One row per fixed angle θ (every image rotated by θ), then per range d (each image by its own
     angle ~ U(−d, d), drawn with seed + 1).
 
     Row: kind ('fixed' / 'uniform'), angle, n, accuracy, mean/median/std steps, halting_distribution
     [N] (mean p_n), per_step_accuracy [N]. per_sample adds steps, confidence, correct (lists) and q1, q3, lo, hi (box).
+    compare: stats -> dict (ponder.analysis.equal_steps.comparison at clean operating points), kept as row["policies"].
     """
     rows = []
     for kind, a in [("fixed", float(a)) for a in angles] + [("uniform", float(d)) for d in ranges]:
@@ -160,6 +161,8 @@ def rotation_study(model: PonderNet, x_uint8: torch.Tensor, y: torch.Tensor, ang
         row = dict(kind=kind, angle=a, expected_steps=s["expected_steps"]["mean"],
                    **{k: s[k] for k in ("n", "accuracy", "mean_steps", "median_steps", "std_steps", "halting_distribution",
                                    "per_step_accuracy")})
+        if compare is not None:
+            row["policies"] = compare(stats)
         if per_sample:
             steps = stats["halt_step"].numpy().astype(np.float64)
             row.update(steps=steps.tolist(), confidence=stats["confidence"].numpy().astype(np.float64).tolist(),

@@ -152,9 +152,14 @@ def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[
     `n` in the result says how many), summarize()'s metrics, `mode`, the task's info (split / test_k), a
     block per difficulty group (parity's easy and hard), a row per value of its breakdown (by_class, by_k), and
     ponder.analysis.baselines.worth_it over those groups and the quartiles of E[n] (baselines, settle,
-    per_step_accuracy_by_group). data: the task's data set (MNIST) when it uses one."""
-    ts = get_task(cfg.task).test_set(model, cfg, data, limit)
+    per_step_accuracy_by_group), with the operating points chosen on the task's validation set (its first `limit`
+    items too) and the shifted test items (parity's unseen k) compared at them. data: the task's data set (MNIST)
+    when it uses one."""
+    task = get_task(cfg.task)
+    ts = task.test_set(model, cfg, data, limit)
     stats = unroll_stats(model, ts.x, ts.y, mode, batch_size or ts.batch_size, seed)
+    vs = task.validation_set(model, cfg, data, limit)
+    val = None if vs is None else unroll_stats(model, vs.x, vs.y, mode, batch_size or vs.batch_size, seed)
     res = summarize(stats, ts.y, model.lambda_p, by_class=False)
     res["mode"] = mode
     res.update(ts.info)
@@ -166,5 +171,6 @@ def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[
         res[name] = rows_by(stats, values, key)
         groups.update({ts.row_group.format(key=key, value=int(v)): values == v for v in values.unique()})
     groups.update(quartile_groups(expected_steps_per_input(stats)))
-    res.update(worth_it(stats, groups))           # the fixed-depth and confidence-exit baselines, settle steps
+    shifted = task.shifted(model, cfg, ts.rows[2]) if ts.rows is not None else {}
+    res.update(worth_it(stats, groups, val, shifted))    # the policies at equal steps, settle steps
     return res

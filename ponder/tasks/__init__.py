@@ -100,6 +100,16 @@ class Task:
         """The standard test set (the first `limit` items when given); model: the trained PonderNet."""
         raise NotImplementedError
 
+    def validation_set(self, model, cfg: TrainConfig, data, limit: Optional[int] = None) -> Optional[EvalSet]:
+        """Items never trained on and not in the test set, where operating points are chosen (the first `limit`);
+        None: the task has none (they are then chosen on the test set, and results say so)."""
+        return None
+
+    def shifted(self, model, cfg: TrainConfig, values: torch.Tensor) -> dict:
+        """{name: mask [M]} of test items under a shift the training never saw, by the test set's rows values
+        (parity: the unseen k); {} for none."""
+        return {}
+
     def rotation_inputs(self, data, limit: Optional[int] = None):
         """(uint8 images, labels) that ponder.analysis.studies.rotation_study rotates; None: not an image task."""
         return None

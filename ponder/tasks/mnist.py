@@ -127,6 +127,11 @@ class MnistTask(Task):
         return EvalSet(D.mnist_inputs(xs), ys, info={"split": "test"}, rows=("by_class", "label", ys),
                        row_group="digit {value}")
 
+    def validation_set(self, model, cfg: TrainConfig, data: D.Mnist, limit: Optional[int] = None) -> EvalSet:
+        """The 5,000 held-out training images (never trained on; the first `limit`)."""
+        xs, ys = mnist_split(data, "val", limit)
+        return EvalSet(D.mnist_inputs(xs), ys, info={"split": "val"})
+
     def rotation_inputs(self, data: D.Mnist, limit: Optional[int] = None):
         return mnist_split(data, "test", limit)
 

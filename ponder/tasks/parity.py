@@ -96,7 +96,8 @@ def fitted_preset(name, n_elems: int) -> dict:
 
 
 class ParityBatches(Batches):
-    """Endless parity batches from the preset's training range, seeded."""
+    """Endless parity batches from the preset's training range, seeded, without the held-out vectors
+    (ponder.data.parity_class); its validation set: held-out validation vectors of the training range."""
 
     def __init__(self, cfg: TrainConfig, device):
         p = PARITY_PRESETS[cfg.parity_preset]
@@ -106,12 +107,12 @@ class ParityBatches(Batches):
         gdev = device if torch.device(device).type == "cuda" else "cpu"
         self.g = torch.Generator(device=gdev).manual_seed(cfg.seed)
         self.per_epoch = cfg.steps_per_epoch
-        vx, vy, _ = D.parity_eval_set(self.n, *p["test_k"], size=2000, seed=D.EVAL_SEED + 1)
+        vx, vy, _ = D.parity_eval_set(self.n, *p["train_k"], size=2000, seed=D.EVAL_SEED + 1, held_out=D.VAL_CLASS)
         self.val = (vx.to(device), vy.to(device))
 
     def __iter__(self):
         while True:
-            x, y, _ = D.parity_batch(self.cfg.batch_size, self.n, self.k_lo, self.k_hi, self.g, self.device)
+            x, y, _ = D.parity_train_batch(self.cfg.batch_size, self.n, self.k_lo, self.k_hi, self.g, self.device)
             yield x, y
 
     def validation(self):
@@ -147,7 +148,8 @@ class ParityTask(Task):
         return ParityBatches(cfg, device)
 
     def test_set(self, model, cfg: TrainConfig, data=None, limit: Optional[int] = None) -> EvalSet:
-        """The preset's fixed test set (TEST_SIZE problems, or `limit`): its easy and hard blocks, a row per k."""
+        """The preset's fixed test set (TEST_SIZE held-out test vectors, or `limit`, none ever in the training
+        stream): its easy and hard blocks, a row per k."""
         preset = fitted_preset(cfg.parity_preset, model.step_fn.cfg.n_elems)
         lo, hi = preset["test_k"]
         x, y, k = D.parity_eval_set(preset["n_elems"], lo, hi, limit or TEST_SIZE)
@@ -159,6 +161,21 @@ class ParityTask(Task):
         x = torch.randint(-1, 2, (n, model_cfg.n_elems), generator=torch.Generator().manual_seed(0)).float()
         x[0], x[1] = 1.0, -1.0                # every entry +1, every entry -1
         return x                              # [n, n_elems]
+
+    def validation_set(self, model, cfg: TrainConfig, data=None, limit: Optional[int] = None) -> EvalSet:
+        """TEST_SIZE (or `limit`) held-out validation vectors (never trained on, never in a test set) of the
+        trained range of k: where operating points are chosen, before the test set (with its unseen k) is read."""
+        preset = fitted_preset(cfg.parity_preset, model.step_fn.cfg.n_elems)
+        x, y, k = D.parity_eval_set(preset["n_elems"], *preset["train_k"], limit or TEST_SIZE, seed=D.EVAL_SEED + 2,
+                                    held_out=D.VAL_CLASS)
+        return EvalSet(x, y, info={"k": list(preset["train_k"])}, batch_size=2000)
+
+    def shifted(self, model, cfg: TrainConfig, k: torch.Tensor) -> dict:
+        """{name: mask [M]} of the test items outside the trained range of k (the unseen k), when there are any."""
+        preset = fitted_preset(cfg.parity_preset, model.step_fn.cfg.n_elems)
+        lo, hi = preset["train_k"]
+        unseen = (k < lo) | (k > hi)
+        return {f"unseen k (outside {lo}–{hi})": unseen} if unseen.any() else {}
 
     def describe(self, card: dict) -> str:
         return f"parity preset {(card.get('train') or {}).get('parity_preset')}"

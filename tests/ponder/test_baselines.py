@@ -8,9 +8,9 @@ from hypothesis import given, settings, strategies as st
 
 from helpers import tiny_model
 from ponder import data as D
-from ponder.analysis.baselines import (at_equal_steps, class_groups, confidence_curve, confidence_exit,
-                                       confidence_exit_at, exit_steps, fixed_depth, learned, quartile_groups,
-                                       range_groups, settle, settle_steps, worth_it, worth_sentence)
+from ponder.analysis.baselines import (class_groups, confidence_curve, confidence_exit, exit_steps, fixed_depth,
+                                       learned, quartile_groups, range_groups, settle, settle_steps, verdict,
+                                       worth_it, worth_sentence)
 from ponder.analysis.unroll import unroll_stats
 
 # The toy: three inputs a, b, c (columns), N = 3 steps (rows).
@@ -51,12 +51,6 @@ def test_the_toy_worked_by_hand():
     assert ln["mean_steps"] == pytest.approx(2.083333, abs=1e-6)
     assert ln["accuracy"] == pytest.approx(0.516667, abs=1e-6)
     assert ln["interval"] == pytest.approx([0.516667 - 0.385127, 0.516667 + 0.385127], abs=1e-6)
-    at = at_equal_steps(CORRECT, CONF, P)
-    assert at["mean_steps"] == pytest.approx(2.083333, abs=1e-6)
-    assert at["fixed_depth"] == pytest.approx(0.361111, abs=1e-6)
-    assert at["confidence_exit"] == pytest.approx(0.375)
-    assert at["confidence_threshold"] == pytest.approx(0.8)
-    assert at["confidence_minus_settle"] == pytest.approx(-0.375)
     assert settle_steps(CORRECT).tolist() == [2, 3, 0]
     s = settle(CORRECT, P)
     assert s["mean_settle_step"] == pytest.approx(2.5)
@@ -70,7 +64,13 @@ def test_the_toy_through_worth_it_with_groups():
     w = worth_it(stats, {"ab": torch.tensor([True, True, False]), "none": torch.zeros(3, dtype=torch.bool)})
     assert [r["steps"] for r in w["baselines"]["fixed_depth"]] == [1, 2, 3]
     assert len(w["baselines"]["confidence_exit"]) >= 5
-    assert w["baselines"]["at_equal_steps"]["learned_sampled"] == pytest.approx(2 / 3)
+    at = w["baselines"]["at_equal_steps"]
+    assert at["learned_sampled"] == pytest.approx(2 / 3)
+    # tuned on the test set itself (no validation unroll given), the values of tests/ponder/test_equal_steps.py
+    assert w["baselines"]["tuned_on"] == {"set": "test", "n": 3}
+    assert (at["mean_steps"], at["fixed_depth"], at["confidence_exit"]) == pytest.approx((2.083333, 0.361111, 0.375),
+                                                                                      abs=1e-6)
+    assert len(w["baselines"]["frontier"]["learned_q"]) >= 10 and w["baselines"]["shift"] == []
     assert list(w["per_step_accuracy_by_group"]) == ["ab"]                    # an empty group is left out
     assert w["per_step_accuracy_by_group"]["ab"] == pytest.approx([0.5, 0.5, 1.0])
     assert w["settle"]["by_group"]["ab"]["never_settled"] == 0
@@ -130,22 +130,6 @@ def test_a_higher_threshold_never_exits_earlier(u, t1, t2):
 
 @settings(max_examples=150, deadline=None)
 @given(unrolls())
-def test_at_equal_steps_lies_between_its_neighbours_on_each_curve(u):
-    correct, conf, p = u
-    at = at_equal_steps(correct, conf, p)
-    m = at["mean_steps"]
-    fd = fixed_depth(correct).tolist()
-    lo, hi = fd[math.floor(m) - 1], fd[min(math.ceil(m), len(fd)) - 1]
-    assert min(lo, hi) - 1e-12 <= at["fixed_depth"] <= max(lo, hi) + 1e-12
-    curve = confidence_curve(correct, conf, [0.0, *conf.flatten().unique().tolist(), 2.0])   # every distinct policy
-    below = [r for r in curve if r["mean_steps"] <= m + 1e-12][-1]
-    above = [r for r in curve if r["mean_steps"] >= m - 1e-12][0]
-    assert min(below["accuracy"], above["accuracy"]) - 1e-12 <= at["confidence_exit"] <= \
-        max(below["accuracy"], above["accuracy"]) + 1e-12
-
-
-@settings(max_examples=150, deadline=None)
-@given(unrolls())
 def test_settle_step_is_where_the_answers_stay_right(u):
     correct = u[0]
     for b, s in enumerate(settle_steps(correct).tolist()):
@@ -189,17 +173,30 @@ def test_a_sampled_pass_averages_to_the_expected_accuracy_on_a_model():
     assert (runs[0]["per_step_confidence"] >= 0.5 - 1e-6).all()                # two classes: the top one has >= 1/2
 
 
-def _at(learned_acc, conf, fixed, half=0.001):
-    return {"mean_steps": 10.57, "learned": learned_acc, "learned_interval": [learned_acc - half, learned_acc + half],
-            "fixed_depth": fixed, "confidence_exit": conf}
+def _at(q, conf, fixed, sampled, ci):
+    pol = {"learned_q": q, "confidence_exit": conf, "fixed_depth": fixed, "sampled": sampled}
+    return {"target_steps": 9.6, "tuned_on": {"set": "validation", "n": 5000},
+            "policies": {k: {"accuracy": v, "mean_steps": 9.6} for k, v in pol.items()},
+            "ci95": {"learned_q-confidence_exit": ci[0], "learned_q-fixed_depth": ci[1], "sampled-learned_q": ci[2]}}
 
 
 @pytest.mark.parametrize("at, says", [
-    (_at(0.9915, 0.9928, 0.9759), ["is 0.0013 below a confidence rule", "is 0.0156 above a fixed depth", "10.57"]),
-    (_at(0.9930, 0.9925, 0.9760), ["matches a confidence rule", "is 0.0170 above a fixed depth"]),   # 0.0005 <= 0.001
-    (_at(0.90, 0.80, 0.95), ["is 0.1000 above a confidence rule", "is 0.0500 below a fixed depth"]),
+    # an interval that holds 0 is "matches" whatever the size of the difference; one that does not is the difference
+    (_at(0.9924, 0.9923, 0.9698, 0.9905, [[-0.0008, 0.0010], [0.0199, 0.0254], [-0.0025, -0.0013]]),
+     ["Q-exit) matches a confidence exit (0.9924 vs 0.9923; difference +0.0001, 95 % interval -0.0008 to +0.0010)",
+      "is 0.0226 above a fixed depth", "sampling the halt instead is 0.0019 below Q-exit", "5,000 validation items"]),
+    (_at(0.9950, 0.9927, 0.99, 0.99, [[-0.0001, 0.0047], [0.0001, 0.01], [-0.02, 0.0]]),
+     ["matches a confidence exit", "is 0.0050 above a fixed depth", "sampling the halt instead matches Q-exit"]),
+    (_at(0.9950, 0.9928, 1.0, 0.99, [[0.0001, 0.0043], [-0.01, -0.0001], [-0.02, 0.0]]),
+     ["is 0.0022 above a confidence exit", "is 0.0050 below a fixed depth"]),
 ])
 def test_the_sentence_says_what_the_numbers_say(at, says):
     s = worth_sentence(at)
     for part in says:
         assert part in s
+
+
+def test_one_rule_for_every_verdict():
+    assert verdict(0.0023, [-0.0001, 0.0047]) == "matches" and verdict(-0.5, [-1.0, 0.0]) == "matches"
+    assert verdict(0.0022, [0.0001, 0.0043]) == "is 0.0022 above" and verdict(-0.0018, [-0.0025, -0.0011]) == \
+        "is 0.0018 below"

@@ -30,12 +30,23 @@ def test_train_then_evaluate_json_and_text(tmp_path, capsys):
     assert {"mean_steps", "learned", "fixed_depth", "confidence_exit"} <= set(b["at_equal_steps"])
     assert b["at_equal_steps"]["mean_steps"] == pytest.approx(res["expected_steps"]["mean"])
     assert {"mean_settle_step", "mean_expected_minus_settle", "never_settled"} <= set(res["settle"])
+    # the policies tuned on the held-out validation vectors, scored on the test set, with paired intervals
+    assert b["tuned_on"] == {"set": "validation", "n": 500}
+    at = b["at_equal_steps"]
+    assert 0 <= at["learned_q"] <= 1 and at["tuned_on"] == b["tuned_on"]
+    assert set(at["ci95"]) >= {"learned_q-confidence_exit", "learned_q-fixed_depth", "sampled-learned_q"}
+    assert all(lo <= hi for lo, hi in at["ci95"].values())
+    assert len(b["frontier"]["learned_q"]) >= 10 and {"q", "mean_steps", "accuracy"} == set(b["frontier"]["learned_q"][0])
+    assert {"confidence_exit", "fixed_depth"} <= set(b["frontier"])
+    assert b["shift"] == []                  # the small preset tests the k it trained on
     groups = res["per_step_accuracy_by_group"]
     assert {"easy", "hard", "k=1"} <= set(groups) and all(len(v) == 6 for v in groups.values())
     rc, out, _ = run_cli(["evaluate", str(run), "--limit", "500"], capsys)
     assert rc == 0 and "halting step mean" in out and "easy (k in [1, 4])" in out
     at = b["at_equal_steps"]                 # one line per policy
-    assert f"learned halting:  accuracy {at['learned']:.4f}" in out
+    assert f"learned halting:  accuracy {at['learned']:.4f}" in out and f"Q-exit:           accuracy {at['learned_q']:.4f}" in out
+    lo, hi = at["ci95"]["learned_q-confidence_exit"]
+    assert f"learned_q - confidence_exit: " in out and f"(95% interval {lo:+.4f} to {hi:+.4f})" in out
     assert f"fixed depth:      accuracy {at['fixed_depth']:.4f}" in out
     assert f"confidence exit:  accuracy {at['confidence_exit']:.4f}" in out
 
@@ -78,6 +89,14 @@ def test_mnist_evaluate_rotations_json(tmp_path, capsys):
     res = json.loads(out)
     assert [row["angle"] for row in res["rotations"]] == [0.0, 45.0]
     assert all({"angle", "accuracy", "mean_steps"} <= set(row) for row in res["rotations"])
+    # the policies on the rotated digits at the operating points of the clean validation images
+    assert res["baselines"]["tuned_on"] == {"set": "validation", "n": 300}
+    shift = {r["name"]: r for r in res["baselines"]["shift"]}
+    assert list(shift) == ["rotation 0°", "rotation 45°", "rotation ±22.5°"]
+    clean = res["baselines"]["at_equal_steps"]["policies"]
+    for name, row in shift["rotation 0°"]["policies"].items():
+        assert row == pytest.approx(clean[name], abs=1e-6), name
+    assert all(set(r["ci95"]) >= {"learned_q-confidence_exit", "sampled-learned_q"} for r in shift.values())
     assert res["rotations"][0]["accuracy"] == res["accuracy"]            # 0 deg is the unrotated test set
     assert res["uniform_rotations"][0]["angle"] == 22.5 and res["uniform_rotations"][0]["kind"] == "uniform"
     groups = res["per_step_accuracy_by_group"]           # by E[n] quartile, digit and the rotations asked for

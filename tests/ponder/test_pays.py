@@ -32,6 +32,10 @@ def test_pays_by_hand():
     # fixed depth: accuracy 0.5, 0.75, 1.0 at n = 1, 2, 3 -> at 1.875: 0.5 + 0.875 * 0.25 = 0.71875
     assert r["fixed_depth"] == pytest.approx(0.71875) and r["learned_minus_fixed"] == pytest.approx(0.28125)
     assert r["learned_minus_confidence"] == pytest.approx(r["learned"] - r["confidence_exit"])
+    # Q-exit (tuned on the toy itself): Σ_{j<=n} p_j reaches q = 0.5 at steps 1, 1, 3, 2 (1.75 steps) and q = 1 at
+    # 1, 1, 3, 3 (2 steps); 1.875 mixes them half and half, every answer right at both -> 1.0
+    assert r["learned_q"] == pytest.approx(1.0) and r["sampled_minus_learned_q"] == pytest.approx(0.0)
+    assert r["learned_q_minus_fixed"] == pytest.approx(0.28125)
     # settle steps 1, 1, 3, 2 -> E[n] - settle = 0, 0, 0, 0.5 -> mean 0.125
     assert r["expected_minus_settle"] == pytest.approx(0.125)
     # hard - easy: 2.75 - 1; needed: the hard inputs are all right under the learned halting (1.0) but none is

@@ -93,3 +93,18 @@ def test_the_studies_section_renders_each_study_file():
     assert "| beta 0.1 | 0, 1, 2 | 0.9900 ± 0.0010 (0.9890 to 0.9910) |" in md
     assert "- beta 0.2 · E[n] Q1: 0.500 0.900" in md
     assert studies_section({}) == []
+
+
+def test_merge_keeps_the_rotation_rows_and_drops_modes_measured_on_another_test_set():
+    from ponder.reproduce import merge_evaluations
+    same = {"accuracy": 0.9, "mean_steps": 3.0, "median_steps": 3.0, "std_steps": 1.0}
+    results = {"models": {"m": {"metrics": {**same, "modes": {"sample": dict(same)}, "rotations": ["study rows"],
+                                            "by_class": "old"}},
+                          "p": {"metrics": {**same, "modes": {"sample": dict(same)}}}}}
+    measured = {"m": {**same, "baselines": {"new": 1}, "rotations": ["cli rows"], "run": "assets/m", "max_steps": 20},
+                "p": {**same, "accuracy": 0.95, "baselines": {"new": 2}},       # another test set: a new sample row
+                "elsewhere": {**same}}
+    assert merge_evaluations(results, measured) == ["m", "p"]
+    m, p = results["models"]["m"]["metrics"], results["models"]["p"]["metrics"]
+    assert m["baselines"] == {"new": 1} and m["rotations"] == ["study rows"] and "run" not in m and "modes" in m
+    assert m["by_class"] == "old" and p["accuracy"] == 0.95 and "modes" not in p

@@ -1,0 +1,169 @@
+"""Halting policies as objects: each is a pure function of one full unroll of a model over an input set,
+    correct [N, B]  is the answer at step n right (the answer if it stopped at n)
+    conf    [N, B]  the probability of that answer (the top class's probability at step n)
+    p       [N, B]  the learned halting distribution p_n
+and gives the step at which each input answers (so its mean steps, its accuracy and each input's correctness).
+
+    sampled          halt at n with probability p_n: input b is right with probability Σ_n p_n,b·correct_n,b
+                     (its expected correctness), at mean steps E[n] (the inference mode 'sample')
+    Q-exit at q      the same λ's used deterministically: stop at the first n with Σ_{j≤n} p_j ≥ q
+                     (PALBERT's rule; q = 0.5 is the inference mode 'deterministic')
+    confidence exit  stop at the first step whose answer's probability is ≥ τ (step N where none is)
+    fixed depth      always answer at step n
+    oracle           stop at the settle step: the first step from which every later answer is right (step N where
+                     the last answer is wrong). An ORACLE: it reads the later answers and the label, so no causal
+                     rule can follow it; it is a floor on the steps a perfect exit would spend.
+
+Each deterministic policy has one knob (q, τ, the depth) whose mean steps never fall as it rises. An operating
+point matches a target mean number of steps on one set (the validation set) as a mix of two neighbouring knob
+values: each input answers at the lower one with probability 1 − w, at the higher with w, so an input's
+correctness is (1 − w)·right_lo + w·right_hi. The same knobs and w are then scored on another set (the test set).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .baselines import candidates, default_thresholds, exit_steps, settle_steps
+
+Q_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999, 1.0)
+
+
+@dataclass
+class Point:
+    """What a policy does on one set: its mean steps, its accuracy and each input's correctness [B]
+    (a probability for the sampled policy and for a mixed operating point)."""
+    mean_steps: float
+    accuracy: float
+    per_item: torch.Tensor          # [B] float64 in [0, 1]
+
+
+def answer_at(correct: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    """Correctness [B] of answering at the 1-based steps [B]."""
+    return correct.gather(0, (steps.long() - 1).unsqueeze(0))[0].double()
+
+
+def point(correct: torch.Tensor, steps: torch.Tensor) -> Point:
+    """The Point of answering at steps [B]."""
+    right = answer_at(correct, steps)
+    return Point(steps.double().mean().item(), right.mean().item(), right)
+
+
+def sampled(correct: torch.Tensor, p: torch.Tensor) -> Point:
+    """Halting drawn from p_n: expected correctness Σ_n p_n·correct_n per input, at mean E[n]."""
+    n = torch.arange(1, p.shape[0] + 1, dtype=torch.float64).unsqueeze(1)      # [N, 1]
+    right = (p.double() * correct.double()).sum(0).clamp(0, 1)                 # [B]
+    return Point((n * p.double()).sum(0).mean().item(), right.mean().item(), right)
+
+
+def q_exit_steps(p: torch.Tensor, q: float) -> torch.Tensor:
+    """1-based first step n with Σ_{j≤n} p_j ≥ q; N where the sum stays below q (rounding at q = 1). [B]"""
+    cdf = p.double().cumsum(0)                                                  # [N, B] nondecreasing in n
+    return ((cdf < q).sum(0) + 1).clamp(max=p.shape[0])
+
+
+def fixed_steps(correct: torch.Tensor, depth: float) -> torch.Tensor:
+    """Step `depth` for every input. [B]"""
+    return torch.full((correct.shape[1],), int(depth), dtype=torch.long)
+
+
+def oracle(correct: torch.Tensor) -> Point:
+    """The settle step (an oracle: it knows the later answers); step N for an input never settled."""
+    s = settle_steps(correct)                                                   # [B] 0: never settled
+    return point(correct, torch.where(s > 0, s, torch.full_like(s, correct.shape[0])))
+
+
+@dataclass
+class Policy:
+    """A deterministic policy: its name in results, its knob's name, steps(knob) -> [B], and the knob values that
+    make every different policy on a set (sorted; mean steps nondecreasing along them)."""
+    name: str
+    knob: str
+    steps: Callable[[float], torch.Tensor]
+    knobs: Callable[[], list]
+    frontier_knobs: Callable[[], list]
+
+
+def policies(correct: torch.Tensor, conf: torch.Tensor, p: torch.Tensor) -> dict:
+    """{name: Policy} of the three deterministic policies on one unroll."""
+    N = correct.shape[0]
+    peak = conf.cummax(0).values                                                # [N, B]
+    return {
+        "learned_q": Policy("learned_q", "q", lambda q: q_exit_steps(p, q),
+                            lambda: [0.0, *p.double().cumsum(0).flatten().unique().tolist()],
+                            lambda: list(Q_GRID)),
+        "confidence_exit": Policy("confidence_exit", "threshold", lambda t: exit_steps(conf, t, peak),
+                                  lambda: candidates(conf).tolist(), lambda: default_thresholds(conf, correct)),
+        "fixed_depth": Policy("fixed_depth", "steps", lambda d: fixed_steps(correct, d),
+                              lambda: list(range(1, N + 1)), lambda: list(range(1, N + 1))),
+    }
+
+
+@dataclass
+class Operating:
+    """A policy's operating point: answer at knob `lo` with probability 1 − w, at `hi` with w."""
+    lo: float
+    hi: float
+    w: float
+
+    def as_dict(self, knob: str) -> dict:
+        return {f"{knob}_lo": self.lo, f"{knob}_hi": self.hi, "w": self.w}
+
+
+def match(policy: Policy, correct: torch.Tensor, mean_steps: float) -> Operating:
+    """The operating point whose mean steps on this set equal `mean_steps`: the two neighbouring knob values
+    that bracket it (found by bisection) mixed linearly; the end knob when it lies outside the range."""
+    knobs = policy.knobs()
+    ms = lambda i: policy.steps(knobs[i]).double().mean().item()              # noqa: E731
+    lo, hi = 0, len(knobs) - 1
+    m_lo, m_hi = ms(lo), ms(hi)
+    if mean_steps <= m_lo:
+        return Operating(knobs[lo], knobs[lo], 0.0)
+    if mean_steps >= m_hi:
+        return Operating(knobs[hi], knobs[hi], 0.0)
+    while hi - lo > 1:                                                          # m_lo < mean_steps <= m_hi
+        mid = (lo + hi) // 2
+        m = ms(mid)
+        if m < mean_steps:
+            lo, m_lo = mid, m
+        else:
+            hi, m_hi = mid, m
+    w = 0.0 if m_hi == m_lo else (mean_steps - m_lo) / (m_hi - m_lo)
+    return Operating(knobs[lo], knobs[hi], w)
+
+
+def score(policy: Policy, correct: torch.Tensor, op: Operating) -> Point:
+    """A policy at an operating point (from any set) on this set."""
+    s_lo, s_hi = policy.steps(op.lo), policy.steps(op.hi)
+    right = (1 - op.w) * answer_at(correct, s_lo) + op.w * answer_at(correct, s_hi)
+    steps = (1 - op.w) * s_lo.double().mean().item() + op.w * s_hi.double().mean().item()
+    return Point(steps, right.mean().item(), right)
+
+
+def frontier(policy: Policy, correct: torch.Tensor) -> list:
+    """[{knob, mean_steps, accuracy}] of the policy over its frontier knobs (in the knob's order)."""
+    return [{policy.knob: float(k), "mean_steps": pt.mean_steps, "accuracy": pt.accuracy}
+            for k in policy.frontier_knobs() for pt in [point(correct, policy.steps(k))]]
+
+
+def paired_bootstrap(per_item: dict, pairs: list, resamples: int = 1000, seed: int = 0, chunk: int = 100) -> dict:
+    """95 % percentile intervals of the differences of mean correctness, {f"{a}-{b}": [lo, hi]} for (a, b) in
+    pairs, over `resamples` resamplings of the items with replacement (the same resamples for every pair:
+    paired). per_item: {name: [B] correctness}."""
+    names = sorted({n for ab in pairs for n in ab})
+    vals = torch.stack([per_item[n].double() for n in names])                  # [P, B]
+    B = vals.shape[1]
+    g = torch.Generator().manual_seed(seed)
+    means = []
+    for start in range(0, resamples, chunk):
+        idx = torch.randint(0, B, (min(chunk, resamples - start), B), generator=g)   # [R, B]
+        means.append(vals[:, idx].mean(2))                                      # [P, R]
+    means = torch.cat(means, 1)                                                 # [P, resamples]
+    out = {}
+    for a, b in pairs:
+        d = means[names.index(a)] - means[names.index(b)]                       # [resamples]
+        lo, hi = torch.quantile(d, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+        out[f"{a}-{b}"] = [lo, hi]
+    return out
