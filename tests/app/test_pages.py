@@ -1331,24 +1331,57 @@ def test_per_step_numbers_download_and_every_chart_has_a_png_button(runs, mnist,
                            for c in configs)
 
 
-def test_play_steps_through_the_steps_and_the_band_follows_the_slider(runs):
-    # the step slider moves a band on every per-step chart; Play moves it one step a rerun until step N
-    at = open_app(page="parity", model="runs/tiny-parity")
-    slider = next(s for s in at.slider if s.label == "Step through the steps")
-    slider.set_value(2)
-    run_ok(at)
+def _step_slider(at):
+    return next(s for s in at.slider if s.label == "Step through the steps")
 
-    def band(a):                                          # where the band is on the p_n chart
-        fig = next(f for f in charts(a) if f["layout"].get("title", {}).get("text") == "Learned p_n vs prior")
-        (rect,) = [s for s in fig["layout"]["shapes"] if s.get("fillcolor") == CURSOR_COLOR]
-        return (rect["x0"] + rect["x1"]) / 2
-    assert band(at) == 2
+
+def _band(at):
+    """Where the step slider's band is on the p_n chart."""
+    fig = next(f for f in charts(at) if f["layout"].get("title", {}).get("text") == "Learned p_n vs prior")
+    (rect,) = [s for s in fig["layout"]["shapes"] if s.get("fillcolor") == CURSOR_COLOR]
+    return (rect["x0"] + rect["x1"]) / 2
+
+
+def _step_caption(at):
+    return next(c.value for c in at.caption if c.value.startswith("Step ") and " of " in c.value)
+
+
+def test_play_starts_at_step_1_and_plays_through_the_halt_to_step_n(runs):
+    # Play began at the halting step and played only the steps after it ("11 -> 20, all after it halted"): it
+    # starts at step 1, so the evidence builds up to the halt, and the band and the panel follow the slider
+    at = open_app(page="parity", model="runs/tiny-parity")
+    at.segmented_control(key="par_mode").set_value("deterministic")
+    run_ok(at)
+    halt = int(re.search(r"step \*\*(\d+)\*\*", texts(at)).group(1))
+    assert _step_slider(at).value == halt                        # a new input opens on its halting step
     at.button(key="par_step_play").click()
-    run_ok(at)                                            # Play, then one step (the page's rerun)
-    assert next(s for s in at.slider if s.label == "Step through the steps").value == 3 and band(at) == 3
-    assert at.button(key="par_step_play").label == "Pause"
-    for _ in range(5):                                    # N = 5: it stops there, and says Play again
+    run_ok(at)
+    seen = []
+    for _ in range(8):
+        n = _step_slider(at).value
+        assert _band(at) == n and _step_caption(at).startswith(f"Step {n} of 5")
+        assert ("after it halted" in _step_caption(at)) == (n > halt)
+        seen.append(n)
+        if at.button(key="par_step_play").label != "Pause":
+            break
         run_ok(at)
-    assert next(s for s in at.slider if s.label == "Step through the steps").value == 5
+    assert seen == [1, 2, 3, 4, 5, 5], seen                    # N = 5: it stops there, and says Play again
     assert at.button(key="par_step_play").label == "Play through the steps"
+
+
+def test_pause_keeps_the_step_and_play_goes_on_from_there(runs):
+    at = open_app(page="parity", model="runs/tiny-parity")
+    at.button(key="par_step_play").click()
+    run_ok(at)
+    run_ok(at)
+    assert _step_slider(at).value == 2
+    at.button(key="par_step_play").click()                     # Pause: the slider stays on step 2, movable
+    run_ok(at)
+    assert _step_slider(at).value == 2 and not _step_slider(at).disabled and _band(at) == 2
+    assert at.button(key="par_step_play").label == "Play through the steps"
+    at.button(key="par_step_play").click()                     # Play again: on from step 2
+    run_ok(at)
+    assert _step_slider(at).value == 2 and _step_slider(at).disabled
+    run_ok(at)
+    assert _step_slider(at).value == 3 and _band(at) == 3
 
