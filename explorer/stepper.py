@@ -105,8 +105,7 @@ def steps_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], 
                 st.session_state[f"{slider}_at"] = n_steps
                 st.rerun()                                    # the whole page: the fragment stops polling
         if st.button("Pause" if active else "Play through the steps", key=f"{key}_play",
-                     icon=":material/pause:" if active else ":material/play_arrow:",
-                     help="Plays every step from step 1 (or from where Pause left it) to step N, through the halt."):
+                     icon=":material/pause:" if active else ":material/play_arrow:"):
             if active:
                 st.session_state[f"{slider}_at"] = play.step
                 st.session_state[resume_key], st.session_state[play_key] = ident, None
@@ -122,8 +121,9 @@ def steps_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], 
                 st.session_state[slider] = st.session_state.pop(f"{slider}_at")
             st.session_state.setdefault(slider, min(tr.halt_step, n_steps))
             n = st.slider(SLIDER, 1, n_steps, key=slider,
-                          help="Move through the steps (or press Play): the image as that step saw it, its answer "
-                               "if it stopped there, and a band at that step on every chart below.")
+                          help="Move through the steps, or press Play to watch them all from step 1 to N, through the "
+                               "halt: the image as that step saw it, its answer if it stopped there, and a band at "
+                               "that step on every chart below.")
         step_panel_ui(tr, n, seen, class_names, labels)
         st.divider()
         trace_charts_ui(tr, class_names, truth, key=f"{key}_charts", cursor=n)

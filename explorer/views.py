@@ -55,6 +55,15 @@ def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None
               + (" (green: the true label)." if truth is not None else "."), key=f"{key}_top")
 
 
+def heat_caption(tr: Trace, cursor: Optional[int] = None) -> str:
+    """The heatmap's caption, naming what figures.step_probs_heatmap draws on it: the slider's orange box and,
+    unless in expected mode (it runs all N), the dotted box at the halting step."""
+    marks = ([f"the orange box is step {cursor}, where the slider is"] if cursor else []) + (
+        [f"the black dotted box is step {tr.halt_step}, where it halted"] if tr.mode != "expected" else [])
+    return ("Each row is what the network would answer if it stopped at step n (rows sum to 1)"
+            + (f"; {' and '.join(marks)}." if marks else "."))
+
+
 def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None,
                     key: str = "trace", cursor: Optional[int] = None) -> None:
     """The four per-step charts of one input: answers, λ_n, p_n vs prior, cumulative halting (cursor: the
@@ -62,8 +71,7 @@ def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] 
     figs = figures.trace_figures(tr, class_names, truth, cursor)
     c1, c2 = st.columns(2)
     with c1:
-        chart(figs["heat"], "Each row is what the network would answer if it stopped at step n (rows sum to 1); "
-              "the dotted box marks where it halted.", key=f"{key}_heat")
+        chart(figs["heat"], heat_caption(tr, cursor), key=f"{key}_heat")
         chart(figs["p"], f"Bars: probability of halting exactly at step n for this input; line: the geometric "
               f"prior λp(1−λp)^(n−1) with λp = {tr.lambda_p:g}, renormalised over the N steps.", key=f"{key}_p")
     with c2:
