@@ -8,8 +8,8 @@ from ponder.analysis.studies import seen_at_steps, trace_input, view_labels
 ui.app_guard("digit")
 TASK = links.MODEL_TASK["digit"]          # the task whose models this page shows
 st.title("Ponder a digit")
-digit_page.intro_ui()
 entry, ck = pickers.checkpoint_picker_ui(TASK)
+digit_page.intro_ui(ck.card, entry.name)
 second = digit_page.second_model_ui(entry.name)
 model = ck.model
 CLASSES = [str(c) for c in range(10)]

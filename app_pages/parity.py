@@ -8,8 +8,8 @@ from ponder.analysis.studies import trace_input
 ui.app_guard("parity")
 TASK = links.MODEL_TASK["parity"]          # the task whose models this page shows
 st.title("Parity")
-views.parity_intro_ui()
 entry, ck = pickers.checkpoint_picker_ui(TASK)
+views.parity_intro_ui(ck.card, entry.name)
 n = int(ck.card["model"]["n_elems"])
 CLASSES = ["even", "odd"]
 

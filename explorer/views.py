@@ -12,8 +12,10 @@ import streamlit as st
 from PIL import Image
 
 from ponder.analysis.studies import Trace, trace_rows
+from ponder.tasks import step_meaning
 
 from . import figures
+from .tables import plain
 from .ui import chart
 
 
@@ -97,13 +99,16 @@ def trace_downloads_ui(tr: Trace, class_names: Sequence[str], name: str, key: st
                        mime="application/json", on_click="ignore", icon=":material/download:", key=f"{key}_json")
 
 
-def parity_intro_ui() -> None:
-    """The Parity page's task in two sentences, and what to look at."""
+def parity_intro_ui(card: dict, name: str) -> None:
+    """The Parity page's task in two sentences, what a step is for the model shown, and what to look at."""
+    meaning, caveat = step_meaning(card)
     st.markdown("**Parity**, the paper's task: is the number of +1s in a vector of −1, 0 and +1 odd? A vector "
                 "with more non-zeros (k) is harder, so a PonderNet may think longer on it. Generate or type a "
-                "vector and watch when it stops; below, whole test sets from easy to hard.")
+                f"vector and watch when it stops; below, whole test sets from easy to hard. **A step** of "
+                f"{plain(name)}: {meaning}.")
     with st.expander("What to look at"):
         st.markdown(
+            f"- **What a step is** for this model: {meaning}{f', {caveat}' if caveat else ''}.\n"
             "- **Step slider / Play**: what it would answer if it stopped at step n, with a band at that step on "
             "every chart.\n"
             "- **p_n vs the prior** and **λ_n**: when it halts, against the geometric prior λp(1−λp)^(n−1).\n"

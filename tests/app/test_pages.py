@@ -326,6 +326,19 @@ def test_digit_page_introduces_pondernet(runs):
     assert all(w in look.markdown[0].value for w in ("Per-step answer", "λ_n", "p_n vs the prior", "E[n]"))
 
 
+@pytest.mark.parametrize("page, model, said", [
+    ("digit", "mnist-adaptive", "each step reveals 2 more rows of the image, top to bottom (all 28 by step 14)"),
+    ("digit", "runs/tiny-mnist", "every step sees the whole image"),
+    ("parity", "runs/tiny-parity", "every step reads the whole vector again")])
+def test_the_intro_and_what_to_look_at_say_what_a_step_is_for_the_model_shown(runs, page, model, said):
+    at = open_app(page=page, model=model)
+    assert f"**A step** of {model}: {said}" in shown(at.markdown[0].value)
+    look = next(e for e in at.expander if e.label == "What to look at")
+    assert f"What a step is** for this model: {said}" in look.markdown[0].value
+    if "rows" in said:
+        assert "ink" in look.markdown[0].value                              # the rows confound, named
+
+
 def test_digit_page_says_that_the_seed_sets_the_halting_step_in_sample_mode(runs):
     """A note where sample mode's halting step is set by the seed (beside the mode and seed box)."""
     at = open_app()
