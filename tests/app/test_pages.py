@@ -741,9 +741,19 @@ def test_sweep_page_prior_follows_lambda_p_and_a_two_value_sweep_runs(runs):
     assert list(df["run"]) == ["runs/sweep-mnist/lambda_p0.3-seed0", "runs/sweep-mnist/lambda_p0.6-seed0"]
     assert [t["status"] for t in json.loads((runs / "sweep-mnist" / "sweep.json").read_text())["trials"]] == \
         ["completed", "completed"]                                     # ponder.sweep's folder, as the CLI writes it
+    # the form's reader is the shipped sweep's (the whole image), so the two sweeps teach the same lesson, and the
+    # page says which reader each used
+    assert read_card(runs / "sweep-mnist" / "lambda_p0.3-seed0")["train"]["reader"] == "cnn"
+    assert list(df["reader"]) == ["cnn", "cnn"] and "**cnn**: every step sees the whole image" in texts(at)
     at.radio(key="sweep_source_True").set_value("Shipped sweep (assets/sweep-lp*)")
     run_ok(at)
     assert len(at.dataframe[0].value) == 6                              # the shipped sweep loads as well
+    assert set(at.dataframe[0].value["reader"]) == {"cnn"} and "The reader decides the curve" in texts(at)
+    at.radio(key="sweep_source_True").set_value("Your sweeps (runs/)")   # the saved sweep is found
+    run_ok(at)
+    at.selectbox(key="sweep_folder").set_value("sweep-mnist")
+    run_ok(at)
+    assert list(at.dataframe[0].value["run"]) == list(df["run"]) and "No sweep" not in texts(at)
     # the form again with other epochs: a new folder; the first sweep's trials are not replaced
     first = (runs / "sweep-mnist" / "lambda_p0.3-seed0" / WEIGHTS).read_bytes()
     at.number_input(key="sw_epochs").set_value(0.004)
@@ -815,7 +825,7 @@ def test_sweep_page_shows_a_sweep_folder_and_compare_adds_it_as_one_group(runs):
     tiny = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, device="cpu")
     run_sweep(Plan("parity", tiny, parse_grid(["lambda_p=0.2,0.5"]), [0]), runs / "cli-sweep", eval_limit=200)
     at = open_app("app_pages/sweep.py")
-    at.radio(key="sweep_source_False").set_value("A sweep folder (runs/<sweep>/)")
+    at.radio(key="sweep_source_False").set_value("Your sweeps (runs/)")
     run_ok(at)
     at.selectbox(key="sweep_folder").set_value("cli-sweep")
     run_ok(at)
@@ -1002,7 +1012,9 @@ def test_compare_and_sweep_pages_with_a_broken_run(runs):
     assert len(errs) == 1 and WEIGHTS in errs[0] and not at.exception, ("broken run", "compare page")
     at.switch_page("app_pages/sweep.py")
     run_ok(at)
-    at.radio(key="sweep_source_False").set_value("Saved sweep runs (runs/sweep-*)")
+    at.radio(key="sweep_source_False").set_value("Your sweeps (runs/)")
+    run_ok(at)
+    at.selectbox(key="sweep_folder").set_value("runs named sweep-* (not in a sweep folder)")
     run_ok(at)
     df = at.dataframe[0].value
     row = df[df["run"] == "runs/sweep-lp0.45"].iloc[0]
