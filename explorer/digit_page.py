@@ -8,19 +8,23 @@ import streamlit as st
 
 from ponder.store.runs import ModelEntry
 from ponder.analysis.studies import Trace
+from ponder.tasks import step_meaning
 
-from . import digits, figures, links, loaders, pickers, ui
+from . import digits, figures, links, loaders, pickers, tables, ui
 
 NO_SECOND = "—"
 
 
-def intro_ui() -> None:
-    """What PonderNet is in two sentences, and what to look at (collapsed after the first look)."""
+def intro_ui(card: dict, name: str) -> None:
+    """What PonderNet is in two sentences, what a step is for the model shown (from its card: Task.step_meaning),
+    and what to look at (collapsed after the first look)."""
+    meaning, caveat = step_meaning(card)
     st.markdown("**PonderNet** runs one step of a network again and again; after each step n it halts with "
                 "probability λ_n and answers, so it can think longer about some inputs than others. Give it a "
-                "digit and watch when it stops.")
+                f"digit and watch when it stops. **A step** of {tables.plain(name)}: {meaning}.")
     with st.expander("What to look at"):
         st.markdown(
+            f"- **What a step is** for this model: {meaning}{f', {caveat}' if caveat else ''}.\n"
             "- **Per-step answer**: what it would answer if it stopped at step n (the heatmap, and the step slider).\n"
             "- **λ_n**: its chance to halt at step n if it is still running.\n"
             "- **p_n vs the prior**: the chance to halt exactly at step n, λ_n·∏(1−λ_j) over the earlier steps; "

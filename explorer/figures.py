@@ -11,8 +11,8 @@ from plotly.subplots import make_subplots
 
 from ponder.analysis.studies import prior_mean
 
-from .style import (CORRECT_COLOR, LEARNED_COLOR, NEUTRAL_COLOR, PALETTE, PRIOR_COLOR, arr, count_axis, halt_marker,
-                    layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_cursor, step_dtick, steps)
+from .style import (CORRECT_COLOR, HEIGHT, LEARNED_COLOR, NEUTRAL_COLOR, PALETTE, PRIOR_COLOR, arr, count_axis,
+                    halt_marker, layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_cursor, step_dtick, steps)
 
 
 def prior_fig(lambda_p: float, n_steps: int, title: str = "") -> go.Figure:
@@ -78,9 +78,17 @@ def cumulative_fig(p: Sequence[float], title: str = "", halt_step: Optional[int]
     return layout(fig, title or "Cumulative halting probability")
 
 
+HALT_BOX = dict(color="black", width=2, dash="dot")      # the heatmap's halting step: a dotted box
+ROW_PX = 18                                             # px a step's row on the heatmap: room for its label
+LABEL_EVERY_STEP = 40                                   # the heatmap labels every step up to this many
+
+
 def step_probs_heatmap(probs, class_names: Optional[Sequence[str]] = None, title: str = "",
-                       halt_step: Optional[int] = None, truth: Optional[int] = None) -> go.Figure:
-    """Per-step class probabilities: row n = what the network would answer if it stopped at step n."""
+                       halt_step: Optional[int] = None, truth: Optional[int] = None,
+                       cursor: Optional[int] = None) -> go.Figure:
+    """Per-step class probabilities: row n = what the network would answer if it stopped at step n. Every step is
+    labelled (up to LABEL_EVERY_STEP steps; the figure grows ROW_PX a step); the slider's step (cursor) is an
+    orange box, and the halting step a dotted black one drawn over it, so both show where they meet."""
     z = np.asarray(probs, dtype=np.float64)
     n, c = z.shape
     names = [str(k) for k in (class_names if class_names is not None else range(c))]
@@ -88,13 +96,15 @@ def step_probs_heatmap(probs, class_names: Optional[Sequence[str]] = None, title
         z=z, x=names, y=steps(n), zmin=0, zmax=1, colorscale="Blues",
         colorbar=dict(title="p", thickness=12),
         hovertemplate="step %{y}<br>class %{x}<br>probability %{z:.4f}<extra></extra>"))
+    step_cursor(fig, cursor, across="y")
     if halt_step:
-        fig.add_shape(type="rect", x0=-0.5, x1=c - 0.5, y0=halt_step - 0.5, y1=halt_step + 0.5,
-                      line=dict(color="black", width=2, dash="dot"))
+        fig.add_shape(type="rect", x0=-0.5, x1=c - 0.5, y0=halt_step - 0.5, y1=halt_step + 0.5, line=HALT_BOX)
+    every = n <= LABEL_EVERY_STEP
     set_layout(fig, yaxis=dict(title="step n", autorange="reversed", tickmode="linear", tick0=1,
-                               dtick=step_dtick(n, max_ticks=10), tickformat="d"),      # ~20 px a label at HEIGHT
+                               dtick=1 if every else step_dtick(n, max_ticks=10), tickformat="d"),
                xaxis=dict(title="class" + (f" (true: {names[truth]})" if truth is not None else ""), type="category"))
-    return layout(fig, title or "Class probabilities at each step")
+    return layout(fig, title or "Class probabilities at each step", height=max(HEIGHT, 110 + ROW_PX * n) if every
+                  else HEIGHT)
 
 
 def trace_figures(tr, class_names: Sequence[str], truth: Optional[int] = None, cursor: Optional[int] = None) -> dict:
@@ -102,13 +112,13 @@ def trace_figures(tr, class_names: Sequence[str], truth: Optional[int] = None, c
     pages show them: {"heat", "p", "lambda", "cdf"}. No halt marker in expected mode (it runs all N);
     cursor: the step the step slider is on, marked on each."""
     halt = tr.halt_step if tr.mode != "expected" else None
-    figs = {"heat": step_probs_heatmap(tr.probs, class_names, halt_step=halt, truth=truth,
+    figs = {"heat": step_probs_heatmap(tr.probs, class_names, halt_step=halt, truth=truth, cursor=cursor,
                                        title="Per-step answer: class probabilities at step n"),
             "p": halting_fig(tr.p, tr.lambda_p, halt_step=halt, title="Learned p_n vs prior"),
             "lambda": lambda_fig(tr.lambdas, tr.lambda_p, halt_step=halt),
             "cdf": cumulative_fig(tr.p, halt_step=halt)}
-    for name, fig in figs.items():
-        step_cursor(fig, cursor, across="y" if name == "heat" else "x")
+    for name in ("p", "lambda", "cdf"):
+        step_cursor(figs[name], cursor)
     return figs
 
 

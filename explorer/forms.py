@@ -159,12 +159,13 @@ def train_form_ui(task: str) -> Optional[tuple]:
 SWEEP_CHOICES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)    # λp in (0, 1): see links.LP_RANGE
 
 
-def sweep_form_ui() -> Optional[tuple]:
+def sweep_form_ui(reader: str = "cnn") -> Optional[tuple]:
     """λp values, seeds and a short config per trial (MNIST or parity). Returns (sweep folder name, Plan)
-    on submit: the trials train through ponder.sweep into runs/<name>/, as `python -m ponder sweep` does."""
+    on submit: the trials train through ponder.sweep into runs/<name>/, as `python -m ponder sweep` does.
+    reader: what each MNIST step sees by default (the shipped sweep's, so a sweep of one's own compares with it)."""
     with st.form("sweep_form", enter_to_submit=False):
         values = st.multiselect("λp values to train", SWEEP_CHOICES, default=[0.1, 0.3, 0.5, 0.9], key="sw_values")
-        t1, t2, t3 = st.columns(3)
+        t1, t2, t3, t4 = st.columns(4)
         task = t1.radio("Task", list(TASKS), horizontal=True, key="sw_task", format_func=task_label)
         presets = list(all_presets())
         preset = t2.selectbox("Parity preset", presets, index=presets.index(TrainConfig().parity_preset),
@@ -172,6 +173,10 @@ def sweep_form_ui() -> Optional[tuple]:
                               help="Parity only. The video seed swept λp 0.1–0.9 on its n = 15 (video-15).")
         reg = t3.selectbox("Regulariser", REGULARISERS, key="sw_reg", format_func=REGULARISER_LABELS.get,
                            help=REGULARISER_HELP)
+        read = t4.selectbox("What each step sees (MNIST)", MNIST_READERS, index=MNIST_READERS.index(reader),
+                            key="sw_reader", format_func=READER_LABELS.get,
+                            help=f"MNIST only. The default is the shipped sweep's reader ({READER_LABELS[reader]}), "
+                                 "so your curve compares with it. " + READER_NOTE)
         c1, c2, c3, c4, c5 = st.columns(5)
         epochs = c1.number_input("Epochs per run", 0.001, 20.0, 0.5, 0.25, format="%g", key="sw_epochs")
         seconds = c2.number_input("Time budget per run (s)", 0, 3600, 20, 5, key="sw_seconds",
@@ -192,7 +197,8 @@ def sweep_form_ui() -> Optional[tuple]:
         return None
     reads = get_task(task).reads
     base = dict(epochs=float(epochs), max_seconds=float(seconds) or None, max_steps=int(n), beta=float(beta),
-                regulariser=reg, device="auto", **(dict(parity_preset=preset) if "parity_preset" in reads else {}))
+                regulariser=reg, device="auto", **(dict(parity_preset=preset) if "parity_preset" in reads else {}),
+                **(dict(reader=read) if "reader" in reads else {}))
     try:
         folder = safe_name(name) if name else unused_name(name=f"sweep-{task}")   # a new folder unless one is named
         if name and (note := tables.renamed(name, folder)):

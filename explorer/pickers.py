@@ -4,13 +4,12 @@ and its rotation. Each *_ui() draws its widgets and returns plain values; the ch
 URL (?model=, ?models=) and in session state, so a choice survives a link and a page switch."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional, Sequence
 
 import streamlit as st
 
 from ponder.store.card import test_metrics
-from ponder.store.runs import ModelEntry, list_sweeps
+from ponder.store.runs import ModelEntry
 from ponder.tasks import TASKS
 
 from . import canvas, inputs, loaders, tables
@@ -124,17 +123,6 @@ def models_multiselect_ui(label: str = "Models and runs", default: Sequence[str]
     st.session_state["_" + key] = names
     st.query_params["models"] = names
     return [by[n] for n in names]
-
-
-def sweep_folder_ui(key: str = "sweep_folder") -> Optional[Path]:
-    """A sweep folder of the runs folder (one holding sweep.json), newest first; None when there is none."""
-    folders = {f.name: f for f in list_sweeps()}
-    if not folders:
-        st.info("No sweep folders in the runs folder yet: start a sweep above, or run "
-                "`python -m ponder sweep ... --out runs/<name>`.")
-        return None
-    name = st.selectbox("Sweep folder", list(folders), key=key, format_func=lambda n: f"runs/{n}/")
-    return folders[name]
 
 
 # ----------------------------------------------------------------------------- the input digit

@@ -9,6 +9,8 @@ import streamlit as st
 from ponder.store.card import CheckpointError, test_metrics
 from ponder.config import ConfigError
 from ponder.sweep_record import SweepError, SweepRecord, read_sweep
+from ponder.store.runs import list_sweeps
+from ponder.tasks import step_meaning
 
 from . import loaders, study_figures, tables
 from .job_views import run_name
@@ -27,7 +29,8 @@ def job_sweep_rows(view: JobView) -> list:
             last = run.progress[-1] if run.progress else None
             status = f"running {last['fraction']:.0%}" if last else "running"
         row = tables.sweep_row(run_name(str(now)) if now is not None else run.name, card,
-                                status=status, reason=run.reason, lambda_p=run.config.lambda_p)
+                                status=status, reason=run.reason, lambda_p=run.config.lambda_p,
+                                train=dict(task=run.config.task, reader=run.config.reader))
         rows.append(row)
     return rows
 
@@ -56,7 +59,8 @@ def folder_sweep_rows(record: SweepRecord) -> list:
         if t.name in entries:
             rows += entry_sweep_rows([entries[t.name]])
         else:
-            rows.append(tables.sweep_row(t.name, None, status=t.status, reason=t.reason, lambda_p=t.config.lambda_p))
+            rows.append(tables.sweep_row(t.name, None, status=t.status, reason=t.reason, lambda_p=t.config.lambda_p,
+                                         train=dict(task=t.config.task, reader=t.config.reader)))
     return rows
 
 
@@ -76,12 +80,36 @@ def folder_sweep_ui(folder) -> None:
     sweep_results_ui(folder_sweep_rows(record), record.max_steps, key="sweep_dir")
 
 
+def shipped_reader() -> str:
+    """What each step sees in the shipped λp sweep (assets/sweep-lp*): the sweep form's default reader."""
+    readers = [tables.sweep_row(e.name, e.card)["reader"] for e in loaders.models("mnist")
+               if e.source == "shipped" and e.path.name.startswith("sweep-")]
+    return max(set(readers), key=readers.count) if readers else "cnn"
+
+
+def reader_note(rows: list) -> str:
+    """Which reader the runs of a sweep used, what a step is for it (ponder.tasks.step_meaning), and why that
+    decides the sweep's curve: '' for runs of another task."""
+    readers = sorted({r["reader"] for r in rows if r.get("reader")})
+    if not readers:
+        return ""
+    said = [f"**{r}**: {' — '.join(w for w in step_meaning({'train': {'task': 'mnist'}, 'model': {'reader': r}}) if w)}"
+            for r in readers]
+    return ("What each step sees in these runs: " + "; ".join(said) + ". The reader decides the curve: where extra "
+            "steps bring no new evidence (the whole-image reader, the shipped sweep's), the KL term alone sets when "
+            "it halts and mean steps follow the prior's 1/λp; where each step reveals more of the digit (rows), a "
+            "digit needs enough steps to read its ink whatever λp says, so mean steps fall much less than 1/λp.")
+
+
 def sweep_results_ui(rows: list, n_steps: int = 20, key: str = "sweep") -> None:
     if not rows:
         st.info("No sweep runs to show yet.")
         return
     rows = sorted(rows, key=lambda r: r["lambda_p"])
-    table = [{"run": r["name"], "λp": r["lambda_p"], "1/λp": round(1 / r["lambda_p"], 2), "status": r["status"],
+    if note := reader_note(rows):
+        st.markdown(note)
+    table = [{"run": r["name"], "λp": r["lambda_p"], "1/λp": round(1 / r["lambda_p"], 2),
+              **({"reader": r["reader"]} if r.get("reader") else {}), "status": r["status"],
               "accuracy": r["accuracy"], "mean steps": r["mean_steps"], "E[n]": r["expected_steps"],
               "reason": r["reason"]} for r in rows]
     st.dataframe(table, hide_index=True, width="stretch",
@@ -101,3 +129,25 @@ def sweep_results_ui(rows: list, n_steps: int = 20, key: str = "sweep") -> None:
     with c2:
         chart(study_figures.sweep_accuracy_fig(rows), "Test accuracy of each finished run against its λp.",
               key=f"{key}_acc")
+
+
+LOOSE = "runs named sweep-* (not in a sweep folder)"
+
+
+def saved_sweeps_ui(key: str = "sweep_folder") -> None:
+    """The sweeps in the runs folder: a sweep folder each (as this page and `python -m ponder sweep` save them,
+    runs/sweep-<task>/ ...), newest first, and the single runs named sweep-* when there are any."""
+    folders = {f.name: f for f in list_sweeps()}
+    loose = [e for e in loaders.models() if e.source != "shipped" and not e.sweep and e.path.name.startswith("sweep-")]
+    options = list(folders) + ([LOOSE] if loose else [])
+    if not options:
+        st.info("No sweeps in the runs folder yet: train one above (saved as runs/sweep-<task>/), or run "
+                "`python -m ponder sweep ... --out runs/<name>`.")
+        return
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = options[0]
+    name = st.selectbox("Sweep", options, key=key, format_func=lambda n: n if n == LOOSE else f"runs/{n}/")
+    if name == LOOSE:
+        sweep_results_ui(entry_sweep_rows(loose), max(e.card["train"]["max_steps"] for e in loose), key="sweep_loose")
+    else:
+        folder_sweep_ui(folders[name])

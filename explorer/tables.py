@@ -10,12 +10,16 @@ from ponder.tasks import TASKS
 
 
 def sweep_row(name: str, card: Optional[dict], status: Optional[str] = None, reason: str = "",
-              lambda_p: Optional[float] = None) -> dict:
-    """A λp-sweep table row from a run card (or from a job's state when there is no card yet)."""
+              lambda_p: Optional[float] = None, train: Optional[dict] = None) -> dict:
+    """A λp-sweep table row from a run card (or from a job's state when there is no card yet: its `train` config,
+    a mapping). reader: what each step of an MNIST run sees ('' for another task)."""
     card = card or {}
     t = test_metrics(card)
-    lp = (card.get("train") or {}).get("lambda_p", lambda_p)
-    return dict(name=name, lambda_p=float(lp) if lp is not None else float("nan"),
+    train = card.get("train") or train or {}
+    lp = train.get("lambda_p", lambda_p)
+    model = card.get("model") if isinstance(card.get("model"), dict) else {}
+    reader = (model.get("reader") or train.get("reader") or "cnn") if train.get("task", "mnist") == "mnist" else ""
+    return dict(name=name, lambda_p=float(lp) if lp is not None else float("nan"), reader=reader,
                 status=status or card.get("status", ""), reason=reason or card.get("reason", ""),
                 accuracy=t.get("accuracy"), mean_steps=t.get("mean_steps"),
                 expected_steps=mean_expected_steps(t), halting=t.get("halting_distribution"),

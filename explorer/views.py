@@ -1,9 +1,8 @@
-"""One input's panels that pages draw: the input as the model sees it, the answer, the per-step charts,
-stepping through the steps, the inputs pondered least and most (Streamlit layout around explorer.figures)."""
+"""One input's panels that pages draw: the input as the model sees it, the answer, the per-step charts, the
+inputs pondered least and most (Streamlit layout around explorer.figures)."""
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 from typing import Optional, Sequence
@@ -13,8 +12,10 @@ import streamlit as st
 from PIL import Image
 
 from ponder.analysis.studies import Trace, trace_rows
+from ponder.tasks import step_meaning
 
 from . import figures
+from .tables import plain
 from .ui import chart
 
 
@@ -56,6 +57,15 @@ def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None
               + (" (green: the true label)." if truth is not None else "."), key=f"{key}_top")
 
 
+def heat_caption(tr: Trace, cursor: Optional[int] = None) -> str:
+    """The heatmap's caption, naming what figures.step_probs_heatmap draws on it: the slider's orange box and,
+    unless in expected mode (it runs all N), the dotted box at the halting step."""
+    marks = ([f"the orange box is step {cursor}, where the slider is"] if cursor else []) + (
+        [f"the black dotted box is step {tr.halt_step}, where it halted"] if tr.mode != "expected" else [])
+    return ("Each row is what the network would answer if it stopped at step n (rows sum to 1)"
+            + (f"; {' and '.join(marks)}." if marks else "."))
+
+
 def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None,
                     key: str = "trace", cursor: Optional[int] = None) -> None:
     """The four per-step charts of one input: answers, λ_n, p_n vs prior, cumulative halting (cursor: the
@@ -63,8 +73,7 @@ def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] 
     figs = figures.trace_figures(tr, class_names, truth, cursor)
     c1, c2 = st.columns(2)
     with c1:
-        chart(figs["heat"], "Each row is what the network would answer if it stopped at step n (rows sum to 1); "
-              "the dotted box marks where it halted.", key=f"{key}_heat")
+        chart(figs["heat"], heat_caption(tr, cursor), key=f"{key}_heat")
         chart(figs["p"], f"Bars: probability of halting exactly at step n for this input; line: the geometric "
               f"prior λp(1−λp)^(n−1) with λp = {tr.lambda_p:g}, renormalised over the N steps.", key=f"{key}_p")
     with c2:
@@ -90,91 +99,22 @@ def trace_downloads_ui(tr: Trace, class_names: Sequence[str], name: str, key: st
                        mime="application/json", on_click="ignore", icon=":material/download:", key=f"{key}_json")
 
 
-def step_through_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], key: str = "step",
-                    labels: Optional[Sequence[str]] = None) -> int:
-    """A slider over the steps: what step n saw and what it would answer if it stopped there. Returns n.
-
-    seen: [N, 28, 28] uint8 images per step, or None when every step sees the whole image; labels: a few
-    words per step on what it has seen. The slider starts at the halting step of each new input (its
-    widget key includes the input's trace, so a new drawing, angle, mode or model starts it afresh).
-    """
-    slider = f"{key}_{trace_id(tr)}"
-    st.session_state.setdefault(slider, min(tr.halt_step, tr.max_steps))
-    n = st.slider("Step through the steps", 1, tr.max_steps, key=slider,
-                  help="Move through the steps (or press Play): the image as that step saw it, its answer if it "
-                       "stopped there, and a band at that step on every chart below.")
-    probs = tr.probs[n - 1]
-    top = int(np.argmax(probs))
-    c1, c2 = st.columns([0.8, 2.4])
-    with c1:
-        if seen is not None:
-            seen_image_ui(seen[n - 1], f"What step {n} has seen" + (f" ({labels[n - 1]})" if labels else ""))
-        else:
-            st.caption("This model sees its whole input at every step: its steps only refine its state.")
-    with c2:
-        m1, m2, m3, m4 = st.columns(4)
-        m1.metric(f"Answer at step {n}", class_names[top], help=f"{probs[top]:.1%} for this class at step {n}")
-        m2.metric("λ_n", f"{tr.lambdas[n - 1]:.3f}", help="chance to halt at this step if still running")
-        m3.metric("p_n", f"{tr.p[n - 1]:.3f}", help="probability of halting exactly here")
-        m4.metric("P(halted by n)", f"{tr.cdf[n - 1]:.3f}")
-        where = "where it halted" if n == tr.halt_step and tr.mode != "expected" else (
-            "after it halted: shown to compare" if n > tr.halt_step and tr.mode != "expected" else "")
-        st.caption(f"Step {n} of {tr.max_steps}{f' ({where})' if where else ''}: it would answer "
-                   f"{class_names[top]} with {probs[top]:.1%}.")
-    return n
-
-
-def parity_intro_ui() -> None:
-    """The Parity page's task in two sentences, and what to look at."""
+def parity_intro_ui(card: dict, name: str) -> None:
+    """The Parity page's task in two sentences, what a step is for the model shown, and what to look at."""
+    meaning, caveat = step_meaning(card)
     st.markdown("**Parity**, the paper's task: is the number of +1s in a vector of −1, 0 and +1 odd? A vector "
                 "with more non-zeros (k) is harder, so a PonderNet may think longer on it. Generate or type a "
-                "vector and watch when it stops; below, whole test sets from easy to hard.")
+                f"vector and watch when it stops; below, whole test sets from easy to hard. **A step** of "
+                f"{plain(name)}: {meaning}.")
     with st.expander("What to look at"):
         st.markdown(
+            f"- **What a step is** for this model: {meaning}{f', {caveat}' if caveat else ''}.\n"
             "- **Step slider / Play**: what it would answer if it stopped at step n, with a band at that step on "
             "every chart.\n"
             "- **p_n vs the prior** and **λ_n**: when it halts, against the geometric prior λp(1−λp)^(n−1).\n"
             "- **Easy vs hard**: E[n] = Σ n·p_n by number of non-zeros k: does it ponder longer on harder vectors?\n"
             "- **Is the extra thought worth it?**: its accuracy against a fixed depth and a confidence rule at "
             "the same mean number of steps.")
-
-
-PLAY_EVERY = 0.8        # seconds a step while playing: slow enough to read the answer and see the band move
-
-
-def trace_id(tr: Trace) -> str:
-    """A short id of one input's trace: a new drawing, angle, mode or model is a new one."""
-    return hashlib.blake2b(np.ascontiguousarray(tr.probs).tobytes() + f"{tr.mode}{tr.halt_step}".encode(),
-                           digest_size=6).hexdigest()
-
-
-def steps_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], truth: Optional[int] = None,
-             key: str = "step", labels: Optional[Sequence[str]] = None) -> None:
-    """Watch one input think: the step slider (step_through_ui) with Play / Pause, and the per-step charts
-    with a band at the slider's step. Playing moves one step every PLAY_EVERY seconds and stops at step N."""
-    ident = trace_id(tr)
-    slider, play = f"{key}_{ident}", f"{key}_playing"
-    playing = st.session_state.get(play) == ident
-
-    @st.fragment(run_every=PLAY_EVERY if playing else None)
-    def section():
-        now = st.session_state.get(slider, min(tr.halt_step, tr.max_steps))
-        if playing and st.session_state.get(play) == ident:
-            if now >= tr.max_steps:
-                st.session_state[play] = None
-                st.rerun()                                    # the whole page: the fragment stops polling
-            st.session_state[slider] = now + 1               # before the slider is drawn in this run
-        if st.button("Pause" if playing else "Play through the steps", key=f"{key}_play",
-                     icon=":material/pause:" if playing else ":material/play_arrow:"):
-            st.session_state[play] = None if playing else ident
-            if not playing and now >= tr.max_steps:
-                st.session_state[slider] = 1                  # from the start again
-            st.rerun()
-        n = step_through_ui(tr, seen, class_names, key=key, labels=labels)
-        st.divider()
-        trace_charts_ui(tr, class_names, truth, key=f"{key}_charts", cursor=n)
-
-    section()
 
 
 def pondering_gallery_ui(gallery: Optional[dict], class_names: Sequence[str]) -> None:

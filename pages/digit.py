@@ -1,15 +1,15 @@
 """Ponder a digit: draw, pick or upload a digit, rotate it, and watch the network decide when to stop."""
 import streamlit as st
 
-from explorer import canvas, digit_page, links, loaders, pickers, ui, views, worth
+from explorer import canvas, digit_page, links, loaders, pickers, stepper, ui, views, worth
 from explorer.ood import unlike_digits
 from ponder.analysis.studies import seen_at_steps, trace_input, view_labels
 
 ui.app_guard(__file__)
 TASK = links.MODEL_TASK["digit"]          # the task whose models this page shows
 st.title("Ponder a digit")
-digit_page.intro_ui()
 entry, ck = pickers.checkpoint_picker_ui(TASK)
+digit_page.intro_ui(ck.card, entry.name)
 second = digit_page.second_model_ui(entry.name)
 model = ck.model
 CLASSES = [str(c) for c in range(10)]
@@ -43,7 +43,7 @@ if second is not None:
         digit_page.side_by_side_ui([(entry.name, trace), (second.name, trace_input(other, x, mode, seed))],
                                    CLASSES, truth)
 seen = seen_at_steps(model, x)
-views.steps_ui(trace, None if seen is None else [canvas.seen_image(v[None]) for v in seen], CLASSES, truth,
+stepper.steps_ui(trace, None if seen is None else [canvas.seen_image(v[None]) for v in seen], CLASSES, truth,
                labels=view_labels(model))
 views.trace_downloads_ui(trace, CLASSES, entry.name)
 with st.expander("Test digits it ponders least and most (E[n] over the first 2,000 test digits)"):

@@ -1,15 +1,15 @@
 """Parity: one input vector step by step, then easy vs hard (vs extrapolation) test sets."""
 import streamlit as st
 
-from explorer import inputs, links, loaders, pickers, study_figures, tables, ui, views, worth
+from explorer import inputs, links, loaders, pickers, stepper, study_figures, tables, ui, views, worth
 from ponder.data import parity_target
 from ponder.analysis.studies import trace_input
 
 ui.app_guard(__file__)
 TASK = links.MODEL_TASK["parity"]          # the task whose models this page shows
 st.title("Parity")
-views.parity_intro_ui()
 entry, ck = pickers.checkpoint_picker_ui(TASK)
+views.parity_intro_ui(ck.card, entry.name)
 n = int(ck.card["model"]["n_elems"])
 CLASSES = ["even", "odd"]
 
@@ -37,7 +37,7 @@ if x is not None:
         ui.chart(study_figures.parity_input_fig(x[0].tolist()), "The input: red +1, blue −1, grey 0; the target is "
                  "whether the number of +1s is odd.", key="par_input")
         views.answer_ui(trace, CLASSES, truth)
-    views.steps_ui(trace, None, CLASSES, truth, key="par_step")
+    stepper.steps_ui(trace, None, CLASSES, truth, key="par_step")
     views.trace_downloads_ui(trace, CLASSES, entry.name, key="par")
 
 st.subheader("Easy vs hard inputs")

@@ -3,6 +3,7 @@ import streamlit as st
 
 from explorer import links, loaders, pickers, study_figures, ui, worth
 from ponder.analysis.studies import rotation_verdict, rotation_label
+from ponder.tasks import step_meaning
 
 ui.app_guard(__file__)
 TASK = links.MODEL_TASK["rotation"]          # the task whose models this page shows
@@ -27,7 +28,7 @@ n_images = int(rows[0]["n"]) if rows else 0
 if not whole:
     st.info(f"A first look on the first {n_images:,} test images per rotation; measuring all "
                          f"{asked:,} now (kept on disk afterwards, so the next visit opens with them).")
-answer, text = rotation_verdict(rows)
+answer, text = rotation_verdict(rows, step_meaning(entry.card))
 st.subheader("Does it ponder longer on harder inputs?")
 (st.success if answer == "longer" else st.info)(text)
 

@@ -1,7 +1,7 @@
 """λp sweep: the geometric prior at a glance, then runs trained at several λp (or the shipped sweep)."""
 import streamlit as st
 
-from explorer import figures, forms, job_views, loaders, pickers, sweep_views, ui
+from explorer import figures, forms, job_views, loaders, sweep_views, ui
 from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.store.runs import runs_root
@@ -29,7 +29,7 @@ st.caption("Short runs (MNIST or parity), one per λp and seed, trained one afte
            "also runs on Ray); a run that diverges is shown as failed with the reason, and the sweep goes on. The job "
            f"stops at the server's cap of {fmt_duration(registry.max_seconds)} (PONDER_MAX_JOB_SECONDS); a reload "
            "comes back to it, and every tab shows the machine's running sweep, which anyone can cancel.")
-form, started = forms.sweep_form_ui(), None
+form, started = forms.sweep_form_ui(sweep_views.shipped_reader()), None
 if form:
     try:
         started = registry.submit(session, [], kind="sweep", root=runs_root() / form[0], plan=form[1])
@@ -40,8 +40,7 @@ if form:
 
 st.subheader("Results")
 job, note, who = job_views.attach_job_ui(registry, session, "sweep", started)     # kept in the URL: a reload comes back
-sources = (["The sweep job"] if job else []) + ["Shipped sweep (assets/sweep-lp*)", "A sweep folder (runs/<sweep>/)",
-                                                "Saved sweep runs (runs/sweep-*)"]
+sources = (["The sweep job"] if job else []) + ["Shipped sweep (assets/sweep-lp*)", "Your sweeps (runs/)"]
 source = st.radio("Show", sources, horizontal=True, key=f"sweep_source_{bool(job)}")
 if source == "The sweep job":
     @st.fragment(run_every=2.0 if job.active else None)
@@ -56,13 +55,9 @@ if source == "The sweep job":
             st.session_state["_seen_done_sweep"] = view.id
             st.rerun()
     live_results()
-elif source.startswith("A sweep folder"):
-    folder = pickers.sweep_folder_ui()
-    if folder is not None:
-        sweep_views.folder_sweep_ui(folder)
+elif source.startswith("Your sweeps"):
+    sweep_views.saved_sweeps_ui()
 else:
-    shipped = source.startswith("Shipped")
-    entries = [e for e in loaders.models() if (e.source == "shipped") == shipped and not e.sweep
-               and e.path.name.startswith("sweep-")]
+    entries = [e for e in loaders.models() if e.source == "shipped" and e.path.name.startswith("sweep-")]
     sweep_views.sweep_results_ui(sweep_views.entry_sweep_rows(entries),
                                  max((e.card["train"]["max_steps"] for e in entries), default=20))

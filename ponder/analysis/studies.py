@@ -186,12 +186,13 @@ def correlation(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
 FEW_SETS = 5      # a correlation over fewer test sets than this is flagged as saying little
 
 
-def rotation_verdict(rows: Sequence[dict]) -> tuple[str, str]:
+def rotation_verdict(rows: Sequence[dict], step: tuple[str, str] = ("", "")) -> tuple[str, str]:
     """(answer, explanation): does the model ponder longer on harder (less accurate) inputs?
 
     answer is 'longer', 'shorter', 'no' or 'unclear'. Computed from the rows: the easiest and
     hardest test sets by accuracy, their mean halting steps, the correlation across sets between
     error rate and mean steps, and right vs wrong answers over all samples (per-sample rows).
+    step: (what a step is, its confound) for the model (ponder.tasks.step_meaning), said after the answer.
     """
     rows = [r for r in rows if r.get("n", 1)]                 # an empty test set says nothing
     if not rows:
@@ -227,6 +228,9 @@ def rotation_verdict(rows: Sequence[dict]) -> tuple[str, str]:
         answer = "no"
         head = ("No: this model does not ponder longer on harder inputs; its halting steps barely move "
                 "while accuracy drops.")
+    meaning, caveat = step
+    if meaning:
+        head += f" What a step is for this model: {meaning}{f', {caveat}' if caveat else ''}."
     return answer, head + " " + " ".join(facts)
 
 

@@ -129,6 +129,11 @@ class Task:
         '' for none."""
         return ""
 
+    def step_meaning(self, model: dict) -> tuple[str, str]:
+        """What one step is for a model of this task (its card's `model` mapping), in words, and what follows
+        from it for reading its halting (a confound; '' for none). The explorer says both on its pages."""
+        return "", ""
+
 
 def init_lambda_head(head: torch.nn.Linear, lambda_p: float) -> None:
     """Start near the prior: lambda_n ~= lambda_p at every step, so p starts ~geometric.
@@ -166,6 +171,12 @@ def get_task(name) -> Task:
     if task is None:
         raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {short_repr(name)}")
     return task
+
+
+def step_meaning(card: dict) -> tuple[str, str]:
+    """(what one step is, the confound it brings or '') for the run of a card (Task.step_meaning)."""
+    train, model = card.get("train") or {}, card.get("model")
+    return get_task(train.get("task", "mnist")).step_meaning(model if isinstance(model, dict) else {})
 
 
 def build_model(task: str, model_cfg, max_steps: int, lambda_p: float, lambda_input: str = "hidden"):

@@ -152,5 +152,20 @@ class MnistTask(Task):
             return ""
         return "reader " + (f"rows ({m.get('rows_per_step', '?')} a step)" if r == "rows" else str(r))
 
+    def step_meaning(self, model: dict) -> tuple[str, str]:
+        reader = model.get("reader") or "cnn"           # a card without a reader is the article's design
+        if reader == "rows":
+            k = model.get("rows_per_step", 2)
+            return (f"each step reveals {k} more rows of the image, top to bottom (all 28 by step {math.ceil(28 / k)})",
+                    "so the steps a digit needs depend on how far down its ink goes, not only on how hard it is "
+                    "(rotating a digit also moves its ink to other rows)")
+        if reader == "coarse":
+            from .mnist_readers import CoarseReader
+            r = CoarseReader.RESOLUTIONS
+            return (f"each step sees the image at a finer resolution ({r[0]}×{r[0]}, {r[1]}×{r[1]}, … "
+                    f"{r[-1]}×{r[-1]} from step {len(r)})", "")
+        return ("every step sees the whole image: step 1 is already a full classifier and later steps only refine "
+                "its state", "so extra steps bring no new evidence and halting mostly follows the prior")
+
 
 register(MnistTask())

@@ -180,5 +180,8 @@ class ParityTask(Task):
     def describe(self, card: dict) -> str:
         return f"parity preset {(card.get('train') or {}).get('parity_preset')}"
 
+    def step_meaning(self, model: dict) -> tuple[str, str]:
+        return "every step reads the whole vector again and updates the cell's state: more steps, more thought", ""
+
 
 register(ParityTask())

@@ -371,6 +371,19 @@ def test_digit_page_introduces_pondernet(runs):
     assert all(w in look.markdown[0].value for w in ("Per-step answer", "λ_n", "p_n vs the prior", "E[n]"))
 
 
+@pytest.mark.parametrize("page, model, said", [
+    ("digit", "mnist-adaptive", "each step reveals 2 more rows of the image, top to bottom (all 28 by step 14)"),
+    ("digit", "runs/tiny-mnist", "every step sees the whole image"),
+    ("parity", "runs/tiny-parity", "every step reads the whole vector again")])
+def test_the_intro_and_what_to_look_at_say_what_a_step_is_for_the_model_shown(runs, page, model, said):
+    at = open_app(page=page, model=model)
+    assert f"**A step** of {model}: {said}" in shown(at.markdown[0].value)
+    look = next(e for e in at.expander if e.label == "What to look at")
+    assert f"What a step is** for this model: {said}" in look.markdown[0].value
+    if "rows" in said:
+        assert "ink" in look.markdown[0].value                              # the rows confound, named
+
+
 def test_digit_page_says_that_the_seed_sets_the_halting_step_in_sample_mode(runs):
     """A note where sample mode's halting step is set by the seed (beside the mode and seed box)."""
     at = open_app()
@@ -780,9 +793,19 @@ def test_sweep_page_prior_follows_lambda_p_and_a_two_value_sweep_runs(runs):
     assert list(df["run"]) == ["runs/sweep-mnist/lambda_p0.3-seed0", "runs/sweep-mnist/lambda_p0.6-seed0"]
     assert [t["status"] for t in json.loads((runs / "sweep-mnist" / "sweep.json").read_text())["trials"]] == \
         ["completed", "completed"]                                     # ponder.sweep's folder, as the CLI writes it
+    # the form's reader is the shipped sweep's (the whole image), so the two sweeps teach the same lesson, and the
+    # page says which reader each used
+    assert read_card(runs / "sweep-mnist" / "lambda_p0.3-seed0")["train"]["reader"] == "cnn"
+    assert list(df["reader"]) == ["cnn", "cnn"] and "**cnn**: every step sees the whole image" in texts(at)
     at.radio(key="sweep_source_True").set_value("Shipped sweep (assets/sweep-lp*)")
     run_ok(at)
     assert len(at.dataframe[0].value) == 6                              # the shipped sweep loads as well
+    assert set(at.dataframe[0].value["reader"]) == {"cnn"} and "The reader decides the curve" in texts(at)
+    at.radio(key="sweep_source_True").set_value("Your sweeps (runs/)")   # the saved sweep is found
+    run_ok(at)
+    at.selectbox(key="sweep_folder").set_value("sweep-mnist")
+    run_ok(at)
+    assert list(at.dataframe[0].value["run"]) == list(df["run"]) and "No sweep" not in texts(at)
     # the form again with other epochs: a new folder; the first sweep's trials are not replaced
     first = (runs / "sweep-mnist" / "lambda_p0.3-seed0" / WEIGHTS).read_bytes()
     at.number_input(key="sw_epochs").set_value(0.004)
@@ -854,7 +877,7 @@ def test_sweep_page_shows_a_sweep_folder_and_compare_adds_it_as_one_group(runs):
     tiny = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, device="cpu")
     run_sweep(Plan("parity", tiny, parse_grid(["lambda_p=0.2,0.5"]), [0]), runs / "cli-sweep", eval_limit=200)
     at = open_app("pages/sweep.py")
-    at.radio(key="sweep_source_False").set_value("A sweep folder (runs/<sweep>/)")
+    at.radio(key="sweep_source_False").set_value("Your sweeps (runs/)")
     run_ok(at)
     at.selectbox(key="sweep_folder").set_value("cli-sweep")
     run_ok(at)
@@ -1047,7 +1070,9 @@ def test_compare_and_sweep_pages_with_a_broken_run(runs):
     assert len(errs) == 1 and WEIGHTS in errs[0] and not at.exception, ("broken run", "compare page")
     at.switch_page("pages/sweep.py")
     run_ok(at)
-    at.radio(key="sweep_source_False").set_value("Saved sweep runs (runs/sweep-*)")
+    at.radio(key="sweep_source_False").set_value("Your sweeps (runs/)")
+    run_ok(at)
+    at.selectbox(key="sweep_folder").set_value("runs named sweep-* (not in a sweep folder)")
     run_ok(at)
     df = at.dataframe[0].value
     row = df[df["run"] == "runs/sweep-lp0.45"].iloc[0]
@@ -1427,24 +1452,57 @@ def test_per_step_numbers_download_and_every_chart_has_a_png_button(runs, mnist,
                            for c in configs)
 
 
-def test_play_steps_through_the_steps_and_the_band_follows_the_slider(runs):
-    # the step slider moves a band on every per-step chart; Play moves it one step a rerun until step N
-    at = open_app(page="parity", model="runs/tiny-parity")
-    slider = next(s for s in at.slider if s.label == "Step through the steps")
-    slider.set_value(2)
-    run_ok(at)
+def _step_slider(at):
+    return next(s for s in at.slider if s.label == "Step through the steps")
 
-    def band(a):                                          # where the band is on the p_n chart
-        fig = next(f for f in charts(a) if f["layout"].get("title", {}).get("text") == "Learned p_n vs prior")
-        (rect,) = [s for s in fig["layout"]["shapes"] if s.get("fillcolor") == CURSOR_COLOR]
-        return (rect["x0"] + rect["x1"]) / 2
-    assert band(at) == 2
+
+def _band(at):
+    """Where the step slider's band is on the p_n chart."""
+    fig = next(f for f in charts(at) if f["layout"].get("title", {}).get("text") == "Learned p_n vs prior")
+    (rect,) = [s for s in fig["layout"]["shapes"] if s.get("fillcolor") == CURSOR_COLOR]
+    return (rect["x0"] + rect["x1"]) / 2
+
+
+def _step_caption(at):
+    return next(c.value for c in at.caption if c.value.startswith("Step ") and " of " in c.value)
+
+
+def test_play_starts_at_step_1_and_plays_through_the_halt_to_step_n(runs):
+    # Play began at the halting step and played only the steps after it ("11 -> 20, all after it halted"): it
+    # starts at step 1, so the evidence builds up to the halt, and the band and the panel follow the slider
+    at = open_app(page="parity", model="runs/tiny-parity")
+    at.segmented_control(key="par_mode").set_value("deterministic")
+    run_ok(at)
+    halt = int(re.search(r"step \*\*(\d+)\*\*", texts(at)).group(1))
+    assert _step_slider(at).value == halt                        # a new input opens on its halting step
     at.button(key="par_step_play").click()
-    run_ok(at)                                            # Play, then one step (the page's rerun)
-    assert next(s for s in at.slider if s.label == "Step through the steps").value == 3 and band(at) == 3
-    assert at.button(key="par_step_play").label == "Pause"
-    for _ in range(5):                                    # N = 5: it stops there, and says Play again
+    run_ok(at)
+    seen = []
+    for _ in range(8):
+        n = _step_slider(at).value
+        assert _band(at) == n and _step_caption(at).startswith(f"Step {n} of 5")
+        assert ("after it halted" in _step_caption(at)) == (n > halt)
+        seen.append(n)
+        if at.button(key="par_step_play").label != "Pause":
+            break
         run_ok(at)
-    assert next(s for s in at.slider if s.label == "Step through the steps").value == 5
+    assert seen == [1, 2, 3, 4, 5, 5], seen                    # N = 5: it stops there, and says Play again
     assert at.button(key="par_step_play").label == "Play through the steps"
+
+
+def test_pause_keeps_the_step_and_play_goes_on_from_there(runs):
+    at = open_app(page="parity", model="runs/tiny-parity")
+    at.button(key="par_step_play").click()
+    run_ok(at)
+    run_ok(at)
+    assert _step_slider(at).value == 2
+    at.button(key="par_step_play").click()                     # Pause: the slider stays on step 2, movable
+    run_ok(at)
+    assert _step_slider(at).value == 2 and not _step_slider(at).disabled and _band(at) == 2
+    assert at.button(key="par_step_play").label == "Play through the steps"
+    at.button(key="par_step_play").click()                     # Play again: on from step 2
+    run_ok(at)
+    assert _step_slider(at).value == 2 and _step_slider(at).disabled
+    run_ok(at)
+    assert _step_slider(at).value == 3 and _band(at) == 3
 

@@ -191,3 +191,31 @@ def test_the_training_chart_names_the_runs_kl_direction():
     rows = [{"step": s, "loss": 1.0, "rec": 0.9, "reg": 0.1, "accuracy": 0.5, "mean_steps": 3.0} for s in (1, 2)]
     assert "KL(p_G‖p)" in [t.name for t in figs.training_fig(rows, 0.2, 5, regulariser="kl-reverse").data]
     assert "KL(p‖p_G)" in [t.name for t in figs.training_fig(rows, 0.2, 5).data]
+
+
+def test_the_heatmap_labels_every_step_and_draws_the_halting_box_over_the_slider_band():
+    # it labelled only odd steps (step 20 unlabelled), and its caption's "dotted box" lay under the slider's solid
+    # band where the two met (the slider opens on the halting step)
+    fig = figs.step_probs_heatmap(np.full((20, 10), 0.1), halt_step=7, cursor=7)
+    y = fig.layout.yaxis
+    assert (y.tickmode, y.tick0, y.dtick) == ("linear", 1, 1)                 # 1, 2, ..., 20: every step
+    assert fig.layout.height >= 110 + 18 * 20                                 # ~18 px a label
+    *under, top = fig.layout.shapes
+    assert top.line.dash == "dot" and (top.y0, top.y1) == (6.5, 7.5)          # the halting box, drawn last
+    assert [(s.y0, s.y1, s.line.dash) for s in under] == [(6.5, 7.5, None)]   # the slider's box, solid, under it
+    assert figs.step_probs_heatmap(np.full((200, 2), 0.5)).layout.yaxis.dtick == 20     # too many to label each
+
+
+def test_the_heatmap_caption_names_what_is_drawn():
+    from ponder.analysis.studies import trace_input
+    from explorer.views import heat_caption
+    model, x = tiny_model("mnist", max_steps=5), torch.zeros(1, 1, 28, 28)
+    tr = trace_input(model, x, "deterministic")
+    assert f"dotted box is step {tr.halt_step}, where it halted" in heat_caption(tr, 2)
+    assert "orange box is step 2" in heat_caption(tr, 2)
+    dotted = [s for s in figs.trace_figures(tr, list("0123456789"), cursor=2)["heat"].layout.shapes if s.line.dash == "dot"]
+    assert len(dotted) == 1
+    ex = trace_input(model, x, "expected")                                   # no halting box in expected mode
+    assert "dotted" not in heat_caption(ex, 2)
+    assert not [s for s in figs.trace_figures(ex, list("0123456789"), cursor=2)["heat"].layout.shapes
+                if s.line.dash == "dot"]

@@ -108,6 +108,18 @@ def test_verdict_says_no_when_steps_stay_flat():
     assert answer == "no" and text.startswith("No:") and "4.66" in text and "4.70" in text
 
 
+def test_verdict_names_what_a_step_is_and_the_rows_confound():
+    # "halts later on the more rotated inputs" said nothing of the row reader, whose steps reveal rows: rotation
+    # also moves the ink to other rows
+    from ponder.tasks import step_meaning
+    rows = [_row(0, 0.99, 3), _row(45, 0.8, 4), _row(90, 0.3, 6, wrong_steps=7)]
+    card = {"train": {"task": "mnist"}, "model": {"reader": "rows", "rows_per_step": 2}}
+    answer, text = studies.rotation_verdict(rows, step_meaning(card))
+    head = text.split(" Accuracy goes from")[0]
+    assert answer == "longer" and "each step reveals 2 more rows" in head and "moves its ink to other rows" in head
+    assert "every step sees the whole image" in studies.rotation_verdict(rows, step_meaning({"train": {}, "model": {}}))[1]
+
+
 def test_verdict_says_shorter_and_unclear():
     assert studies.rotation_verdict([_row(0, 0.99, 6), _row(45, 0.6, 4), _row(90, 0.2, 3)])[0] == "shorter"
     assert studies.rotation_verdict([_row(0, 0.99, 3), _row(10, 0.98, 6)])[0] == "unclear"

@@ -151,6 +151,25 @@ def test_each_task_checks_the_fields_it_reads_whatever_the_runs_task():
     assert get_task("parity").describe({"train": {"parity_preset": "video-15"}}) == "parity preset video-15"
 
 
+@pytest.mark.parametrize("rows_per_step", [2, 4, 14, 28])
+def test_step_meaning_is_read_from_the_readers_definition(rows_per_step):
+    # what a step is, in words, for every page: the row reader's step reveals rows_per_step more rows, and the
+    # view of the model built from that card agrees (the first step n whose view shows every row)
+    from ponder.tasks import step_meaning
+    card = {"train": {"task": "mnist"}, "model": {"reader": "rows", "rows_per_step": rows_per_step}}
+    meaning, caveat = step_meaning(card)
+    model = tiny_model("mnist", max_steps=20, reader="rows", rows_per_step=rows_per_step)
+    ink = torch.zeros(1, 1, 28, 28)
+    ink[..., 27, :] = 1.0                                                    # ink on the bottom row only
+    full = next(n + 1 for n in range(20) if model.step_fn.view(ink, n)[..., 27, :].min() == 1)
+    assert meaning == f"each step reveals {rows_per_step} more rows of the image, top to bottom (all 28 by step {full})"
+    assert "ink" in caveat and "rotating" in caveat                          # the rows confound, named
+    assert step_meaning({"train": {"task": "mnist"}, "model": {}})[0].startswith("every step sees the whole image")
+    assert "2×2, 3×3, … 28×28 from step 8" in step_meaning({"train": {"task": "mnist"}, "model": {"reader": "coarse"}})[0]
+    assert step_meaning({"train": {"task": "parity"}, "model": {"n_elems": 8}}) == (
+        "every step reads the whole vector again and updates the cell's state: more steps, more thought", "")
+
+
 def test_build_model_from_a_card_mapping():
     model = build_model("parity", {"n_elems": 8, "hidden": 12}, 5, 0.3)
     assert model.max_steps == 5 and model.step_fn.cfg.hidden == 12
