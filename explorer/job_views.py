@@ -44,7 +44,9 @@ def run_progress_ui(run: RunState, key: str) -> None:
             st.progress(1.0, text=f"**{plain(run.name)}** · trained {last['step']:,} steps in "
                                   f"{_fmt_s(last['elapsed'])} · now {AFTER_TRAINING[run.phase]} · elapsed {_fmt_s(elapsed)}")
         else:
-            step, remaining = tables.training_eta(last, now) if last else ("first steps", None)
+            mem = f"_eta_{key}_{run.started}"               # the time left shown before: it only counts down
+            step, remaining = tables.training_eta(last, now, st.session_state.get(mem)) if last else ("first steps", None)
+            st.session_state[mem] = (remaining, now)
             st.progress(min(max(frac, 0.0), 1.0),
                         text=f"**{plain(run.name)}** · {run.phase or 'starting'} · {step} · elapsed {_fmt_s(elapsed)}"
                              f" · training time left ≈ {_fmt_s(remaining) if remaining is not None else '…'}")
