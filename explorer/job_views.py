@@ -29,6 +29,8 @@ def _fmt_s(s: Optional[float]) -> str:
     return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
 
 
+AGO = "{ago}"           # in a job's note: 'N s ago', counted when it is shown
+
 AFTER_TRAINING = {"validating": "the final validation pass", "saving": "saving the run",
                   "evaluating": "measuring it on test data"}      # phases after the training loop (ponder.lifecycle)
 
@@ -103,7 +105,7 @@ def job_ui(view: JobView, cancel, key: str = "job", note: str = "") -> None:
     """A job's runs: the running one live, the finished ones as result boxes, queued ones listed.
     note: a line on where the job came from (another session, the URL)."""
     if note:
-        st.caption(note)
+        st.caption(note.replace(AGO, _ago(view.created)))      # counted at each poll
     if view.active:
         c1, c2 = st.columns([4, 1], vertical_alignment="center")
         budgets = [r.config.max_seconds if r.config is not None else None for r in view.runs]
@@ -160,13 +162,13 @@ def attach_job_ui(registry, session: str, kind: str, started=None):
         elif job.kind != kind:
             job = None                           # another page's job: not this page's business
         elif job.session != session:
-            note = f":material/history: Back to job {job.id}, started {_ago(job.created)}."
+            note = f":material/history: Back to job {job.id}, started {AGO}."
     if job is None and registry.active(kind):
         job = registry.active(kind)[0]
         if job.session != session:
             who = session
             note = (f":material/group: This job was started elsewhere (another tab or user, or this tab before a "
-                    f"reload) {_ago(job.created)}: it holds the machine's training slot; anyone can cancel it.")
+                    f"reload) {AGO}: it holds the machine's training slot; anyone can cancel it.")
     if job is None:
         job = registry.session_job(session, kind)
     if job is not None:

@@ -423,8 +423,10 @@ def _start_parity_job(at, name, epochs):
 def test_train_page_cancel_keeps_a_partial_run_and_a_busy_machine_says_so(runs):
     at = _start_parity_job(open_app("app_pages/train.py"), "apptest-long", 200.0)
     poll(at, lambda a: bool(a.get("progress")) and len(charts(a)) == 2)       # live progress bar and curves
-    other = _start_parity_job(open_app("app_pages/train.py"), "other-session", 0.04)
-    assert [e.value for e in other.error if "machine is busy" in e.value] and not other.warning   # said once
+    other = _train_form(open_app("app_pages/train.py"), epochs=0.04)
+    start = other.button(key="tf_start")                             # Start is disabled and says why, once
+    assert start.disabled and "machine is busy" in start.help and not other.error and not other.warning
+    assert [c.value for c in other.sidebar.caption if "machine is busy" in c.value]
     at.button(key="train_cancel").click()
     run_ok(at)
     poll(at, lambda a: any("Partial run**: cancelled" in w.value for w in a.warning), timeout=60)
