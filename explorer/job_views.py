@@ -203,3 +203,25 @@ def run_name(run_dir: str) -> str:
     """A saved run's name in the pickers: runs/<run>, or runs/<sweep>/<trial> for a trial of a sweep folder."""
     p = Path(run_dir)
     return f"runs/{p.parent.name}/{p.name}" if (p.parent / SWEEP).is_file() else f"runs/{p.name}"
+
+
+def running_job_sidebar_ui(registry, here: str) -> None:
+    """A line in the sidebar of every page while a training job runs on this machine: its name, how far it is,
+    and a link to the page that shows it (here: the page's url path; no link on that page itself)."""
+    @st.fragment(run_every=2.0 if registry.active() else None)
+    def line():
+        active = registry.active()
+        if not active:
+            return
+        v = active[0].snapshot()
+        run, page = v.current, "sweep" if v.kind == "sweep" else "train"
+        last = run.progress[-1] if run and run.progress else None
+        where = f"step {last['step']:,}" if last else "starting"
+        st.caption(f":material/model_training: **Training {plain(v.name)}** · {where} · started "
+                   f"{_ago(v.created)}" + ("" if page == here else "; anyone can cancel it there:"))
+        if page != here:
+            st.page_link(f"app_pages/{page}.py", label="Show the training job", icon=":material/arrow_forward:",
+                         query_params={"job": v.id})
+
+    with st.sidebar:
+        line()
