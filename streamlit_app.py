@@ -4,7 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from explorer import navigation, ui
+from explorer import job_views, loaders, navigation, ui
 
 # the tab icon is a local file: a material icon or an emoji would be fetched from the internet
 ICON = Path(__file__).resolve().parent / "explorer" / "icon.png"
@@ -36,6 +36,7 @@ if wanted in paths and wanted != current and not st.session_state.get("_page_fro
 st.session_state["_page_from_link"] = True
 st.session_state["_via_app"] = True           # see explorer.ui.app_guard
 ui.link_params_ui(current, wanted if wanted is not None and wanted not in paths else None, list(paths))
+job_views.running_job_sidebar_ui(loaders.job_registry(), current)       # every page: a job is running
 st.query_params["page"] = current
 
 page.run()

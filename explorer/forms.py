@@ -1,4 +1,5 @@
-"""The sidebar forms: train a run, train a λp sweep, import a run. Each returns plain values."""
+"""The forms: train a λp sweep, import a run, and what the training form (explorer.train_form) shares. Each
+returns plain values."""
 from __future__ import annotations
 
 from typing import Optional
@@ -6,10 +7,8 @@ from typing import Optional
 import streamlit as st
 import torch
 
-from ponder.config import REGULARISERS, ConfigError, TrainConfig
-from ponder.halting import LAMBDA_INPUTS
+from ponder.config import REGULARISERS, TrainConfig
 from ponder.tasks import TASKS, get_task
-from ponder.tasks.mnist import MNIST_READERS
 from ponder.store.manage import import_zip
 from ponder.store.runs import RunNameError, safe_name, unused_name
 from ponder.store.uploads import IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, import_checkpoint
@@ -17,8 +16,7 @@ from ponder.sweep_plan import Plan
 from ponder.train import trains_on
 
 from . import tables
-from .links import LP_HELP, LP_RANGE
-from .ui import USER_ERRORS, one_line, remembered_lambda_p
+from .ui import USER_ERRORS, one_line
 
 
 # ----------------------------------------------------------------------------- training forms
@@ -72,88 +70,6 @@ READER_LABELS = {"rows": "rows: 2 more a step (ponders)", "coarse": "coarse to f
 # E[n] std over the test digits, 3-epoch runs (README's reader table; docs/results.md, "The default MNIST design")
 READER_NOTE = ("Which ponder: rows most (E[n] std ~1.6 steps over digits), coarse less (~1.0); cnn, the article's, "
                "sees the whole digit at step 1 and halts by the prior.")
-
-
-def train_form_ui(task: str) -> Optional[tuple]:
-    """The sidebar training form. Returns (run name, TrainConfig) when Start is pressed, else None.
-
-    Defaults give a useful model in under a minute on 2 CPU cores (MNIST: ~99% test accuracy; docs/development.md).
-    Widget keys start with tf_<task>_ so each task keeps its own defaults.
-    """
-    d, t = TrainConfig.for_task(task), get_task(task)
-    k = f"tf_{task}_"
-    kept = st.session_state.setdefault(f"_kept_{k}", {})     # the values of its last Start, per task: a widget's
-    v = kept.get                                              # own state is dropped on a page that does not draw it
-    with st.sidebar.form(f"train_form_{task}", enter_to_submit=False):       # only the button starts a run
-        lp0 = float(remembered_lambda_p(d.lambda_p))              # the link's or this session's λp, else the task's
-        name = st.text_input("Run name", value=v("name", f"{task}-lp{lp0:g}"), max_chars=64, key=k + "name")
-        lp = st.slider("λp (prior)", *LP_RANGE, lp0, 0.01, key=k + "lp", help=LP_HELP)
-        beta = st.number_input("β (weight of the KL term)", 0.0, 10.0, v("beta", float(d.beta)), 0.005, format="%g",
-                               key=k + "beta")
-        reg = st.selectbox("Regulariser", REGULARISERS, index=REGULARISERS.index(v("reg", d.regulariser)), key=k + "reg",
-                           format_func=REGULARISER_LABELS.get,
-                           help=REGULARISER_HELP)
-        lam_in = st.selectbox("What the λ head reads", LAMBDA_INPUTS, index=LAMBDA_INPUTS.index(v("lam_in", d.lambda_input)),
-                              key=k + "lam_in", format_func=LAMBDA_INPUT_LABELS.get,
-                              help="The halting probability λ_n comes from the cell's state h; 'confidence' also gives "
-                                   "it the answer's top probability and how far the answer moved since the last step.")
-        reader = st.selectbox("What each step sees (MNIST)", MNIST_READERS,
-                              index=MNIST_READERS.index(v("reader", d.reader)),
-                              disabled="reader" not in t.reads, key=k + "reader", format_func=READER_LABELS.get,
-                              help="rows (the default): 2 more image rows each step, so extra steps bring evidence "
-                                   "and halting varies by digit (λp 0.5 pulls halting to the earliest step a digit "
-                                   "allows); cnn, the article's: the whole image every step (step 1 is already a "
-                                   "classifier).")
-        if "reader" in t.reads:
-            st.caption(READER_NOTE)
-        n = st.number_input("N (most steps)", 1, MAX_STEPS, v("n", int(d.max_steps)), 1, key=k + "n", help=SIZE_HELP)
-        hidden = st.number_input("Hidden size", 4, MAX_HIDDEN, v("hidden", int(d.hidden)), 8, key=k + "hidden",
-                                 help=SIZE_HELP)
-        batch = st.number_input("Batch size", 8, MAX_BATCH, v("batch", int(d.batch_size)), 16, key=k + "batch",
-                                help=SIZE_HELP)
-        lr = st.number_input("Learning rate", 1e-5, 1.0, v("lr", float(d.lr)), 1e-4, format="%.4f", key=k + "lr")
-        epochs = st.number_input("Epochs", 0.001, 100.0, v("epochs", float(d.epochs)), 0.5, format="%g",
-                                 key=k + "epochs", help="MNIST: passes over 55,000 images. Parity: blocks of 500 batches.")
-        seconds = st.number_input("Time budget (s, 0 = none)", 0, 24 * 3600, v("seconds", t.budget_seconds), 10,
-                                  key=k + "seconds",
-                                  help="Training stops at whichever comes first: the epochs or the budget. The budget "
-                                       "covers the training steps; a validation pass, saving and a test measurement "
-                                       "on 2,000 images follow (a few seconds, shown as they run).")
-        rot = st.slider("Training rotation ±d (degrees)", 0, 180, v("rot", 0), 5, disabled="rotate_train" not in t.reads,
-                        key=k + "rot",
-                        help="Each training image is rotated by its own angle drawn uniformly in ±d.")
-        presets = list(t.presets or all_presets())
-        preset = st.selectbox("Parity preset", presets, index=presets.index(v("preset", presets[0])),
-                              disabled="parity_preset" not in t.reads, key=k + "preset", format_func=preset_label)
-        seed = st.number_input("Seed", 0, 2**31 - 1, v("seed", 0), 1, key=k + "seed")
-        choices = devices()
-        device = st.selectbox("Device", choices, index=choices.index(v("device", choices[0])) if v("device") in choices
-                              else 0, key=k + "device", format_func=device_label,
-                              help="auto: the GPU when there is one (CUDA, else Apple's MPS), else the CPU.")
-        st.caption(f"Trains on: {trains_on(device)}")
-        go = st.form_submit_button("Start training", icon=":material/play_arrow:", type="primary",
-                                   width="stretch", key="tf_start")
-    if go:
-        kept.update(name=name, beta=beta, reg=reg, lam_in=lam_in, reader=reader, n=n, hidden=hidden, batch=batch, lr=lr, epochs=epochs,
-                    seconds=seconds, rot=rot, preset=preset, seed=seed, device=device)
-    if not go:
-        return None
-    st.session_state["_lp"] = lp
-    st.query_params["lp"] = f"{lp:g}"
-    cfg = TrainConfig.for_task(task, lambda_p=float(lp), beta=float(beta), max_steps=int(n), hidden=int(hidden),
-                               batch_size=int(batch), lr=float(lr), epochs=float(epochs),
-                               max_seconds=float(seconds) or None,
-                               rotate_train=float(rot) if "rotate_train" in t.reads else 0.0,
-                               seed=int(seed), device=device, parity_preset=preset, regulariser=reg,
-                               lambda_input=lam_in, reader=reader if "reader" in t.reads else d.reader)
-    try:
-        safe, cfg = safe_name(name), cfg.validate()
-        if note := tables.renamed(name, safe):
-            st.sidebar.info(tables.plain(note))
-        return safe, cfg
-    except (RunNameError, ConfigError) as e:
-        st.sidebar.error(one_line(e))
-        return None
 
 
 SWEEP_CHOICES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)    # λp in (0, 1): see links.LP_RANGE

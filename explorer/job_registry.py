@@ -33,9 +33,14 @@ from .jobs import EVAL_LIMIT, Job
 from .limits import JobLimitError, max_jobs_from_env, max_seconds_from_env
 
 
-def _pages(jobs) -> str:
-    """Where these jobs are shown: 'Train', 'λp sweep' or 'Train and λp sweep'."""
-    return " and ".join(sorted({"λp sweep" if j.kind == "sweep" else "Train" for j in jobs}))
+def _pages(jobs, here: str = "") -> str:
+    """Where these jobs are shown: 'the Train page', 'the λp sweep page', 'the Train and λp sweep pages', or 'this
+    page' for here's kind of job (here: the kind of job the asking page shows, 'train' or 'sweep')."""
+    kinds = {j.kind for j in jobs}
+    if kinds == {here}:
+        return "this page"
+    names = " and ".join(sorted({"λp sweep" if k == "sweep" else "Train" for k in kinds}))
+    return f"the {names} page{'s' if len(kinds) > 1 else ''}"
 
 
 def _default_mnist_loader():
@@ -91,7 +96,7 @@ class JobRegistry:
             if len(active) >= self.max_jobs:
                 raise JobLimitError(f"The machine is busy: {len(active)} training job"
                                     f"{'s are' if len(active) > 1 else ' is'} running (limit {self.max_jobs}, "
-                                    f"set PONDER_MAX_JOBS to change it), shown on the {_pages(active)} page, "
+                                    f"set PONDER_MAX_JOBS to change it), shown on {_pages(active)}, "
                                     f"where anyone can cancel it. Try again when "
                                     f"{'they finish' if len(active) > 1 else 'it finishes'}.")
             job = Job(session, kind, specs, root, self.mnist_loader, self.eval_limit, plan, cap=self.max_seconds)
@@ -128,15 +133,17 @@ class JobRegistry:
             jobs = [j for j in self._jobs.values() if j.session == session and (kind is None or j.kind == kind)]
         return jobs[-1] if jobs else None
 
-    def busy_message(self, session: str) -> str:
-        """'' when this session may start a job now, else why not."""
+    def busy_message(self, session: str, here: str = "") -> str:
+        """'' when this session may start a job now, else why not (here: the kind of job the asking page shows)."""
         with self._lock:
-            if any(j.session == session and j.active for j in self._jobs.values()):
-                return "You already have a training job running."
+            mine = [j for j in self._jobs.values() if j.session == session and j.active]
+            if mine:
+                return (f"Your training job is running, shown on {_pages(mine, here)}: start another when it ends, "
+                        "or cancel it there.")
             n = sum(j.active for j in self._jobs.values())
         if n >= self.max_jobs:
             return (f"The machine is busy: {n} training job{'s' if n > 1 else ''} running (limit {self.max_jobs}), "
-                    f"shown on the {_pages(self.active())} page. Try again when it finishes.")
+                    f"shown on {_pages(self.active(), here)}. Try again when it finishes.")
         return ""
 
     def shutdown(self, timeout: float = 10.0) -> None:

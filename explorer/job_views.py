@@ -13,7 +13,7 @@ from ponder.analysis.unroll import near_chance
 from ponder.tasks import TASKS
 from ponder.store.runs import SWEEP
 
-from . import figures, tables
+from . import figures, navigation, tables
 from .jobs import JobView, RunState, where_now
 from .limits import fmt_duration
 from .tables import plain
@@ -28,6 +28,8 @@ def _fmt_s(s: Optional[float]) -> str:
     s = max(0, int(round(s)))
     return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
 
+
+AGO = "{ago}"           # in a job's note: 'N s ago', counted when it is shown
 
 AFTER_TRAINING = {"validating": "the final validation pass", "saving": "saving the run",
                   "evaluating": "measuring it on test data"}      # phases after the training loop (ponder.lifecycle)
@@ -44,7 +46,9 @@ def run_progress_ui(run: RunState, key: str) -> None:
             st.progress(1.0, text=f"**{plain(run.name)}** · trained {last['step']:,} steps in "
                                   f"{_fmt_s(last['elapsed'])} · now {AFTER_TRAINING[run.phase]} · elapsed {_fmt_s(elapsed)}")
         else:
-            step, remaining = tables.training_eta(last, now) if last else ("first steps", None)
+            mem = f"_eta_{key}_{run.started}"               # the time left shown before: it only counts down
+            step, remaining = tables.training_eta(last, now, st.session_state.get(mem)) if last else ("first steps", None)
+            st.session_state[mem] = (remaining, now)
             st.progress(min(max(frac, 0.0), 1.0),
                         text=f"**{plain(run.name)}** · {run.phase or 'starting'} · {step} · elapsed {_fmt_s(elapsed)}"
                              f" · training time left ≈ {_fmt_s(remaining) if remaining is not None else '…'}")
@@ -117,7 +121,7 @@ def job_ui(view: JobView, cancel, key: str = "job", note: str = "") -> None:
     """A job's runs: the running one live, the finished ones as result boxes, queued ones listed.
     note: a line on where the job came from (another session, the URL)."""
     if note:
-        st.caption(note)
+        st.caption(note.replace(AGO, _ago(view.created)))      # counted at each poll
     if view.active:
         c1, c2 = st.columns([4, 1], vertical_alignment="center")
         budgets = [r.config.max_seconds if r.config is not None else None for r in view.runs]
@@ -174,13 +178,13 @@ def attach_job_ui(registry, session: str, kind: str, started=None):
         elif job.kind != kind:
             job = None                           # another page's job: not this page's business
         elif job.session != session:
-            note = f":material/history: Back to job {job.id}, started {_ago(job.created)}."
+            note = f":material/history: Back to job {job.id}, started {AGO}."
     if job is None and registry.active(kind):
         job = registry.active(kind)[0]
         if job.session != session:
             who = session
             note = (f":material/group: This job was started elsewhere (another tab or user, or this tab before a "
-                    f"reload) {_ago(job.created)}: it holds the machine's training slot; anyone can cancel it.")
+                    f"reload) {AGO}: it holds the machine's training slot; anyone can cancel it.")
     if job is None:
         job = registry.session_job(session, kind)
     if job is not None:
@@ -216,3 +220,26 @@ def run_name(run_dir: str) -> str:
     p = Path(run_dir)
     trial = (p.parent / SWEEP).is_file() or not p.parent.exists()      # a deleted sweep folder's trial too
     return f"runs/{p.parent.name}/{p.name}" if trial else f"runs/{p.name}"
+
+
+
+def running_job_sidebar_ui(registry, here: str) -> None:
+    """A line in the sidebar of every page while a training job runs on this machine: its name, how far it is,
+    and a link to the page that shows it (here: the page's url path; no link on that page itself)."""
+    @st.fragment(run_every=2.0 if registry.active() else None)
+    def line():
+        active = registry.active()
+        if not active:
+            return
+        v = active[0].snapshot()
+        run, page = v.current, "sweep" if v.kind == "sweep" else "train"
+        last = run.progress[-1] if run and run.progress else None
+        where = f"step {last['step']:,}" if last else "starting"
+        st.caption(f":material/model_training: **Training {plain(v.name)}** · {where} · started "
+                   f"{_ago(v.created)}" + ("" if page == here else "; anyone can cancel it there:"))
+        if page != here:
+            st.page_link(navigation.BY_NAME[page].script, label="Show the training job", icon=":material/arrow_forward:",
+                         query_params={"job": v.id})
+
+    with st.sidebar:
+        line()

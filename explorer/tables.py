@@ -92,29 +92,36 @@ def describe_card(card: dict) -> str:
     return "  \n".join(parts)
 
 
-def training_eta(row: dict, now: float) -> tuple[str, Optional[float]]:
+def training_eta(row: dict, now: float, shown: Optional[tuple] = None) -> tuple[str, Optional[float]]:
     """("step 190 of 1,290", seconds left) for a running job, from its last progress row.
 
     row: a Progress dict with 'wall', the time.time() when it was reported. Times are on the
     training clock (row['elapsed'], which starts after the data is loaded) plus the time since
     that report, so start-up is not mistaken for training. Steps are limited by the epochs and,
-    when there is one, by the time budget: the run ends at whichever comes first. The step count
-    of a budgeted run is the library's forecast (row['forecast_steps'], ponder.progress.StepForecast:
-    it never rises above what it said before and never falls below the step).
+    when there is one, by the time budget: the run ends at whichever comes first. With a budget that
+    may end it first the step count is "about" the library's forecast (row['forecast_steps'],
+    ponder.progress.StepForecast: it never rises above what it said before and never falls below the
+    step), "at most" the epochs' steps before there is a forecast, and the time left is never more than
+    the budget's. shown: (seconds left, time.time()) as shown before for this run: the time left never
+    rises above that, counted down.
     """
     step, total, train_s = int(row["step"]), int(row["total_steps"]), float(row["elapsed"])
     since = max(0.0, now - float(row.get("wall", now)))
     if step <= 0 or train_s <= 0:
         return f"step {step:,} of {total:,}", None
-    per_step = train_s / step                                            # seconds per step so far
-    left = (total - step) * per_step                                     # to the end of the epochs
+    left = (total - step) * train_s / step                              # to the end of the epochs, at the pace so far
     text = f"step {step:,} of {total:,}"
     budget, forecast = row.get("max_seconds"), row.get("forecast_steps")
-    if budget and forecast is not None and int(forecast) < total:        # the budget ends it first
-        left = budget - train_s
-        text = f"step {step:,} of about {max(step, int(forecast)):,} ({budget:g} s budget)"
-    return text, max(0.0, left - since)
-
+    if budget and (budget - train_s < left or (forecast is not None and int(forecast) < total)):   # the budget may end it
+        left = min(left, budget - train_s)
+        if forecast is None or int(forecast) >= total:
+            text = f"step {step:,} of at most {total:,} ({budget:g} s budget)"
+        else:
+            text = f"step {step:,} of about {max(step, int(forecast)):,} ({budget:g} s budget)"
+    left = max(0.0, left - since)
+    if shown is not None and shown[0] is not None:
+        left = min(left, max(0.0, shown[0] - max(0.0, now - shown[1])))
+    return text, left
 
 
 def run_rows(entries) -> list:

@@ -1,7 +1,7 @@
 """Train: a sidebar form starts a background job; the page polls it live and saves the run."""
 import streamlit as st
 
-from explorer import forms, job_views, loaders, navigation, ui
+from explorer import forms, job_views, loaders, navigation, train_form, train_views, ui
 from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.tasks import get_task
@@ -10,8 +10,11 @@ ui.app_guard(__file__)
 st.title("Train a PonderNet")
 registry, session = loaders.job_registry(), ui.session_id()
 
+if (shown := registry.get(st.query_params.get("job"), "train")) is not None:    # a reload: the form shows its job
+    train_form.keep_job_settings(shown.snapshot().runs[0].name, shown.snapshot().runs[0].config)
 task = forms.task_ui()
-request, refused, started = forms.train_form_ui(task), False, None
+busy = registry.busy_message(session, "train")
+(request, settings), refused = train_form.train_form_ui(task, busy), False
 if request is not None:
     refused = True
     if get_task(request[1].task).uses_data and loaders.mnist()[0] is None:
@@ -19,27 +22,19 @@ if request is not None:
     else:
         try:
             started = registry.submit(session, [request], kind="train")
-            refused = False
+            st.query_params["job"] = started.id
+            st.rerun()                                  # the form redrawn for a running job: Start disabled
         except (JobLimitError, ConfigError) as e:
             st.error(ui.one_line(e))
 
-job, note, who = job_views.attach_job_ui(registry, session, "train", started)
-busy = registry.busy_message(session)
+job, note, who = job_views.attach_job_ui(registry, session, "train")
 if busy and not refused and not (job and job.active):
     st.warning(busy)
 if job is None:
-    st.markdown(
-        "Set the hyperparameters in the sidebar and press **Start training**. The defaults train an MNIST "
-        "PonderNet to about 99% test accuracy in 30–45 seconds on 2 CPU cores (parity: the small n = 8 "
-        "preset in 1–1.5 minutes; measured: docs/development.md). Training runs in the background: you can switch "
-        "pages, reload or close the tab and come back (the address holds the job); **Cancel** stops training "
-        "within a second (after the step running); what was trained is then saved as a partial run and measured "
-        "on 2,000 test images, a few seconds more. The machine's running job shows in every tab, "
-        f"and anyone can cancel it. A job trains for at most {fmt_duration(registry.max_seconds)} on this server "
-        "(PONDER_MAX_JOB_SECONDS): then it stops and is saved as a partial run. Finished runs are saved to the "
-        "runs folder and appear in every model picker.")
+    train_views.intro_ui(task, registry.max_seconds)
     if get_task(task).uses_data and loaders.mnist()[0] is None:
         ui.mnist_missing_ui(loaders.mnist()[1], "train_download")
+    train_views.prior_preview_ui(**settings, task=task)
     job_views.recent_jobs_ui(registry.recent("train"), None, key="train")
     st.stop()
 

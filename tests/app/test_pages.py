@@ -180,7 +180,7 @@ def test_a_model_no_measurement_fits_is_one_red_line_on_its_pages(runs, tmp_path
         save_run(tmp_path / name, build_model("mnist", MnistConfig(channels1=1024, channels2=8, embed=16, hidden=16),
                                               5, 0.3), tiny_config("mnist"), steps=1)
     monkeypatch.setenv("PONDER_MAX_MEASURE_MEMORY_MB", "50")
-    for at in (open_app(model="runs/wide"), open_app("app_pages/compare.py", models=["runs/wide", "runs/wide-b"])):
+    for at in (open_app(model="runs/wide"), open_app("pages/compare.py", models=["runs/wide", "runs/wide-b"])):
         (err,) = one_line_errors(at)
         assert "measuring this model needs about" in err and "PONDER_MAX_MEASURE_MEMORY_MB" in err, err
 
@@ -488,8 +488,10 @@ def _start_parity_job(at, name, epochs):
 def test_train_page_cancel_keeps_a_partial_run_and_a_busy_machine_says_so(runs):
     at = _start_parity_job(open_app("pages/train.py"), "apptest-long", 200.0)
     poll(at, lambda a: bool(a.get("progress")) and len(charts(a)) == 2)       # live progress bar and curves
-    other = _start_parity_job(open_app("pages/train.py"), "other-session", 0.04)
-    assert [e.value for e in other.error if "machine is busy" in e.value] and not other.warning   # said once
+    other = _train_form(open_app("pages/train.py"), epochs=0.04)
+    start = other.button(key="tf_start")                             # Start is disabled and says why, once
+    assert start.disabled and "machine is busy" in start.help and not other.error and not other.warning
+    assert [c.value for c in other.sidebar.caption if "machine is busy" in c.value]
     at.button(key="train_cancel").click()
     run_ok(at)
     poll(at, lambda a: any("Partial run**: cancelled" in w.value for w in a.warning), timeout=60)

@@ -20,7 +20,7 @@ def test_one_job_per_session_and_a_global_limit(registry, tmp_path):
     with pytest.raises(JobLimitError, match="machine is busy.*limit 1"):
         registry.submit("s2", [("b", tiny())], root=tmp_path)
     assert registry.busy_message("s2").startswith("The machine is busy")
-    assert registry.busy_message("s1").startswith("You already")
+    assert registry.busy_message("s1").startswith("Your training job is running, shown on the Train page")
     job.cancel()
     wait_done(job)
     assert registry.busy_message("s2") == ""

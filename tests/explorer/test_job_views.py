@@ -1,4 +1,6 @@
 """explorer/job_views.py: what the Train page says during and after the training loop."""
+import re
+
 from streamlit.testing.v1 import AppTest
 
 
@@ -35,6 +37,42 @@ def test_the_progress_line_shows_the_forecast_while_training_and_the_phase_after
                         ("evaluating", "measuring it on test data")):
         text = progress_text((phase, 84, 84))
         assert f"trained 84 steps in 15 s · now {what}" in text and "of about" not in text, text
+
+
+def slowing_app():
+    """One run's progress line, redrawn as its reports say the run slowed down (a row per rerun)."""
+    import time
+
+    import streamlit as st
+
+    from explorer import job_views
+    from explorer.jobs import RunState
+    from ponder.config import TrainConfig
+    step, elapsed = st.session_state["report"]
+    row = dict(step=step, total_steps=1290, elapsed=elapsed, wall=time.time(), max_seconds=60.0, forecast_steps=1290,
+               fraction=elapsed / 60, halting=[0.5, 0.5], loss=1.0, rec=1.0, reg=0.0, accuracy=0.5, mean_steps=1.5,
+               val_accuracy=None, epoch=0.1, lr=0.002)
+    run = RunState(name="r", config=TrainConfig(max_steps=2, max_seconds=60.0), status="running", phase="training",
+                   progress=[row], started=1000.0)
+    job_views.run_progress_ui(run, key="k")
+
+
+def seconds_left(text: str) -> int:
+    m = re.search(r"training time left ≈ (?:(\d+) min )?(\d+) s", text)
+    return 60 * int(m.group(1) or 0) + int(m.group(2))
+
+
+def test_the_time_left_of_a_60_s_run_never_exceeds_it_and_never_rises():
+    at = AppTest.from_function(slowing_app)
+    shown = []
+    for report in ((10, 1.0), (300, 20.0), (400, 30.0), (480, 45.0)):    # the pace falls: 10, 15, 13.3, 10.7 steps/s
+        at.session_state["report"] = report
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        text = at.get("progress")[0].proto.text
+        shown.append(seconds_left(text))
+        assert "of 1,290 ·" not in text                         # "at most" 1,290: the budget may end it first
+    assert all(s <= 60 for s in shown) and shown == sorted(shown, reverse=True), shown
 
 
 def result_app():

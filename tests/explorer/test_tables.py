@@ -70,6 +70,26 @@ def test_training_eta_shows_the_librarys_forecast_and_never_a_count_below_the_st
     assert text == "step 84 of 1,290" and abs(left - 1206 * 14.0 / 84) < 1e-9
 
 
+def test_training_eta_of_a_budgeted_run_never_promises_more_than_its_budget():
+    # a 60 s run at step 10 after 1.7 s (slow first steps), no forecast yet: the epochs' 1,280 steps left at
+    # 0.17 s a step would be 218 s, but the budget ends it in 60 − 1.7 = 58.3 s, so "at most" the plan's steps
+    row = dict(step=10, total_steps=1290, elapsed=1.7, wall=50.0, max_seconds=60.0, forecast_steps=1290)
+    text, left = tables.training_eta(row, now=50.0)
+    assert text == "step 10 of at most 1,290 (60 s budget)" and abs(left - 58.3) < 1e-9
+    # the same without a budget: the epochs' estimate, 1,280 × 0.17 s
+    assert abs(tables.training_eta(dict(row, max_seconds=None), now=50.0)[1] - 217.6) < 1e-9
+
+
+def test_training_eta_counts_down_from_what_it_showed_before():
+    # 20 s shown 1 s ago; the run slowed, so the pace gives 36 s (400 × 9 / 100): 19 s, counting down, not 36 s
+    row = dict(step=100, total_steps=500, elapsed=9.0, wall=50.0, max_seconds=None)
+    assert tables.training_eta(row, now=50.0)[1] == 36.0
+    assert tables.training_eta(row, now=50.0, shown=(20.0, 49.0))[1] == 19.0
+    # a faster pace than shown before is shown as it is; past the shown time it is 0, never negative
+    assert tables.training_eta(row, now=50.0, shown=(60.0, 49.0))[1] == 36.0
+    assert tables.training_eta(row, now=50.0, shown=(0.5, 40.0))[1] == 0.0
+
+
 def test_a_sweep_row_from_a_job_without_a_card_yet():
     row = tables.sweep_row("sweep-lp0.3", None, status="running 40%", lambda_p=0.3)
     assert (row["lambda_p"], row["status"], row["accuracy"], row["halting"]) == (0.3, "running 40%", None, None)

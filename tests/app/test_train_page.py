@@ -1,0 +1,120 @@
+"""The Train page under AppTest: starting a run (the name it will be saved as, Start while a job runs), coming
+back to a job after a reload, the prior preview, and the running job's line in every page's sidebar.
+
+Runs go to a temporary PONDER_RUNS folder; the jobs are tiny parity runs (tests/job_helpers.TINY).
+"""
+import re
+import time
+
+import pytest
+
+from helpers import open_app, run_ok, save_tiny_run, shown, texts
+from job_helpers import TINY
+from ponder.config import TrainConfig
+
+pytestmark = pytest.mark.xdist_group("pages")          # the app's job registry is one per process
+LONG = dict(TINY, epochs=1000, log_every=1)             # 20,000 tiny steps: runs until cancelled
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("PONDER_RUNS", str(tmp_path))
+    registry()
+    yield tmp_path
+    registry()
+
+
+def registry():
+    """The app's job registry, with no job running."""
+    from explorer.loaders import job_registry
+    reg = job_registry()
+    reg.shutdown(timeout=60)
+    return reg
+
+
+def started_job(name="come-back", session="before-the-reload"):
+    job = registry().submit(session, [(name, TrainConfig(**LONG))], kind="train")
+    while not job.snapshot().runs[0].progress:
+        time.sleep(0.02)
+    return job
+
+
+def sidebar_text(at) -> list:
+    return [shown(c.value) for c in at.sidebar.caption] + [shown(m.value) for m in at.sidebar.markdown]
+
+
+def test_the_form_says_the_name_a_run_will_be_saved_as_before_it_starts(runs):
+    save_tiny_run(runs / "mnist-lp0.5", "mnist")
+    at = open_app(page="train")
+    assert at.text_input(key="tf_mnist_name").value == "mnist-lp0.5"
+    assert "Saved as **runs/mnist-lp0.5-2** — The name mnist-lp0.5 became mnist-lp0.5-2 (mnist-lp0.5 was taken)." \
+        in texts(at)
+    at.text_input(key="tf_mnist_name").input("fresh name")
+    run_ok(at)
+    assert "Saved as **runs/fresh-name** — The name fresh name became fresh-name (a name keeps only" in texts(at)
+    at.slider(key="tf_mnist_lp").set_value(0.3)            # a name not typed follows λp; a typed one stays
+    run_ok(at)
+    assert at.text_input(key="tf_mnist_name").value == "fresh name"
+    at.text_input(key="tf_mnist_name").input("mnist-lp0.5")
+    run_ok(at)
+    at.slider(key="tf_mnist_lp").set_value(0.3)
+    run_ok(at)
+    assert at.text_input(key="tf_mnist_name").value == "mnist-lp0.3" and "Saved as **runs/mnist-lp0.3**" in texts(at)
+
+
+def test_start_is_disabled_while_your_job_runs_and_no_line_sends_you_to_the_page_you_are_on(runs):
+    at = open_app(page="train")
+    at.sidebar.radio(key="train_task").set_value("parity")
+    run_ok(at)
+    for key, value in (("epochs", 1000.0), ("hidden", 16), ("batch", 32), ("n", 6), ("seconds", 0)):
+        at.number_input(key=f"tf_parity_{key}").set_value(value)
+    at.button(key="tf_start").click()
+    run_ok(at)
+    assert at.get("progress") and at.button(key="tf_start").disabled
+    assert "on the Train page" not in texts(at) + at.button(key="tf_start").help
+    assert "Your training job is running, shown on this page" in at.button(key="tf_start").help
+    at.button(key="train_cancel").click()
+    run_ok(at)
+
+
+def test_a_reload_shows_the_jobs_settings_in_the_form_and_counts_its_age(runs):
+    job = started_job()
+    r = open_app(page="train", job=job.id)                 # the reload: a new session, ?job=<id>
+    assert r.sidebar.radio(key="train_task").value == "parity"
+    assert r.text_input(key="tf_parity_name").value == "come-back"
+    assert r.number_input(key="tf_parity_hidden").value == 16 and r.number_input(key="tf_parity_n").value == 6
+    age = lambda a: re.search(r"Back to job \w+, started (under 1|\d+) s ago", texts(a)).group(1)    # noqa: E731
+    first = age(r)
+    time.sleep(2.1)
+    run_ok(r)                                               # what the live fragment's next poll does
+    assert int(age(r)) >= (0 if first == 'under 1' else int(first)) + 2
+    job.cancel()
+
+
+def test_the_train_page_previews_the_prior_and_says_why_beta_lets_halting_drift(runs):
+    at = open_app(page="train")
+    at.slider(key="tf_mnist_lp").set_value(0.5)
+    at.number_input(key="tf_mnist_beta").set_value(0.01)
+    run_ok(at)
+    prior = [c for c in at.get("plotly_chart") if "Geometric" in c.proto.spec or "prior" in c.proto.spec]
+    assert prior
+    said = texts(at)
+    # mnist-adaptive's card: its mean p_n has mean 9.6 steps, KL(p ‖ Geometric(0.5), N = 20) = 4.48 nats (computed
+    # from the card by ponder.losses.kl_to_prior), β·KL = 0.045; after 2 steps (4 rows) it is right 13.9 % of the time
+    assert "mean **9.6** steps" in said and "KL ≈ **4.5** nats" in said and "β·KL ≈ **0.045**" in said
+    assert "right 14% of the time" in said and "1/λp = 2.00" in said
+    at.number_input(key="tf_mnist_beta").set_value(1.0)
+    run_ok(at)
+    assert "β·KL ≈ **4.483**" in texts(at)
+
+
+def test_every_page_says_in_its_sidebar_that_a_job_is_running(runs):
+    job = started_job("sidebar-job", session="someone-else")
+    for page in ("runs", "parity", "train"):          # the line is drawn by streamlit_app.py, for every page
+        at = open_app(page=page)
+        line = [c for c in sidebar_text(at) if "sidebar-job" in c]
+        assert line and "Training" in line[0], (page, sidebar_text(at))
+    job.cancel()
+    assert job.join(60)
+    at = open_app(page="digit")
+    assert not [c for c in sidebar_text(at) if "sidebar-job" in c]
