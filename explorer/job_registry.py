@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ponder.store.atomic import SaveError, check_writable
+from ponder.files import SaveError, check_writable
 from ponder.memory import fit_message
 from ponder.store.runs import runs_root
 from ponder.sweep_plan import Plan

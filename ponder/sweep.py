@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import lifecycle
-from .store.atomic import atomic_write_bytes, atomic_write_json, folder_lock
+from .files import atomic_write_bytes, atomic_write_json, folder_lock
 from .store.card import CARD, HISTORY, WEIGHTS, CheckpointError, one_line, read_record
 from .store.record import RunRecord, new_record
 from .config import ConfigError, TrainConfig

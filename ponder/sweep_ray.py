@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from .store.atomic import write_files
+from .files import write_files
 from .store.card import CARD, HISTORY, WEIGHTS, one_line
 from .store.record import new_record
 from .config import ConfigError, TrainConfig

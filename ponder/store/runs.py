@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .atomic import SaveError
+from ..files import SaveError
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"   # the repository's assets/ (ponder/store/runs.py)

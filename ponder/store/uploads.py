@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .atomic import SaveError
+from ..files import SaveError
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, update_card
 from .checkpoint import load_checkpoint
 from .runs import TRASH, make_root, new_run_dir, runs_root, safe_name

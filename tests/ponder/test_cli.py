@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from helpers import ROOT, assert_one_line_error, run_cli, save_tiny_run
-from ponder.store import atomic as A
-from ponder.store.atomic import SaveError
+from ponder import files as A
+from ponder.files import SaveError
 from ponder.store.checkpoint import load_checkpoint
 from ponder.cli import main
 
