@@ -8,7 +8,7 @@ import torch
 
 from ponder.config import REGULARISERS, ConfigError, TrainConfig
 from ponder.halting import LAMBDA_INPUTS
-from ponder.tasks import TASKS, get_task
+from ponder.tasks import TASKS, get_task, train_config, validate
 from ponder.tasks.mnist import MNIST_READERS
 from ponder.store.manage import import_zip
 from ponder.store.runs import RunNameError, safe_name, unused_name
@@ -80,7 +80,7 @@ def train_form_ui(task: str) -> Optional[tuple]:
     Defaults give a useful model in under a minute on 2 CPU cores (MNIST: ~99% test accuracy; docs/development.md).
     Widget keys start with tf_<task>_ so each task keeps its own defaults.
     """
-    d, t = TrainConfig.for_task(task), get_task(task)
+    d, t = train_config(task), get_task(task)
     k = f"tf_{task}_"
     kept = st.session_state.setdefault(f"_kept_{k}", {})     # the values of its last Start, per task: a widget's
     v = kept.get                                              # own state is dropped on a page that does not draw it
@@ -140,14 +140,14 @@ def train_form_ui(task: str) -> Optional[tuple]:
         return None
     st.session_state["_lp"] = lp
     st.query_params["lp"] = f"{lp:g}"
-    cfg = TrainConfig.for_task(task, lambda_p=float(lp), beta=float(beta), max_steps=int(n), hidden=int(hidden),
+    cfg = train_config(task, lambda_p=float(lp), beta=float(beta), max_steps=int(n), hidden=int(hidden),
                                batch_size=int(batch), lr=float(lr), epochs=float(epochs),
                                max_seconds=float(seconds) or None,
                                rotate_train=float(rot) if "rotate_train" in t.reads else 0.0,
                                seed=int(seed), device=device, parity_preset=preset, regulariser=reg,
                                lambda_input=lam_in, reader=reader if "reader" in t.reads else d.reader)
     try:
-        safe, cfg = safe_name(name), cfg.validate()
+        safe, cfg = safe_name(name), validate(cfg)
         if note := tables.renamed(name, safe):
             st.sidebar.info(tables.plain(note))
         return safe, cfg

@@ -12,7 +12,7 @@ from .config import ConfigError, TrainConfig
 from .store.card import mean_expected_steps
 from .store.record import RunRecord
 from .store.runs import safe_name
-from .tasks import get_task
+from .tasks import get_task, train_config, validate
 
 NOT_IN_GRID = {"task": "a sweep has one task (--task)", "seed": "give the seeds with --seeds"}
 MAX_TRIALS = 1000                                     # grid points x seeds one sweep may train
@@ -83,7 +83,7 @@ class Plan:
             for seed in self.seeds:
                 values = {**dict(zip(self.grid, point)), "seed": seed}
                 try:
-                    cfg = TrainConfig.for_task(self.task, **{**self.base, **values}).validate()
+                    cfg = validate(train_config(self.task, **{**self.base, **values}))
                 except ConfigError as e:
                     raise ConfigError(f"trial {trial_name(values)}: {e}") from None
                 out.append(Trial(name=trial_name(values), config=cfg, values=values))

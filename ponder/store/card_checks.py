@@ -3,7 +3,8 @@ a card whose configs, descriptive fields or test metrics are out of the ranges t
 ponder.store.card.read_card runs them on every card it reads."""
 from __future__ import annotations
 
-from ..config import ConfigError, TrainConfig, finite, is_int, model_config_from_dict, short_repr
+from ..config import ConfigError, TrainConfig, finite, is_int, short_repr
+from ..tasks import model_config_from_dict, validate
 
 MAX_CARD_TEXT = 10000                 # name / status / reason / device strings in a card
 CARD_STRINGS = ("name", "status", "reason", "device", "created", "ponder_version")
@@ -28,7 +29,7 @@ def check_card(card: dict) -> None:
             raise ConfigError(f"{k} belongs under train, not at the top of a format-2 card")
     if not isinstance(card["train"], dict):
         raise ConfigError(f"train must be a mapping, got {short_repr(card['train'])}")
-    train = TrainConfig.from_dict(card["train"]).validate()    # the task, N (max_steps) and lambda_p among them
+    train = validate(TrainConfig.from_dict(card["train"]))    # the task, N (max_steps) and lambda_p among them
     model_config_from_dict(train.task, card["model"])
     for k in CARD_STRINGS:                      # the descriptive fields that pages print
         v = card.get(k)

@@ -1,12 +1,6 @@
-"""The tasks a PonderNet learns, and their registry. Each task is one module here.
-
-A task says everything the rest of the code needs to know about it:
-    its model config dataclass and the TrainConfig defaults that suit it,  build_step() (the step
-    function of ponder.halting's protocol),  batches() (endless training batches and a validation set),
-    test_set() (the test items and the difficulty groups its metrics report),  the chance level,
-    its data presets, the explorer pages that show its models and a default model to show.
-The training loop, the lifecycle, the CLI, the analyses and the explorer ask the registry (get_task)
-and never compare a task's name. A new task: a Task subclass, then register(MyTask()).
+"""The task interface (Task, the records it hands over: EvalSet, Batches) and the registry: get_task, and the
+checks and defaults of a TrainConfig that depend on its task (train_config, validate, model_config), so
+ponder.config knows no task. ponder.tasks imports every task module, which registers its task.
 """
 from __future__ import annotations
 
@@ -152,6 +146,33 @@ def get_task(name) -> Task:
     return task
 
 
+def train_config(task: str, **overrides) -> TrainConfig:
+    """A TrainConfig with the defaults that suit the task (Task.defaults); overrides win."""
+    base = dict(TASKS[task].defaults) if isinstance(task, str) and task in TASKS else {}
+    base.update(overrides)
+    return TrainConfig(task=task, **base)
+
+
+def validate(cfg: TrainConfig) -> TrainConfig:
+    """cfg, checked: its task is registered, the fields every run has (TrainConfig.validate) and the fields
+    each task reads, whatever the run's task (Task.check). ConfigError naming the first bad field."""
+    get_task(cfg.task)
+    cfg.validate()
+    for task in TASKS.values():
+        task.check(cfg)
+    return cfg
+
+
+def model_config(cfg: TrainConfig):
+    """The model config dataclass a run of cfg trains."""
+    return get_task(cfg.task).model_config(cfg)
+
+
+def model_config_from_dict(task: str, d: dict):
+    """A card's `model` mapping as its task's model config, checked (ConfigError when it is not)."""
+    return get_task(task).model_config_from_dict(d)
+
+
 def build_model(task: str, model_cfg, max_steps: int, lambda_p: float, lambda_input: str = "hidden"):
     """The PonderNet of a task: its step function (from a model config or a card's mapping) and halting
     (lambda_input: what its lambda head reads, ponder.halting.LAMBDA_INPUTS)."""
@@ -161,5 +182,3 @@ def build_model(task: str, model_cfg, max_steps: int, lambda_p: float, lambda_in
         model_cfg = t.model_config_from_dict(model_cfg)
     return PonderNet(t.build_step(model_cfg, lambda_p), max_steps=max_steps, lambda_p=lambda_p, lambda_input=lambda_input)
 
-
-from . import mnist, parity  # noqa: E402,F401  (each registers its task)

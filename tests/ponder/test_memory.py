@@ -29,9 +29,9 @@ def test_the_estimate_grows_with_batch_n_and_hidden(kw, field, more):
 @pytest.mark.parametrize("kw", [dict(), dict(reader="rows"), dict(reader="coarse", hidden=33),
                                 dict(task="parity", hidden=40), dict(task="parity", parity_preset="large")])
 def test_the_parameter_count_is_the_built_models(kw):
-    from ponder.tasks import build_model
-    cfg = TrainConfig.for_task(kw.pop("task", "mnist"), **kw)
-    model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p)
+    from ponder.tasks import build_model, model_config, train_config
+    cfg = train_config(kw.pop("task", "mnist"), **kw)
+    model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p)
     assert memory.parameter_count(cfg) == sum(p.numel() for p in model.parameters())
 
 
