@@ -16,7 +16,7 @@ from .files import write_files
 from .store.card import CARD, HISTORY, WEIGHTS, one_line
 from .store.record import new_record
 from .config import ConfigError, TrainConfig
-from .sweep import clear_run, run_trial
+from .sweep_trial import clear_run, run_trial
 from .tasks import get_task, validate
 
 PACKAGE_DIR = Path(__file__).resolve().parent          # shipped to Ray workers (runtime_env py_modules)
