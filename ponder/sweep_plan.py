@@ -25,7 +25,7 @@ class Trial:
     config: TrainConfig             # the full config it trains (task defaults, train flags, grid values, seed)
     values: dict                    # what makes it this trial: its grid values and seed, e.g. {"lambda_p": 0.2, "seed": 0}
     status: str = "pending"         # pending / running, then its record's: completed / cancelled / failed
-    record: Optional[RunRecord] = None   # how it ended (ponder.sweep.run_trial); None until it ends
+    record: Optional[RunRecord] = None   # how it ended (ponder.sweep_trial.run_trial); None until it ends
     resumed: bool = False           # completed by an earlier run of this sweep, so not trained again
 
     def end(self, record: RunRecord) -> None:
