@@ -43,11 +43,12 @@ def _can_build_offline() -> bool:
     """This interpreter has pip and a setuptools that builds an editable wheel by itself (bdist_wheel is
     part of setuptools from 70.1; before, it needs the wheel package)."""
     try:
-        import pip  # noqa: F401
-        import setuptools
-    except ImportError:
+        setuptools = importlib.metadata.version("setuptools")            # read, not imported (its distutils hook)
+    except importlib.metadata.PackageNotFoundError:
         return False
-    version = tuple(int(p) for p in re.findall(r"\d+", setuptools.__version__)[:2])
+    version = tuple(int(p) for p in re.findall(r"\d+", setuptools)[:2])
+    if importlib.util.find_spec("pip") is None:
+        return False
     return version >= (70, 1) or importlib.util.find_spec("wheel") is not None
 
 
