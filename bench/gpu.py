@@ -29,7 +29,7 @@ import torch
 from ponder import data as D
 from ponder.analysis.unroll import evaluate
 from ponder.config import TrainConfig
-from ponder.tasks import build_model
+from ponder.tasks import build_model, model_config, train_config
 from ponder.tasks.parity import PARITY_PRESETS
 from ponder.train import device_name
 
@@ -98,7 +98,7 @@ def side_by_side(make_cfg, keys, warm: int, steps: int, rounds: int, mnist=None)
             for loop, fields in LOOPS.items():
                 tcfg = replace(make_cfg(key), **fields)
                 torch.manual_seed(tcfg.seed)
-                model = build_model(tcfg.task, tcfg.model_config(), tcfg.max_steps, tcfg.lambda_p)
+                model = build_model(tcfg.task, model_config(tcfg), tcfg.max_steps, tcfg.lambda_p)
                 secs, res = time_train(tcfg, mnist, model, warm, steps)
                 row = {"batch_size": tcfg.batch_size, "steps": steps, "seconds": secs, "round": rnd,
                        "images_per_s": steps * tcfg.batch_size / secs, "ms_per_step": 1000 * secs / steps,
@@ -136,7 +136,7 @@ def run(cfg: GpuConfig, mnist=None, data_dir: Optional[str] = None, out=None, qu
 
     # parity, GRU 128, batch 1024: ms per step at n = 15 and 64
     def parity_cfg(n):
-        return TrainConfig.for_task("parity", parity_preset=parity_preset(n), hidden=cfg.parity_hidden,
+        return train_config("parity", parity_preset=parity_preset(n), hidden=cfg.parity_hidden,
                                     batch_size=cfg.parity_batch, lr=1e-3, lr_schedule="constant", max_steps=20,
                                     device=cfg.device, seed=cfg.seed, compile=cfg.compile)
     par = side_by_side(parity_cfg, cfg.parity_sizes, cfg.warm, cfg.parity_steps, cfg.rounds)
@@ -152,12 +152,12 @@ def run(cfg: GpuConfig, mnist=None, data_dir: Optional[str] = None, out=None, qu
     }
 
     # time to accuracy, the default (graph) step
-    tcfg = TrainConfig.for_task("mnist", batch_size=cfg.batch_size, lr=cfg.lr, epochs=cfg.epochs,
+    tcfg = train_config("mnist", batch_size=cfg.batch_size, lr=cfg.lr, epochs=cfg.epochs,
                                 max_seconds=cfg.max_seconds, device=cfg.device, seed=cfg.seed, compile=cfg.compile)
     res, snaps, overhead = train_with_snapshots(tcfg, mnist, cfg.snapshot_every)
     n = cfg.eval_limit or len(mnist.test_y)
     x, y = D.mnist_inputs(mnist.test_x[:n].to(dev)), mnist.test_y[:n].to(dev)
-    model = build_model("mnist", tcfg.model_config(), tcfg.max_steps, tcfg.lambda_p).to(dev)
+    model = build_model("mnist", model_config(tcfg), tcfg.max_steps, tcfg.lambda_p).to(dev)
     points = []
     for step, secs, state in snaps:
         model.load_state_dict(state)

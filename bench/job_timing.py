@@ -26,6 +26,7 @@ from explorer.tables import training_eta
 from ponder import data as D
 from ponder import lifecycle
 from ponder.config import TrainConfig
+from ponder.tasks import train_config
 
 from explorer.limits import job_threads_from_env
 from ponder.progress import intra_op_threads
@@ -82,14 +83,14 @@ def main(argv=None) -> None:
 def measure(args, mnist) -> None:
     print(f"load average {os.getloadavg()[0]:.2f}, torch threads {__import__('torch').get_num_threads()}")
     if "budget" not in args.skip:
-        r = timed_run(TrainConfig.for_task(args.task, max_seconds=args.budget, device="cpu"), mnist)
+        r = timed_run(train_config(args.task, max_seconds=args.budget, device="cpu"), mnist)
         res, m = r["outcome"].result, r["marks"]
         print(f"[budget {args.budget:g} s] {res.steps} steps, training seconds reported {res.seconds:.2f}, "
               f"whole job {m['end']:.2f} s; phases at " + ", ".join(f"{k} {v:.2f}" for k, v in m.items()))
         print("  estimates: " + " | ".join(row["eta"] for row in r["rows"]))
         print(f"  reason: {r['outcome'].reason}")
     if "cancel" not in args.skip:
-        r = timed_run(TrainConfig.for_task(args.task, device="cpu"), mnist, cancel_after=args.cancel_after)
+        r = timed_run(train_config(args.task, device="cpu"), mnist, cancel_after=args.cancel_after)
         m = r["marks"]
         ret = m.get("saving", m["end"]) - m["cancel"]
         print(f"[cancel after {args.cancel_after:g} s] {r['outcome'].result.steps} steps; cancel.set() -> train() "

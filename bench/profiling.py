@@ -20,7 +20,7 @@ import torch
 from ponder.config import TrainConfig
 from ponder.halting import halting_log_probs
 from ponder.losses import ponder_loss
-from ponder.tasks import build_model
+from ponder.tasks import build_model, model_config
 from ponder.tasks.mnist import MnistBatches
 from ponder.train import train
 
@@ -125,7 +125,7 @@ def op_table(cfg: ProfileConfig, mnist) -> list:
             cancel.set()
 
     torch.manual_seed(cfg.seed)
-    model = build_model("mnist", tcfg.model_config(), cfg.max_steps, tcfg.lambda_p)
+    model = build_model("mnist", model_config(tcfg), cfg.max_steps, tcfg.lambda_p)
     train(tcfg, mnist=mnist, callback=on_progress, cancel=cancel, model=model)
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events) or 1.0
@@ -159,8 +159,8 @@ def run(cfg: ProfileConfig, mnist=None, data_dir: Optional[str] = None, out=None
     mnist = mnist if mnist is not None else common.load_mnist(data_dir)
     tcfg = TrainConfig(batch_size=cfg.batch_size, max_steps=cfg.max_steps, device="cpu", seed=cfg.seed)
     phases = {}
-    for key, factory in (("a_default", lambda: build_model("mnist", tcfg.model_config(), cfg.max_steps, tcfg.lambda_p)),
-                         ("d_classifier", lambda: classifier_model(tcfg.model_config()))):
+    for key, factory in (("a_default", lambda: build_model("mnist", model_config(tcfg), cfg.max_steps, tcfg.lambda_p)),
+                         ("d_classifier", lambda: classifier_model(model_config(tcfg)))):
         torch.manual_seed(cfg.seed)
         model = factory().train()
         phases[key] = phase_times(model, MnistBatches(mnist, tcfg, "cpu"), cfg)

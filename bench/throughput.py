@@ -36,7 +36,7 @@ from ponder.config import TrainConfig
 from ponder.halting import PonderNet
 from ponder.tasks import count_parameters
 from ponder.tasks.mnist_readers import MnistStep
-from ponder.tasks import build_model
+from ponder.tasks import build_model, model_config
 from ponder.train import train
 
 from . import common
@@ -166,7 +166,7 @@ def time_reference(data_dir: str, rcfg: ReferenceConfig, warm: int, steps: int, 
 def variants(cfg: ThroughputConfig) -> dict:
     """name -> (label, model config (ReferenceConfig for (b)), model factory (None for (b)))."""
     base = TrainConfig()
-    default_cfg = base.model_config()                                                  # (a)
+    default_cfg = model_config(base)                                                  # (a)
     ref = ReferenceConfig(batch_size=cfg.batch_size, max_steps=cfg.max_steps)
     same = MnistConfig(channels1=ref.channels1, channels2=ref.channels2, embed=ref.embed,
                        hidden=ref.hidden, dropout=ref.conv_dropout)                    # (c)

@@ -1,7 +1,7 @@
 """Benchmark 2: seconds of training until >= 98.5% MNIST test accuracy, explorer "quick run" settings.
 
 The run is exactly what the explorer's Train page starts with its form untouched
-(explorer/forms.py train_form_ui): TrainConfig.for_task("mnist") (the row reader, lambda_p 0.5, beta 0.01,
+(explorer/forms.py train_form_ui): ponder.tasks.train_config("mnist") (the row reader, lambda_p 0.5, beta 0.01,
 N 20, hidden 64, batch 128, lr 2e-3, 3 epochs, onecycle) with the form's 60-second time budget.
 (docs/benchmarks.md's figures were measured when that default was the cnn reader at lambda_p 0.2.)
 
@@ -25,7 +25,7 @@ import torch
 from ponder import data as D
 from ponder.config import TrainConfig
 from ponder.analysis.unroll import evaluate
-from ponder.tasks import build_model
+from ponder.tasks import build_model, model_config, train_config
 from ponder.train import train
 
 from . import common
@@ -55,7 +55,7 @@ def train_with_snapshots(tcfg: TrainConfig, mnist, snapshot_every: float):
     """Train; return (TrainResult, [(step, train_seconds, state_dict)], snapshot overhead seconds)."""
     snaps, copies = [], []                                     # copies: (report's elapsed, seconds the copy took)
     torch.manual_seed(tcfg.seed)
-    model = build_model(tcfg.task, tcfg.model_config(), tcfg.max_steps, tcfg.lambda_p)
+    model = build_model(tcfg.task, model_config(tcfg), tcfg.max_steps, tcfg.lambda_p)
 
     def on_progress(p):
         t0 = time.perf_counter()
@@ -78,7 +78,7 @@ def run(cfg: TimeToAccuracyConfig, mnist=None, data_dir: Optional[str] = None, o
     over = dict(max_seconds=cfg.max_seconds, device=cfg.device, seed=cfg.seed)
     if cfg.epochs is not None:
         over["epochs"] = cfg.epochs
-    tcfg = TrainConfig.for_task("mnist", **over)
+    tcfg = train_config("mnist", **over)
     res, snaps, overhead = train_with_snapshots(tcfg, mnist, cfg.snapshot_every)
     print(f"  trained {res.steps} steps in {res.seconds:.1f} s ({res.status}{': ' + res.reason if res.reason else ''}); "
           f"{len(snaps)} snapshots, copies took {overhead * 1000:.0f} ms")
@@ -86,7 +86,7 @@ def run(cfg: TimeToAccuracyConfig, mnist=None, data_dir: Optional[str] = None, o
     dev = torch.device(res.device)
     n = cfg.eval_limit or len(mnist.test_y)
     x, y = D.mnist_inputs(mnist.test_x[:n].to(dev)), mnist.test_y[:n].to(dev)
-    model = build_model("mnist", tcfg.model_config(), tcfg.max_steps, tcfg.lambda_p).to(dev)
+    model = build_model("mnist", model_config(tcfg), tcfg.max_steps, tcfg.lambda_p).to(dev)
     points, t_eval = [], time.perf_counter()
     for step, secs, state in snaps:
         model.load_state_dict(state)

@@ -2,7 +2,7 @@
 
     PONDER_DATA=/work/shared/data python -m bench.train_defaults --task mnist
 
-JobRegistry.submit with the form untouched (TrainConfig.for_task(task) and the task's time budget, device
+JobRegistry.submit with the form untouched (train_config(task) and the task's time budget, device
 auto), into a temporary runs folder; prints one JSON line: the job's wall time (submit to saved and
 measured), training seconds and steps, why it stopped, the test accuracy on the items a saved run is
 measured on (explorer.jobs.EVAL_LIMIT) and the 1-minute load average before and after. The Train page's
@@ -18,11 +18,11 @@ import time
 
 from explorer.job_registry import JobRegistry
 from ponder.config import TrainConfig
-from ponder.tasks import TASKS, get_task
+from ponder.tasks import TASKS, get_task, train_config
 
 
 def measure(task: str) -> dict:
-    cfg = TrainConfig.for_task(task, max_seconds=float(get_task(task).budget_seconds), device="auto")
+    cfg = train_config(task, max_seconds=float(get_task(task).budget_seconds), device="auto")
     with tempfile.TemporaryDirectory() as runs:
         load0, t0 = os.getloadavg()[0], time.time()
         job = JobRegistry().submit("bench", [(f"{task}-defaults", cfg)], root=runs)

@@ -51,10 +51,10 @@ def measure_one(over: dict, reset_peak: bool = False) -> dict:
     import torch
     torch.set_num_threads(1)
     from ponder import data as D
-    from ponder.config import TrainConfig
+    from ponder.tasks import train_config
     from ponder.memory import estimate
     from ponder.train import train
-    cfg = TrainConfig.for_task(over["task"], device="cpu", log_every=10_000, **{k: v for k, v in over.items() if k != "task"})
+    cfg = train_config(over["task"], device="cpu", log_every=10_000, **{k: v for k, v in over.items() if k != "task"})
     g = torch.Generator().manual_seed(0)
     mnist = None
     if cfg.task == "mnist":

@@ -7,8 +7,8 @@ from typing import Optional
 import streamlit as st
 import torch
 
-from ponder.config import REGULARISERS, TrainConfig
-from ponder.tasks import TASKS, get_task
+from ponder.config import REGULARISERS, ConfigError, TrainConfig
+from ponder.tasks import TASKS, get_task, train_config, validate
 from ponder.tasks.mnist import MNIST_READERS
 from ponder.store.manage import import_zip
 from ponder.store.runs import RunNameError, safe_name, unused_name

@@ -24,10 +24,11 @@ import threading
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ponder.store.atomic import SaveError, check_writable
+from ponder.files import SaveError, check_writable
 from ponder.memory import fit_message
 from ponder.store.runs import runs_root
 from ponder.sweep_plan import Plan
+from ponder.tasks import validate
 
 from .jobs import EVAL_LIMIT, Job
 from .limits import JobLimitError, max_jobs_from_env, max_seconds_from_env
@@ -74,7 +75,7 @@ class JobRegistry:
         """
         if plan is not None:
             specs = [(t.name, t.config) for t in plan.trials()]
-        specs = [(str(n), c.validate()) for n, c in specs]
+        specs = [(str(n), validate(c)) for n, c in specs]
         if not specs:
             raise ValueError("nothing to train")
         for n, c in specs:                  # what does not fit in memory is refused, not OOM-killed

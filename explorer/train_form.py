@@ -9,7 +9,7 @@ import streamlit as st
 from ponder.config import REGULARISERS, ConfigError, TrainConfig
 from ponder.halting import LAMBDA_INPUTS
 from ponder.store.runs import RunNameError, safe_name, unused_name
-from ponder.tasks import get_task
+from ponder.tasks import get_task, train_config, validate
 from ponder.tasks.mnist import MNIST_READERS
 from ponder.train import trains_on
 
@@ -58,7 +58,7 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
     Defaults train an MNIST PonderNet for the task's time budget (the Train page says what they reach).
     Widget keys start with tf_<task>_ so each task keeps its own values; they are kept across pages.
     """
-    d, t, sb = TrainConfig.for_task(task), get_task(task), st.sidebar
+    d, t, sb = train_config(task), get_task(task), st.sidebar
     k = f"tf_{task}_"
     kept = st.session_state.setdefault(f"_kept_{k}", {})     # the form's values: a widget's own state is dropped
     choices, presets = devices(), list(t.presets or all_presets())     # on a page that does not draw it
@@ -123,14 +123,14 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
         return None, settings
     st.session_state["_lp"] = lp
     st.query_params["lp"] = f"{lp:g}"
-    cfg = TrainConfig.for_task(task, lambda_p=float(lp), beta=float(beta), max_steps=int(n), hidden=int(hidden),
+    cfg = train_config(task, lambda_p=float(lp), beta=float(beta), max_steps=int(n), hidden=int(hidden),
                                batch_size=int(batch), lr=float(lr), epochs=float(epochs),
                                max_seconds=float(seconds) or None,
                                rotate_train=float(rot) if "rotate_train" in t.reads else 0.0,
                                seed=int(seed), device=device, parity_preset=preset, regulariser=reg,
                                lambda_input=lam_in, reader=reader if "reader" in t.reads else d.reader)
     try:
-        safe, cfg = safe_name(name), cfg.validate()
+        safe, cfg = safe_name(name), validate(cfg)
         if note := tables.renamed(name, safe):
             sb.info(tables.plain(note))
         return (safe, cfg), settings

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 import streamlit as st
 
-from ponder.store.atomic import SaveError
+from ponder.files import SaveError
 from ponder.store.card import CheckpointError
 from ponder.config import ConfigError
 from ponder.halting import MODES

@@ -43,7 +43,7 @@ def main(argv=None) -> int:
 
 
 def _one_line(e: Exception):
-    from .store.atomic import SaveError
+    from .files import SaveError
     from .store.card import CheckpointError
     from .data import DataError
     from .store.runs import RunNameError
@@ -61,7 +61,7 @@ def _one_line(e: Exception):
 def cmd_train(args) -> int:
     from pathlib import Path
 
-    from .store.atomic import check_writable, folder_lock
+    from .files import check_writable, folder_lock
     from .store.card import CARD, WEIGHTS
 
     cfg = config_from_args(args)
@@ -86,7 +86,7 @@ def _train_into(args, cfg, out, created: bool) -> int:
 
     from . import lifecycle
     from .progress import intra_op_threads
-    from .store.atomic import SaveError
+    from .files import SaveError
 
     threads, why = train_threads(args.threads)
     if not args.quiet:
@@ -163,7 +163,7 @@ def train_threads(given=None, environ=None) -> tuple:
 
 def _remove_if_empty(out, created: bool) -> None:
     """Remove --out again when this command created it and nothing was saved in it."""
-    from .store.atomic import remove_if_empty
+    from .files import remove_if_empty
     if created:
         remove_if_empty(out)
 
@@ -171,7 +171,7 @@ def _remove_if_empty(out, created: bool) -> None:
 def cmd_study(args) -> int:
     from pathlib import Path
 
-    from .store.atomic import atomic_write_json
+    from .files import atomic_write_json
     from .study import STUDY, study, study_markdown
     if len(args.folders) > 1 and not args.to:
         raise ConfigError("a study of several sweep folders is written where --to says (e.g. docs/studies/NAME.json)")

@@ -12,7 +12,7 @@ from dataclasses import fields
 
 from .config import DEVICES, MAX_SEED, REGULARISERS, TrainConfig
 from .halting import LAMBDA_INPUTS
-from .tasks import TASKS
+from .tasks import TASKS, train_config, validate
 from .tasks.mnist import MNIST_READERS
 
 
@@ -164,7 +164,7 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
     t.add_argument("--reader", default=None, choices=MNIST_READERS,
                    help="MNIST step function: rows (rows_per_step more rows each step: evidence grows, so halting "
                         "varies by digit), cnn (the article's: the whole image every step, halting follows the "
-                        f"prior), coarse (growing resolution) (default {TrainConfig.for_task('mnist').reader})")
+                        f"prior), coarse (growing resolution) (default {train_config('mnist').reader})")
     t.add_argument("--rows-per-step", type=int, default=None, help=f"rows reader: image rows per step (default {d.rows_per_step})")
     t.add_argument("--max-steps", type=int, default=d.max_steps, help=f"N, most pondering steps (default {d.max_steps})")
     t.add_argument("--halt-epsilon", type=float, default=None,
@@ -187,14 +187,14 @@ def defaults(name: str) -> str:
     """A TrainConfig field's default for each task, e.g. 'kl for mnist, kl-reverse for parity'."""
     def show(v):
         return f"{v:g}" if isinstance(v, float) else str(v)
-    return ", ".join(f"{show(getattr(TrainConfig.for_task(t), name))} for {t}" for t in TASKS)
+    return ", ".join(f"{show(getattr(train_config(t), name))} for {t}" for t in TASKS)
 
 
 def config_from_args(args) -> TrainConfig:
     """Task defaults, then every flag the user gave (flags default to None = not given)."""
     names = {f.name for f in fields(TrainConfig)} - {"task"}
     given = {k: v for k, v in vars(args).items() if k in names and v is not None}
-    return TrainConfig.for_task(args.task, **given).validate()
+    return validate(train_config(args.task, **given))
 
 
 class ctrl_c_cancels:

@@ -13,7 +13,7 @@ def cmd_evaluate(args) -> int:
     from .analysis.equal_steps import ops_from, shift_comparison
     from .analysis.studies import rotation_label, rotation_study
     from .analysis.unroll import measure_test
-    from .store.atomic import jsonable
+    from .files import jsonable
     from .store.checkpoint import load_checkpoint
     from .tasks import get_task
     from .halting import with_max_steps

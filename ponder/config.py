@@ -20,7 +20,7 @@ REGULARISERS = ("kl", "kl-reverse", "kl-both")   # KL(p || p_G) (paper), KL(p_G 
 @dataclass
 class TrainConfig:
     """Everything a run needs. Saved in the run folder; defaults give a useful MNIST model in ~1 min on 2 CPU cores."""
-    task: str = "mnist"              # a task of the registry ponder.tasks.TASKS
+    task: str = "mnist"              # a task of the registry ponder.tasks.TASKS (ponder.tasks.validate checks it)
     lambda_p: float = 0.2            # geometric prior parameter, prior mean 1/lambda_p steps
     beta: float = 0.01               # weight of the regulariser
     regulariser: str = "kl"          # "kl": KL(p || p_G), the paper's direction (the learned p first);
@@ -55,25 +55,15 @@ class TrainConfig:
     cuda_graph: bool = True          # on CUDA: capture the whole training step in a CUDA graph and replay it
                                      # (eager steps where capture fails; ignored on CPU/MPS and with compile)
 
-    @classmethod
-    def for_task(cls, task: str, **overrides) -> "TrainConfig":
-        """Defaults that suit the task; overrides win."""
-        from .tasks import TASKS
-        base = dict(TASKS[task].defaults) if isinstance(task, str) and task in TASKS else {}
-        base.update(overrides)
-        return cls(task=task, **base)
-
     def validate(self) -> "TrainConfig":
-        from .tasks import TASKS, get_task
-        get_task(self.task)
+        """Check the fields every run has (ConfigError naming the first bad one); returns self. The task and the
+        fields a task reads are checked by ponder.tasks.validate, which calls this."""
         _check(finite(self.lambda_p) and 0.0 < self.lambda_p <= 1.0, "lambda_p", "(0, 1]", self.lambda_p)
         _check(finite(self.beta) and self.beta >= 0.0, "beta", ">= 0", self.beta)
         from .halting import LAMBDA_INPUTS
         _check(_choice(self.lambda_input, LAMBDA_INPUTS), "lambda_input", f"one of {', '.join(LAMBDA_INPUTS)}",
                self.lambda_input)
         _check(_choice(self.regulariser, REGULARISERS), "regulariser", f"one of {', '.join(REGULARISERS)}", self.regulariser)
-        for task in TASKS.values():          # each task checks the fields it reads, whatever the run's task
-            task.check(self)
         _check(is_int(self.max_steps) and 1 <= self.max_steps <= 200, "max_steps", "an integer in [1, 200]", self.max_steps)
         _check(self.halt_epsilon is None or (finite(self.halt_epsilon) and 0.0 < self.halt_epsilon < 1.0),
                "halt_epsilon", "in (0, 1) (or unset)", self.halt_epsilon)
@@ -98,23 +88,12 @@ class TrainConfig:
         _check(isinstance(self.cuda_graph, bool), "cuda_graph", "true or false", self.cuda_graph)
         return self
 
-    def model_config(self):
-        """The model dataclass this run trains."""
-        from .tasks import get_task
-        return get_task(self.task).model_config(self)
-
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
         return from_mapping(cls, d, "a training config", "config field(s)")
-
-
-def model_config_from_dict(task: str, d: dict):
-    """A card's `model` mapping as its task's model config, checked (ConfigError when it is not)."""
-    from .tasks import get_task
-    return get_task(task).model_config_from_dict(d)
 
 
 def from_mapping(cls, d, what: str, fields_name: str):

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .store.card import CheckpointError, read_regular
+from .files import CheckpointError, read_regular
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .store.atomic import SaveError, folder_lock, remove_if_empty
+from .files import SaveError, folder_lock, remove_if_empty
 from .store.card import one_line, update_card
 from .store.checkpoint import save_run
 from .store.record import RunRecord
@@ -85,7 +85,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
     measure_fn: (model, data) -> full test metrics; default measure(..., limit=eval_limit).
     rescue:     when saving in `out` fails, save in a fresh temporary folder instead (the CLI, the
                 explorer); otherwise the SaveError propagates. A folder `out()` made is locked
-                (ponder.store.atomic.folder_lock) until its card holds the test metrics, and removed again
+                (ponder.files.folder_lock) until its card holds the test metrics, and removed again
                 when the save in it fails.
     A run cancelled before its first step is not saved (run_dir None). Problems after the save
     (evaluation, card update) do not raise: they are listed in outcome.problems.

@@ -80,9 +80,9 @@ def parameter_count(cfg: TrainConfig) -> int:
     """The model's parameters: ponder.tasks.build_model on the meta device (shapes only, no memory), so
     checking a huge config costs nothing and the count follows the model's layers."""
     import torch
-    from .tasks import build_model
+    from .tasks import build_model, model_config
     with torch.device("meta"):
-        model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p, cfg.lambda_input)
+        model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p, cfg.lambda_input)
     return sum(p.numel() for p in model.parameters())
 
 

@@ -23,7 +23,7 @@ from .analysis.pays import marks, pays
 from .analysis.studies import prior_mean, rotation_study, rotation_verdict
 from .analysis.unroll import measure_test
 from .config import ConfigError, TrainConfig
-from .tasks import get_task
+from .tasks import get_task, validate
 from .study import load_studies, study_markdown
 from .train import device_name, pick_device
 
@@ -130,7 +130,7 @@ def run(quick: bool = False, from_assets: bool = False, out: str = "results", da
             if not quick:
                 update_card(ASSETS / spec.name, metrics=lifecycle.card_metrics(metrics, measured_on=device_name(dev)))
         else:
-            tc = TrainConfig(**dict(spec.config, device=device, log_every=50, **(spec.quick if quick else {}))).validate()
+            tc = validate(TrainConfig(**dict(spec.config, device=device, log_every=50, **(spec.quick if quick else {}))))
             log(f"[{spec.name}] training {tc.task} lambda_p={tc.lambda_p} N={tc.max_steps} on {dev} ...")
             done = lifecycle.run(tc, out_dir / "models" / spec.name, load_data=lambda: mnist,
                                  measure_fn=lambda model, _: evaluate_spec(model, tc, mnist, quick))

@@ -12,7 +12,7 @@ from .config import ConfigError, TrainConfig
 from .store.card import mean_expected_steps
 from .store.record import RunRecord
 from .store.runs import safe_name
-from .tasks import get_task
+from .tasks import get_task, train_config, validate
 
 NOT_IN_GRID = {"task": "a sweep has one task (--task)", "seed": "give the seeds with --seeds"}
 MAX_TRIALS = 1000                                     # grid points x seeds one sweep may train
@@ -25,7 +25,7 @@ class Trial:
     config: TrainConfig             # the full config it trains (task defaults, train flags, grid values, seed)
     values: dict                    # what makes it this trial: its grid values and seed, e.g. {"lambda_p": 0.2, "seed": 0}
     status: str = "pending"         # pending / running, then its record's: completed / cancelled / failed
-    record: Optional[RunRecord] = None   # how it ended (ponder.sweep.run_trial); None until it ends
+    record: Optional[RunRecord] = None   # how it ended (ponder.sweep_trial.run_trial); None until it ends
     resumed: bool = False           # completed by an earlier run of this sweep, so not trained again
 
     def end(self, record: RunRecord) -> None:
@@ -83,7 +83,7 @@ class Plan:
             for seed in self.seeds:
                 values = {**dict(zip(self.grid, point)), "seed": seed}
                 try:
-                    cfg = TrainConfig.for_task(self.task, **{**self.base, **values}).validate()
+                    cfg = validate(train_config(self.task, **{**self.base, **values}))
                 except ConfigError as e:
                     raise ConfigError(f"trial {trial_name(values)}: {e}") from None
                 out.append(Trial(name=trial_name(values), config=cfg, values=values))

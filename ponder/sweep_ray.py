@@ -12,12 +12,12 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from .store.atomic import folder_lock, write_files
+from .files import folder_lock, write_files
 from .store.card import CARD, HISTORY, WEIGHTS, one_line
 from .store.record import new_record
 from .config import ConfigError, TrainConfig
-from .sweep import clear_run, run_trial
-from .tasks import get_task
+from .sweep_trial import clear_run, run_trial
+from .tasks import get_task, validate
 
 PACKAGE_DIR = Path(__file__).resolve().parent          # shipped to Ray workers (runtime_env py_modules)
 CONNECT_SECONDS = 10.0                                 # --address: how long to try to reach the cluster
@@ -25,7 +25,7 @@ CONNECT_SECONDS = 10.0                                 # --address: how long to 
 
 def ray_trial(config: dict, name: str, data_dir: Optional[str], eval_limit: Optional[int]) -> tuple:
     """A Ray task: one trial in a temporary folder on its node; returns (its RunRecord, {file name: bytes})."""
-    cfg = TrainConfig.from_dict(config).validate()
+    cfg = validate(TrainConfig.from_dict(config))
     with tempfile.TemporaryDirectory(prefix="ponder-trial-") as tmp:
         out = Path(tmp) / name
         outcome = run_trial(cfg, out, load_data=lambda: get_task(cfg.task).load_data(data_dir),

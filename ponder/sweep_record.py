@@ -19,6 +19,7 @@ from .store.card import MAX_JSON_DEPTH, CheckpointError, json_depth, one_line, r
 from .store.card_checks import MAX_CARD_TEXT, MAX_RUN_SECONDS, MAX_RUN_STEPS, check_test_metrics
 from .store.runs import LOG, SWEEP, RunNameError, files_inside, safe_name
 from .sweep_plan import MAX_TRIALS, NOT_IN_GRID, Plan
+from .tasks import validate
 
 MAX_SWEEP_BYTES = 32 * 1024 * 1024     # sweep.json / sweep.log: 1,000 trials with their metrics are a few MB
 STATUSES = ("pending", "running", "completed", "cancelled", "failed")
@@ -174,7 +175,7 @@ def trial_from_dict(r, task: str, i: int) -> TrialEntry:
         if k not in r:
             raise ConfigError(f"{where}: {k} is missing")
     try:
-        config = TrainConfig.from_dict(r["config"]).validate()
+        config = validate(TrainConfig.from_dict(r["config"]))
     except (ConfigError, TypeError) as e:
         raise ConfigError(f"{where}: config: {one_line(e)}") from None
     if config.task != task:

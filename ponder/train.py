@@ -18,7 +18,7 @@ from .fastpath import choose_step_mode
 from .halting import PonderNet, answer_mixture, expected_steps, step_probs
 from .progress import StepForecast, StepTimer, cancel_reason
 from .store.record import RunRecord, new_record
-from .tasks import build_model, get_task
+from .tasks import build_model, get_task, model_config, validate
 from .train_step import Health, StepOut, Update
 
 
@@ -151,11 +151,11 @@ def validation_accuracy(model: PonderNet, x: torch.Tensor, y: torch.Tensor, auto
 def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], model: Optional[PonderNet]):
     """What every training loop starts from: (device, model on it in train mode, the task's batches, total steps).
     Validates cfg and seeds torch; builds the model from cfg when none is given."""
-    cfg.validate()
+    validate(cfg)
     torch.manual_seed(cfg.seed)
     device = pick_device(cfg.device)
     if model is None:
-        model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p, cfg.lambda_input)
+        model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p, cfg.lambda_input)
     model.to(device).train()
     task = get_task(cfg.task)
     if task.uses_data and mnist is None:

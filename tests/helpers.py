@@ -297,9 +297,9 @@ def torch_save_bytes(obj, **kw):
 
 @contextmanager
 def lock_held_elsewhere(folder):
-    """Another writer (a thread here; a training in life) holds ponder.store.atomic.folder_lock(folder) until
+    """Another writer (a thread here; a training in life) holds ponder.files.folder_lock(folder) until
     the block ends."""
-    from ponder.store.atomic import folder_lock
+    from ponder.files import folder_lock
     held, release = threading.Event(), threading.Event()
 
     def writer():

@@ -1,3 +1,3 @@
-"""Where runs live on disk: atomic writes and folder locks (atomic), the run card and its one reader (card),
+"""Where runs live on disk (atomic writes and folder locks: ponder.files): the run card and its one reader (card),
 the weights (checkpoint), the runs folder (runs), uploaded runs (uploads) and rename / delete / export /
 import (manage)."""

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import threading
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
-from .atomic import atomic_write_json, folder_lock, holds_lock, os_reason
+from ..files import CheckpointError, atomic_write_json, folder_lock, holds_lock, os_reason, read_regular
 from .journal import settle
 from .card_checks import MAX_CARD_TEXT, MAX_RUN_STEPS, check_card
 from .record import FORMAT, FORMAT_VERSION, RunRecord, card_text
@@ -36,29 +35,8 @@ HISTORY_NUMBERS = ("step", "total_steps", "epoch", "loss", "rec", "reg", "accura
 _CARD_LOCK = threading.Lock()         # update_card is read-modify-write: one at a time in this process
 
 
-class CheckpointError(RuntimeError):
-    """A run folder that cannot be read. The message is one line and names the file."""
-
-
 def one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or e.__class__.__name__
-
-
-def read_regular(f: Path, limit: int, follow_links: bool = True) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes, read in bounded time. Checked on the
-    opened file (O_NONBLOCK: a FIFO does not wait for a writer), so a file swapped for a FIFO or a
-    device after an earlier check is refused, never waited on; a file that grows past its size is
-    cut at limit + 1 bytes and refused. CheckpointError (one line) otherwise; OSError when unreadable
-    (or, with follow_links=False, when `f` itself is a symbolic link: O_NOFOLLOW)."""
-    nofollow = 0 if follow_links else getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(f, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | nofollow)
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CheckpointError(f"{f}: not a regular file")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise CheckpointError(f"{f}: over the {limit} byte limit")
-    return data
 
 
 def resolve_run_dir(path) -> Path:
@@ -165,7 +143,7 @@ def read_record(path) -> RunRecord:
 
 def update_card(run_dir, **fields) -> dict:
     """Merge fields into run.json (e.g. metrics after an evaluation). The only card writer after a save.
-    It holds the folder's lock while it writes (ponder.store.atomic.folder_lock), unless this thread does."""
+    It holds the folder's lock while it writes (ponder.files.folder_lock), unless this thread does."""
     folder = resolve_run_dir(run_dir)
     with _CARD_LOCK, nullcontext() if holds_lock(folder) else folder_lock(folder):
         settle(folder)                    # a save cut short: its card first, then this change

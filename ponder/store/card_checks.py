@@ -3,7 +3,8 @@ a card whose configs, descriptive fields or test metrics are out of the ranges t
 ponder.store.card.read_card runs them on every card it reads."""
 from __future__ import annotations
 
-from ..config import ConfigError, TrainConfig, finite, is_int, model_config_from_dict, short_repr
+from ..config import ConfigError, TrainConfig, finite, is_int, short_repr
+from ..tasks import model_config_from_dict, validate
 
 REQUIRED_TRAIN = ("task", "max_steps", "lambda_p")   # what the weights mean: never filled in with a default
 
@@ -34,7 +35,7 @@ def check_card(card: dict) -> tuple:
     for k in REQUIRED_TRAIN:
         if k not in card["train"]:
             raise ConfigError(f"train.{k} is missing (a card names its task, N and lambda_p)")
-    train = TrainConfig.from_dict(card["train"]).validate()
+    train = validate(TrainConfig.from_dict(card["train"]))
     model = model_config_from_dict(train.task, card["model"])
     for k in CARD_STRINGS:                      # the descriptive fields that pages print
         v = card.get(k)

@@ -1,6 +1,6 @@
 """Weights: save a run folder, load a model from one. Never unpickles anything.
 
-save_run writes model.safetensors, run.json and metrics.jsonl atomically (ponder.store.atomic);
+save_run writes model.safetensors, run.json and metrics.jsonl atomically (ponder.files);
 load_checkpoint reads the card (ponder.store.card.read_card) and the safetensors weights, checks them
 against the card's config and builds the model.
 """
@@ -17,7 +17,8 @@ from typing import Optional
 
 import torch
 
-from .atomic import SaveError, folder_lock, holds_lock, json_bytes, jsonable, os_reason, remove_if_empty, write_files
+from ..files import (SaveError, folder_lock, holds_lock, json_bytes, jsonable, os_reason, remove_if_empty,
+                     remove_stale_tmp, write_files)
 from .journal import settle, settle_if_free
 from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, one_line, read_card, read_regular, resolve_run_dir
 from .record import RunRecord, new_record
@@ -72,7 +73,7 @@ def save_run(run_dir, model: PonderNet, config, *, status: str = "completed", re
     config: the run's RunRecord (written as its card), or its TrainConfig with the record's fields as keywords.
     Either way the card's model config, N and lambda_p are the model's (those of the weights saved), and its
     name is the folder's unless the record or `name` gives one. The card holds `metrics` or none: a card's
-    metrics always belong to the weights saved with it, never to weights it replaces. The folder is locked while it is written (ponder.store.atomic.folder_lock;
+    metrics always belong to the weights saved with it, never to weights it replaces. The folder is locked while it is written (ponder.files.folder_lock;
     SaveError 'in use' when another writer holds it), so temporary files a killed save left are
     removed at once; a folder this call created is removed again when the save fails.
     """

@@ -1,4 +1,4 @@
-"""A save of several files in one folder as one step: every temporary file is written first (ponder.store.atomic),
+"""A save of several files in one folder as one step: every temporary file is written first (ponder.files),
 then a journal (JOURNAL) listing the renames, then the renames, then the journal is removed. A crash before the
 journal is complete leaves the old files (the temporary ones are leftovers); a crash after it leaves a journal
 that settle() finishes -- the folder's next writer, or load_checkpoint -- so the folder holds the new files,
@@ -12,7 +12,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
-from .atomic import _UMASK, SaveError, _fsync_folders, folder_lock, holds_lock, remove_stale_tmp, unlink_quiet
+from ..files import _UMASK, SaveError, _fsync_folders, folder_lock, holds_lock, remove_stale_tmp, unlink_quiet
 
 JOURNAL = ".commit.tmp"      # in a folder: the renames of a save that was cut short (settle() finishes them)
 

@@ -2,7 +2,7 @@
 
 Only runs directly in the runs folder are renamed or deleted, and whole sweep folders deleted; the
 shipped models (assets/) and single trials of a sweep are exported only. Every change takes the run folder's lock first
-(ponder.store.atomic.folder_lock, the lock every writer holds: a CLI training, an explorer job until its
+(ponder.files.folder_lock, the lock every writer holds: a CLI training, an explorer job until its
 card has its test metrics, a save), so a run that is being written is refused, never changed under
 its writer. A name is one folder inside the runs folder, never a path; a run folder or run file
 that is a symbolic link is refused, never followed.
@@ -25,9 +25,10 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Optional
 
-from .atomic import SaveError, folder_lock, json_bytes, remove_if_empty, write_tmp
+from ..files import SaveError, folder_lock, json_bytes, remove_if_empty, remove_stale_tmp, write_tmp
 from .journal import settle, settle_if_free, write_journal
-from .card import CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_card, read_regular
+from .card import (CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_card, read_regular,
+                   update_card)
 from .checkpoint import MAX_CHECKPOINT_BYTES
 from .runs import LOG, SWEEP, TABLE, TRASH, RunNameError, inside, runs_root, safe_name
 from .uploads import MAX_UPLOAD_BYTES, claim, import_checkpoint, upload_bytes, upload_size
@@ -199,7 +200,7 @@ def own_sweep(name: str, root: Optional[Path] = None) -> Path:
     if (path / SWEEP).is_symlink() or not (path / SWEEP).is_file():
         raise RunNameError(f"runs/{name} is not a sweep folder (no {SWEEP})")
 
-    def tmp(e) -> bool:                       # an atomic write's leftover (ponder.store.atomic)
+    def tmp(e) -> bool:                       # an atomic write's leftover (ponder.files)
         return e.name.startswith(".") and e.name.endswith(".tmp") and not e.is_dir(follow_symlinks=False)
     with os.scandir(path) as it:
         for e in it:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..env import env_folder
-from .atomic import SaveError
+from ..files import SaveError
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"   # the repository's assets/ (ponder/store/runs.py)

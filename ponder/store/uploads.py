@@ -17,7 +17,7 @@ from typing import Optional
 
 from ..env import MAX_MB, env_number
 from ..memory import MeasureMemoryError, measure_batch
-from .atomic import _UMASK, STALE_SECONDS, SaveError, folder_lock, remove_if_empty, remove_stale_tmp
+from ..files import _UMASK, STALE_SECONDS, SaveError, folder_lock, remove_if_empty, remove_stale_tmp
 from .journal import JOURNAL, settle
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, update_card
 from .checkpoint import load_checkpoint

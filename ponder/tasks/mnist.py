@@ -13,7 +13,7 @@ import torch
 
 from .. import data as D
 from ..config import TrainConfig, _check, _choice, finite, is_int
-from . import Batches, EvalSet, Task, register
+from .base import Batches, EvalSet, Task, register
 
 MNIST_READERS = ("cnn", "rows", "coarse")
 # Per-reader model sizes over MnistConfig's: the row reader's fc sees a 14 x 7 map per channel, so

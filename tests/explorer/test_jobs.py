@@ -133,7 +133,7 @@ def test_cancel_within_a_second_keeps_a_partial_run_and_no_threads_are_left(tmp_
 def test_a_save_that_fails_after_training_keeps_the_model_elsewhere(registry, tmp_path, monkeypatch):
     import errno
     import tempfile
-    from ponder.store import atomic as A
+    from ponder import files as A
     root, spare = tmp_path / "runs", tmp_path / "spare"
     spare.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spare))

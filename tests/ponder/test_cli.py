@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from helpers import ROOT, assert_one_line_error, run_cli, save_tiny_run
-from ponder.store import atomic as A
-from ponder.store.atomic import SaveError
+from ponder import files as A
+from ponder.files import SaveError
 from ponder.store.checkpoint import load_checkpoint
 from ponder.cli import main
 
@@ -209,12 +209,12 @@ def test_train_threads_follow_the_flag_then_omp_num_threads_then_the_free_cores(
 
 def test_train_without_choices_trains_the_pondering_mnist_design():
     from ponder.cli import build_parser, config_from_args
-    from ponder.tasks import build_model
+    from ponder.tasks import build_model, model_config
     from ponder.tasks.mnist_readers import MnistStep, RowReader
     cfg = config_from_args(build_parser().parse_args(["train", "--out", "x"]))
     assert cfg.task == "mnist" and cfg.reader == "rows" and cfg.lambda_p == 0.5
-    assert isinstance(build_model("mnist", cfg.model_config(), 20, cfg.lambda_p).step_fn, RowReader)
+    assert isinstance(build_model("mnist", model_config(cfg), 20, cfg.lambda_p).step_fn, RowReader)
     cnn = config_from_args(build_parser().parse_args(["train", "--out", "x", "--reader", "cnn", "--lambda-p", "0.2"]))
-    assert isinstance(build_model("mnist", cnn.model_config(), 20, cnn.lambda_p).step_fn, MnistStep)
+    assert isinstance(build_model("mnist", model_config(cnn), 20, cnn.lambda_p).step_fn, MnistStep)
     parity = config_from_args(build_parser().parse_args(["train", "--out", "x", "--task", "parity"]))
     assert parity.lambda_p == 0.2                                # the other tasks keep TrainConfig's prior

@@ -6,7 +6,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from ponder.config import ConfigError, TrainConfig, model_config_from_dict
+from ponder.config import ConfigError, TrainConfig
+from ponder.tasks import model_config_from_dict, validate
 from ponder.train import train
 
 
@@ -64,7 +65,7 @@ BAD = {
 def test_bad_value_names_field_and_range(case):
     field, value = case
     with pytest.raises(ConfigError) as e:
-        TrainConfig(**{field: value}).validate()
+        validate(TrainConfig(**{field: value}))
     msg = str(e.value)
     assert msg.startswith(f"{field} must be "), msg
     assert BAD[field][1] in msg, msg
@@ -82,15 +83,15 @@ EDGES = [("lambda_p", 0.0), ("lambda_p", 1.0000001), ("beta", -1e-9), ("max_step
 @pytest.mark.parametrize("field,value", EDGES, ids=[f"{f}={v!r:.20}" for f, v in EDGES])
 def test_one_step_outside_each_boundary_is_refused(field, value):
     with pytest.raises(ConfigError, match=f"^{field} must be "):
-        TrainConfig(**{field: value}).validate()
+        validate(TrainConfig(**{field: value}))
 
 
 def test_huge_values_do_not_blow_up_the_message():
     with pytest.raises(ConfigError) as e:
-        TrainConfig(lr=10 ** 5000).validate()           # over Python's 4300-digit int->str limit
+        validate(TrainConfig(lr=10 ** 5000))           # over Python's 4300-digit int->str limit
     assert len(str(e.value)) < 200
     with pytest.raises(ConfigError) as e:
-        TrainConfig(task="x" * 100000).validate()
+        validate(TrainConfig(task="x" * 100000))
     assert len(str(e.value)) < 300
 
 
@@ -132,4 +133,4 @@ def test_a_training_config_without_halt_epsilon_unrolls_all_steps():
     """A card written before the field existed loads with it unset (every batch runs all max_steps)."""
     d = TrainConfig().to_dict()
     del d["halt_epsilon"]
-    assert TrainConfig.from_dict(d).validate().halt_epsilon is None
+    assert validate(TrainConfig.from_dict(d)).halt_epsilon is None

@@ -8,7 +8,7 @@ import torch
 
 from helpers import needs_mnist, run_cli
 from ponder import lifecycle
-from ponder.store.atomic import SaveError
+from ponder.files import SaveError
 from ponder.store.card import read_card, read_history, read_record
 from ponder.store.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
@@ -80,7 +80,7 @@ def test_the_folder_is_made_only_when_the_run_is_saved(tmp_path):
 def test_a_folder_made_for_the_run_is_locked_until_its_card_has_the_metrics(tmp_path):
     """While the explorer's job measures its saved run, another thread (a rename or delete on the Runs page)
     cannot take the folder's lock; once the card holds the metrics it can."""
-    from ponder.store.atomic import folder_lock
+    from ponder.files import folder_lock
     from ponder.store.runs import new_run_dir
     tries = []
 

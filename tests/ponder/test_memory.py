@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from ponder import memory
 from ponder.config import TrainConfig
+from ponder.tasks import train_config
 from ponder.env import EnvError
 
 sizes = st.fixed_dictionaries(dict(task=st.sampled_from(["mnist", "parity"]), batch_size=st.integers(1, 4096),
@@ -30,9 +31,9 @@ def test_the_estimate_grows_with_batch_n_and_hidden(kw, field, more):
 @pytest.mark.parametrize("kw", [dict(), dict(reader="rows"), dict(reader="coarse", hidden=33),
                                 dict(task="parity", hidden=40), dict(task="parity", parity_preset="large")])
 def test_the_parameter_count_is_the_built_models(kw):
-    from ponder.tasks import build_model
-    cfg = TrainConfig.for_task(kw.pop("task", "mnist"), **kw)
-    model = build_model(cfg.task, cfg.model_config(), cfg.max_steps, cfg.lambda_p)
+    from ponder.tasks import build_model, model_config, train_config
+    cfg = train_config(kw.pop("task", "mnist"), **kw)
+    model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p)
     assert memory.parameter_count(cfg) == sum(p.numel() for p in model.parameters())
 
 
@@ -85,7 +86,7 @@ def test_every_model_the_train_form_trains_is_measured_in_whole_batches(task, kw
     under the default budget: the budget changes no measurement the explorer made of its own runs."""
     import torch
     from ponder.tasks import build_model, get_task
-    cfg = TrainConfig.for_task(task, max_steps=100, hidden=512, **kw)
+    cfg = train_config(task, max_steps=100, hidden=512, **kw)
     t = get_task(task)
     with torch.device("meta"):
         model = build_model(task, t.model_config(cfg), cfg.max_steps, cfg.lambda_p)

@@ -13,7 +13,7 @@ from ponder.config import TrainConfig
 from ponder.halting import expected_steps, first_true, halt_mask, ponder
 from ponder.tasks import mnist_readers
 from ponder.tasks.mnist_readers import GruUpdate, RowReader
-from ponder.tasks import build_model
+from ponder.tasks import build_model, model_config, validate
 from ponder.train import train
 
 
@@ -276,16 +276,17 @@ def test_view_labels_say_what_each_step_has_seen():
 
 
 def test_config_round_trip_and_validation():
-    cfg = TrainConfig(reader="rows", rows_per_step=4).validate()
-    model = build_model("mnist", cfg.model_config(), 20, 0.2)
+    cfg = validate(TrainConfig(reader="rows", rows_per_step=4))
+    model = build_model("mnist", model_config(cfg), 20, 0.2)
     assert isinstance(model.step_fn, RowReader)
     assert model.step_fn.encode(torch.zeros(2, 1, 28, 28)).shape == (2, 7, 3 * cfg.hidden)   # 28 rows / 4 = 7 levels
     from ponder.tasks import model_config_dict
     again = build_model("mnist", model_config_dict(model), 20, 0.2)
     assert again.load_state_dict(model.state_dict()) is not None
-    from ponder.config import ConfigError, model_config_from_dict
+    from ponder.config import ConfigError
+    from ponder.tasks import model_config_from_dict
     with pytest.raises(ConfigError, match="reader"):
-        TrainConfig(reader="glimpse").validate()
+        validate(TrainConfig(reader="glimpse"))
     with pytest.raises(ConfigError, match="rows_per_step"):
         model_config_from_dict("mnist", {"reader": "rows", "rows_per_step": 3})
     # a model config that leaves a field out gets its default: the whole-image reader

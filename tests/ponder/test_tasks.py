@@ -16,7 +16,8 @@ from ponder.analysis.unroll import measure_test
 from ponder.config import ConfigError, TrainConfig
 from ponder.tasks import init_lambda_head
 from ponder.analysis.unroll import near_chance
-from ponder.tasks import TASKS, Batches, EvalSet, Task, build_model, get_task, register
+from ponder.tasks import (TASKS, Batches, EvalSet, Task, build_model, get_task, model_config, register, train_config,
+                          validate)
 from ponder.tasks.mnist import mnist_split
 from ponder.tasks.parity import PARITY_PRESETS, easy_hard, fitted_preset, halves
 
@@ -104,7 +105,7 @@ def toy(monkeypatch, tmp_path):
 
 def test_a_third_task_through_the_lifecycle_the_cli_and_the_loaders(toy, capsys):
     # the lifecycle: train, save, measure, card
-    done = lifecycle.run(TrainConfig.for_task("toy", device="cpu"), toy / "lc")
+    done = lifecycle.run(train_config("toy", device="cpu"), toy / "lc")
     assert done.status == "completed" and done.problems == [] and done.run_dir == toy / "lc"
     assert done.metrics["accuracy"] > 0.8 and done.metrics["n"] == 500 and done.metrics["split"] == "toy test"
     assert [r["label"] for r in done.metrics["by_class"]] == [0, 1]
@@ -136,17 +137,19 @@ def test_the_registry_names_the_tasks_it_knows():
     with pytest.raises(ConfigError, match="^task must be one of mnist, parity"):
         get_task("toy")
     with pytest.raises(ConfigError, match="^task must be one of"):
-        TrainConfig(task="toy").validate()
+        validate(TrainConfig(task="toy"))
     # each task's defaults over TrainConfig's; the model config follows the run's config
-    assert TrainConfig.for_task("parity").regulariser == "kl-reverse" and TrainConfig.for_task("mnist").hidden == 64
-    assert TrainConfig(task="parity", parity_preset="medium").model_config().n_elems == 16
+    assert train_config("parity").regulariser == "kl-reverse" and train_config("mnist").hidden == 64
+    assert model_config(TrainConfig(task="parity", parity_preset="medium")).n_elems == 16
 
 
 def test_each_task_checks_the_fields_it_reads_whatever_the_runs_task():
     with pytest.raises(ConfigError, match="^reader must be one of cnn, rows, coarse"):
-        TrainConfig(task="parity", reader="lines").validate()
+        validate(TrainConfig(task="parity", reader="lines"))
     with pytest.raises(ConfigError, match="^parity_preset must be one of small"):
-        TrainConfig(task="mnist", parity_preset="giant").validate()
+        validate(TrainConfig(task="mnist", parity_preset="giant"))
+    # ponder.config knows no task: TrainConfig.validate checks the fields every run has, the registry the rest
+    assert TrainConfig(task="toy", reader="lines", parity_preset="giant").validate().task == "toy"
     assert get_task("mnist").describe({"model": {"reader": "rows", "rows_per_step": 4}}) == "reader rows (4 a step)"
     assert get_task("parity").describe({"train": {"parity_preset": "video-15"}}) == "parity preset video-15"
 

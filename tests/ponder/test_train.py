@@ -74,9 +74,9 @@ def test_time_budget():
 def slow(seconds, validation_seconds=0.0):
     """A tiny parity model whose every training step sleeps `seconds` (in its loss), and a patch that makes
     each validation pass sleep `validation_seconds`: time a step and a validation take on a busy machine."""
-    from ponder.tasks import build_model
+    from ponder.tasks import build_model, model_config
     c = parity_cfg(epochs=10000, log_every=1)
-    model = build_model("parity", c.model_config(), c.max_steps, c.lambda_p)
+    model = build_model("parity", model_config(c), c.max_steps, c.lambda_p)
     real = model.step_fn.loss
 
     def loss(y, t):
@@ -126,9 +126,9 @@ def test_a_cancel_returns_within_a_step_without_a_validation_pass(monkeypatch):
 
 def test_a_cancel_during_an_epoch_end_validation_stops_it_between_chunks():
     """MNIST-sized validation (5,000 samples, 1,000 a chunk): a cancel set while it runs ends it after a chunk."""
-    from ponder.tasks import build_model
+    from ponder.tasks import build_model, model_config
     c = parity_cfg()
-    model = build_model("parity", c.model_config(), c.max_steps, c.lambda_p)
+    model = build_model("parity", model_config(c), c.max_steps, c.lambda_p)
     x, y = torch.zeros(5000, 8), torch.zeros(5000)
     cancel, chunks = threading.Event(), []
     real_forward = model.forward
@@ -144,9 +144,9 @@ def test_a_cancel_during_an_epoch_end_validation_stops_it_between_chunks():
 
 
 def test_non_finite_loss_fails_and_keeps_last_good_weights():
-    from ponder.tasks import build_model
+    from ponder.tasks import build_model, model_config
     cfg = parity_cfg(epochs=100)
-    model = build_model("parity", cfg.model_config(), cfg.max_steps, cfg.lambda_p)
+    model = build_model("parity", model_config(cfg), cfg.max_steps, cfg.lambda_p)
     calls = {"n": 0}
     real_loss = model.step_fn.loss
     snapshot = {}

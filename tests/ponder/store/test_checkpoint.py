@@ -17,7 +17,7 @@ from safetensors.torch import save
 
 from helpers import (BIG_CFG, edit_card, OpenPayload, ShellPayload, assert_one_line, big_model, lock_held_elsewhere, no_tmp_files, save_tiny_run,
                     tiny_model, torch_save_bytes, version_of)
-from ponder.store import atomic as A
+from ponder import files as A
 from ponder.store import checkpoint as C
 from ponder.store.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
 from ponder.store.checkpoint import load_checkpoint, save_run

@@ -22,7 +22,7 @@ from ponder.store.journal import JOURNAL
 from ponder.store.card import CARD, HISTORY, CheckpointError, read_card, read_history
 from ponder.store.checkpoint import load_checkpoint
 from ponder.store.manage import delete_run, export_run, import_zip, rename_run
-from ponder.store.atomic import folder_lock
+from ponder.files import folder_lock
 from ponder.store.checkpoint import save_run
 from ponder.store.runs import RunNameError, list_models, new_run_dir
 from ponder.store.uploads import CLAIM_SECONDS, folder_bytes, remove_leftovers

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from helpers import save_tiny_run
-from ponder.store.atomic import write_tmp
+from ponder.files import write_tmp
 from ponder.store.card import CARD, WEIGHTS, read_card
 from ponder.store.checkpoint import load_checkpoint
 from ponder.store.journal import JOURNAL, settle, write_journal

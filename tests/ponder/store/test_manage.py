@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers import ASSETS, ShellPayload, assert_one_line, lock_held_elsewhere, save_tiny_run
 from ponder import lifecycle
-from ponder.store.atomic import SaveError, folder_lock
+from ponder.files import SaveError, folder_lock
 from ponder.store.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
 from ponder.store.checkpoint import load_checkpoint
 from ponder.config import TrainConfig

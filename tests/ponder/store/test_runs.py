@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from helpers import assert_one_line, run_threads, save_tiny_run, tiny_model
-from ponder.store.atomic import SaveError
+from ponder.files import SaveError
 from ponder.store.card import CARD, HISTORY, WEIGHTS
 from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig

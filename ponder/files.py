@@ -1,9 +1,11 @@
-"""Atomic file writes: every write goes to a temporary file in the same folder (fsynced) and is
-renamed into place, so a crash leaves the old file or the new one, never a half-written one.
+"""Files read in bounded time and written atomically, and folder locks. Imports nothing else from ponder: the
+data loaders and the run store both stand on it.
 
+Reads: read_regular, the bytes of a regular file up to a size limit (never waits on a FIFO); a file it
+refuses raises CheckpointError. Writes: every write goes to a temporary file in the same folder (fsynced)
+and is renamed into place, so a crash leaves the old file or the new one, never a half-written one.
 A save of several files into one folder (a run's weights, history and card) is one step too: the renames
 go through a journal (ponder.store.journal), so a crash between two of them is finished, never left a mix.
-
 SaveError is the one error a failed write raises: an OSError whose message is one line naming
 the file and the reason (os_reason adds a hint for a full disk, a read-only file system, ...).
 """
@@ -13,6 +15,7 @@ import errno
 import json
 import math
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -28,6 +31,27 @@ STALE_SECONDS = 3600      # temporary files this old were left by a killed write
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+
+
+class CheckpointError(RuntimeError):
+    """A run folder (or a file) that cannot be read. The message is one line and names the file."""
+
+
+def read_regular(f: Path, limit: int, follow_links: bool = True) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, read in bounded time. Checked on the
+    opened file (O_NONBLOCK: a FIFO does not wait for a writer), so a file swapped for a FIFO or a
+    device after an earlier check is refused, never waited on; a file that grows past its size is
+    cut at limit + 1 bytes and refused. CheckpointError (one line) otherwise; OSError when unreadable
+    (or, with follow_links=False, when `f` itself is a symbolic link: O_NOFOLLOW)."""
+    nofollow = 0 if follow_links else getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(f, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | nofollow)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CheckpointError(f"{f}: not a regular file")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise CheckpointError(f"{f}: over the {limit} byte limit")
+    return data
 
 
 class SaveError(OSError):

@@ -1,4 +1,4 @@
-"""ponder/store/atomic.py: a write is all or nothing (killed writers, full disks, refused files), errors are
+"""ponder/files.py: a write is all or nothing (killed writers, full disks, refused files), errors are
 one line naming the file with a hint, and JSON never holds NaN/inf."""
 import errno
 import os
@@ -10,8 +10,8 @@ import time
 import pytest
 
 from helpers import BIG_CFG, assert_one_line, big_model, no_tmp_files, save_tiny_run, tiny_model, version_of
-from ponder.store import atomic as A
-from ponder.store.atomic import SaveError, atomic_write_bytes
+from ponder import files as A
+from ponder.files import SaveError, atomic_write_bytes
 from ponder.store.card import CARD, WEIGHTS, read_card, read_history, update_card
 from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
