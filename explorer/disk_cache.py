@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ponder.progress import intra_op_threads
-from ponder.files import atomic_write_bytes
+from ponder.journal import atomic_write_bytes
 from ponder.store.runs import runs_root
 
 VERSION = 1        # raised when a study's measurement changes, so no older result is shown

@@ -171,7 +171,7 @@ def _remove_if_empty(out, created: bool) -> None:
 def cmd_study(args) -> int:
     from pathlib import Path
 
-    from .files import atomic_write_json
+    from .journal import atomic_write_json
     from .study import STUDY, study, study_markdown
     if len(args.folders) > 1 and not args.to:
         raise ConfigError("a study of several sweep folders is written where --to says (e.g. docs/studies/NAME.json)")

@@ -4,8 +4,8 @@ data loaders and the run store both stand on it.
 Reads: read_regular, the bytes of a regular file up to a size limit (never waits on a FIFO); a file it
 refuses raises CheckpointError. Writes: every write goes to a temporary file in the same folder (fsynced)
 and is renamed into place, so a crash leaves the old file or the new one, never a half-written one.
-A save of several files into one folder (a run's weights, history and card) is one step too: the renames
-go through a journal (ponder.store.journal), so a crash between two of them is finished, never left a mix.
+Renaming the temporary files into place (one file, or several as one step under a journal) is
+ponder.journal's.
 SaveError is the one error a failed write raises: an OSError whose message is one line naming
 the file and the reason (os_reason adds a hint for a full disk, a read-only file system, ...).
 """
@@ -101,42 +101,6 @@ def write_tmp(path: Path, data: bytes) -> str:
     return tmp
 
 
-def commit(pairs) -> None:
-    """Rename temporary files into place (a rename needs no free space); fsync the folders. A tmp of None
-    removes its path. Several files in one folder are renamed under a journal, so that a crash between two
-    renames is finished by settle() (the folder's next writer, load_checkpoint) instead of leaving a mix."""
-    from .journal import JOURNAL, settle, write_journal
-    pairs = [(tmp, Path(path)) for tmp, path in pairs]
-    folders = {p.parent for _, p in pairs}
-    journal = folders.pop() / JOURNAL if len(pairs) > 1 and len(folders) == 1 else None
-    done, path = 0, journal
-    try:
-        if journal is not None:
-            write_journal(journal.parent, pairs)
-        for tmp, path in pairs:
-            if tmp is None:
-                unlink_quiet(path)
-            else:
-                os.replace(tmp, path)
-            done += 1
-    except OSError as e:
-        if done == 0:                          # nothing replaced: the old files stand, the new ones go
-            for tmp, _ in pairs:
-                if tmp is not None:
-                    unlink_quiet(tmp)
-            if journal is not None:
-                unlink_quiet(journal)
-        elif journal is not None:              # some replaced: the save must be finished, now or by a later settle()
-            try:
-                return settle(journal.parent)
-            except OSError:
-                pass
-        raise SaveError(path, e) from None
-    _fsync_folders({p.parent for _, p in pairs})
-    if journal is not None:
-        os.unlink(journal)
-
-
 def _fsync_folders(folders) -> None:
     for folder in folders:
         try:                                   # make the renames durable (best effort)
@@ -149,21 +113,6 @@ def _fsync_folders(folders) -> None:
             pass
 
 
-def write_files(files: dict) -> None:
-    """{path: bytes, or None to remove it}: every temporary file first (where a full disk fails), then the
-    renames in the dict's order. A failure before the renames leaves nothing behind."""
-    written = []
-    try:
-        for path, data in files.items():
-            written.append((None if data is None else write_tmp(Path(path), data), Path(path)))
-    except BaseException:
-        for tmp, _ in written:
-            if tmp is not None:
-                unlink_quiet(tmp)
-        raise
-    commit(written)
-
-
 def unlink_quiet(name) -> None:
     try:
         os.unlink(name)
@@ -171,21 +120,9 @@ def unlink_quiet(name) -> None:
         pass
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same folder + rename: a crash leaves the old or the new file.
-
-    Raises SaveError (an OSError with a one-line message naming the file) when it cannot write.
-    """
-    write_files({Path(path): data})
-
-
 def json_bytes(obj, indent=2) -> bytes:
     """JSON text of obj with NaN/inf written as null (JSON cannot hold them)."""
     return (json.dumps(jsonable(obj), indent=indent) + "\n").encode()
-
-
-def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_bytes(path, json_bytes(obj))
 
 
 def jsonable(obj):

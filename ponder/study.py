@@ -17,7 +17,7 @@ from .analysis.pays import over_seeds, pays
 from .analysis.unroll import measure_test
 from .config import ConfigError, TrainConfig
 from .lifecycle import card_metrics
-from .files import atomic_write_bytes, atomic_write_json
+from .journal import atomic_write_bytes, atomic_write_json
 from .store.card import CheckpointError, one_line, update_card
 from .store.checkpoint import load_checkpoint
 from .store.record import RunRecord

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import lifecycle
-from .files import SaveError, atomic_write_bytes, atomic_write_json, folder_lock
+from .files import SaveError, folder_lock
+from .journal import atomic_write_bytes, atomic_write_json
 from .store.card import CARD, HISTORY, WEIGHTS, CheckpointError, one_line, read_record, test_metrics
 from .store.record import RunRecord, new_record
 from .config import ConfigError, TrainConfig

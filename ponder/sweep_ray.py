@@ -12,7 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from .files import folder_lock, write_files
+from .files import folder_lock
+from .journal import write_files
 from .store.card import CARD, HISTORY, WEIGHTS, one_line
 from .store.record import new_record
 from .config import ConfigError, TrainConfig

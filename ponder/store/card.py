@@ -18,8 +18,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
-from ..files import CheckpointError, atomic_write_json, folder_lock, holds_lock, os_reason, read_regular
-from .journal import settle
+from ..files import CheckpointError, folder_lock, holds_lock, os_reason, read_regular
+from ..journal import atomic_write_json, settle
 from .card_checks import MAX_CARD_TEXT, MAX_RUN_STEPS, check_card
 from .record import FORMAT, FORMAT_VERSION, RunRecord, card_text
 from ..config import ConfigError, finite, short_repr

@@ -18,8 +18,8 @@ from typing import Optional
 import torch
 
 from ..files import (SaveError, folder_lock, holds_lock, json_bytes, jsonable, os_reason, remove_if_empty,
-                     remove_stale_tmp, write_files)
-from .journal import settle, settle_if_free
+                     remove_stale_tmp)
+from ..journal import settle, settle_if_free, write_files
 from .card import CARD, FORMAT, HISTORY, WEIGHTS, CheckpointError, one_line, read_card, read_regular, resolve_run_dir
 from .record import RunRecord, new_record
 from ..config import ConfigError
@@ -111,7 +111,7 @@ def _write_run(run_dir: Path, model: PonderNet, record: RunRecord, history: Opti
     record = record.completed(model=model_config_dict(model), created="",
                               train=dict(record.train, max_steps=model.max_steps, lambda_p=model.lambda_p))
     files[run_dir / CARD] = json_bytes(record.to_card())
-    # renamed under a journal (ponder.store.journal): a crash leaves the old run or, once settled, the new one
+    # renamed under a journal (ponder.journal): a crash leaves the old run or, once settled, the new one
     write_files(files)
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..files import SaveError, folder_lock, json_bytes, remove_if_empty, remove_stale_tmp, write_tmp
-from .journal import settle, settle_if_free, write_journal
+from ..journal import settle, settle_if_free, write_journal
 from .card import (CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_card, read_regular,
                    update_card)
 from .checkpoint import MAX_CHECKPOINT_BYTES

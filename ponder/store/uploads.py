@@ -18,7 +18,7 @@ from typing import Optional
 from ..env import MAX_MB, env_number
 from ..memory import MeasureMemoryError, measure_batch
 from ..files import _UMASK, STALE_SECONDS, SaveError, folder_lock, remove_if_empty, remove_stale_tmp
-from .journal import JOURNAL, settle
+from ..journal import JOURNAL, settle
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, update_card
 from .checkpoint import load_checkpoint
 from .runs import SWEEP, TRASH, make_root, new_run_dir, runs_root, safe_name
@@ -131,7 +131,7 @@ def remove_leftovers(root: Path, older_than: float = 600.0, claim_age: float = C
     """Clean what killed writers left in the runs folder, so that nothing invisible fills the disk, counts toward
     the import quota or blocks a name: every .deleted-* folder (a deleted run, already gone from the lists),
     .import-* folders older than `older_than` seconds (an import takes seconds), and in each run folder and
-    sweep trial that no writer holds, a save cut short (finished: ponder.store.journal.settle) and temporary
+    sweep trial that no writer holds, a save cut short (finished: ponder.journal.settle) and temporary
     files older than `tmp_age`; a run folder left empty (a rename's or import's claim on a name) goes once it is
     `claim_age` seconds old."""
     now = time.time()

@@ -11,7 +11,8 @@ import pytest
 
 from helpers import BIG_CFG, assert_one_line, big_model, no_tmp_files, save_tiny_run, tiny_model, version_of
 from ponder import files as A
-from ponder.files import SaveError, atomic_write_bytes
+from ponder.files import SaveError
+from ponder.journal import atomic_write_bytes
 from ponder.store.card import CARD, WEIGHTS, read_card, read_history, update_card
 from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from helpers import save_tiny_run, tiny_config, tiny_model
-from ponder.store.journal import JOURNAL
+from ponder.journal import JOURNAL
 from ponder.store.card import CARD, HISTORY, CheckpointError, read_card, read_history
 from ponder.store.checkpoint import load_checkpoint
 from ponder.store.manage import delete_run, export_run, import_zip, rename_run

@@ -12,7 +12,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
-from ..files import _UMASK, SaveError, _fsync_folders, folder_lock, holds_lock, remove_stale_tmp, unlink_quiet
+from .files import (_UMASK, SaveError, _fsync_folders, folder_lock, holds_lock, json_bytes, remove_stale_tmp,
+                    unlink_quiet, write_tmp)
 
 JOURNAL = ".commit.tmp"      # in a folder: the renames of a save that was cut short (settle() finishes them)
 
@@ -80,3 +81,63 @@ def settle_if_free(folder) -> None:
         pass
 
 
+def commit(pairs) -> None:
+    """Rename temporary files into place (a rename needs no free space); fsync the folders. A tmp of None
+    removes its path. Several files in one folder are renamed under a journal, so that a crash between two
+    renames is finished by settle() (the folder's next writer, load_checkpoint) instead of leaving a mix."""
+    pairs = [(tmp, Path(path)) for tmp, path in pairs]
+    folders = {p.parent for _, p in pairs}
+    journal = folders.pop() / JOURNAL if len(pairs) > 1 and len(folders) == 1 else None
+    done, path = 0, journal
+    try:
+        if journal is not None:
+            write_journal(journal.parent, pairs)
+        for tmp, path in pairs:
+            if tmp is None:
+                unlink_quiet(path)
+            else:
+                os.replace(tmp, path)
+            done += 1
+    except OSError as e:
+        if done == 0:                          # nothing replaced: the old files stand, the new ones go
+            for tmp, _ in pairs:
+                if tmp is not None:
+                    unlink_quiet(tmp)
+            if journal is not None:
+                unlink_quiet(journal)
+        elif journal is not None:              # some replaced: the save must be finished, now or by a later settle()
+            try:
+                return settle(journal.parent)
+            except OSError:
+                pass
+        raise SaveError(path, e) from None
+    _fsync_folders({p.parent for _, p in pairs})
+    if journal is not None:
+        os.unlink(journal)
+
+
+def write_files(files: dict) -> None:
+    """{path: bytes, or None to remove it}: every temporary file first (where a full disk fails), then the
+    renames in the dict's order. A failure before the renames leaves nothing behind."""
+    written = []
+    try:
+        for path, data in files.items():
+            written.append((None if data is None else write_tmp(Path(path), data), Path(path)))
+    except BaseException:
+        for tmp, _ in written:
+            if tmp is not None:
+                unlink_quiet(tmp)
+        raise
+    commit(written)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same folder + rename: a crash leaves the old or the new file.
+
+    Raises SaveError (an OSError with a one-line message naming the file) when it cannot write.
+    """
+    write_files({Path(path): data})
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    atomic_write_bytes(path, json_bytes(obj))

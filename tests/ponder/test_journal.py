@@ -10,7 +10,7 @@ from helpers import save_tiny_run
 from ponder.files import write_tmp
 from ponder.store.card import CARD, WEIGHTS, read_card
 from ponder.store.checkpoint import load_checkpoint
-from ponder.store.journal import JOURNAL, settle, write_journal
+from ponder.journal import JOURNAL, settle, write_journal
 
 
 def test_settle_finishes_the_renames_a_journal_lists(tmp_path):
