@@ -1032,6 +1032,14 @@ def test_import_on_the_compare_page_validates_uploads(runs):
     assert len(charts(at)) == 6                                            # 5 and the "worth it?" overlay
 
 
+def test_compare_page_shows_a_run_named_many_times_in_the_link_once(runs):
+    at = open_app("app_pages/compare.py", models=["runs/tiny-mnist"] * 50 + ["runs/tiny-mnist-b"])
+    assert at.multiselect(key="compare_models").value == ["runs/tiny-mnist", "runs/tiny-mnist-b"]
+    assert list(at.dataframe[0].value["model"]) == ["runs/tiny-mnist", "runs/tiny-mnist-b"]
+    (warned,) = [w.value for w in at.warning if "Ignored in the link" in w.value]
+    assert "and 44 more" in warned.replace("\\", "") and "\n" not in warned
+
+
 def test_compare_and_sweep_pages_with_a_broken_run(runs):
     at = open_app("app_pages/compare.py")
     at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/broken-mnist"])
