@@ -14,6 +14,7 @@ import re
 import shutil
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1215,6 +1216,15 @@ def test_card_text_is_shown_as_plain_text_never_as_links_or_images(runs):
     finally:
         import shutil
         shutil.rmtree(d)
+
+
+def test_the_server_takes_no_upload_larger_than_a_widget_reads():
+    """Streamlit enforces only server.maxUploadSize on the server (200 MB by default); each widget's limit is the
+    browser's. The largest a widget reads is an import's MAX_UPLOAD_BYTES."""
+    import tomllib
+    from ponder.store.uploads import MAX_UPLOAD_BYTES
+    cfg = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())
+    assert cfg["server"]["maxUploadSize"] == MAX_UPLOAD_BYTES // 2**20
 
 
 def test_an_uncaught_error_shows_no_traceback_or_server_paths(runs, monkeypatch):
