@@ -24,6 +24,7 @@ from ponder.store.runs import runs_root
 VERSION = 1        # raised when a study's measurement changes, so no older result is shown
 STUDY_THREADS = 1  # torch intra-op threads a measurement runs with
 MAX_FILES = 200    # results kept (the newest; a 2,000-image rotation study is about 1 MB)
+MAX_BYTES = 64 * 2**20   # and at most this many bytes of them: any visitor can ask for studies with new settings
 
 
 def folder() -> Path:
@@ -63,16 +64,21 @@ def write(study: str, path: str, file_stamp: tuple, settings: dict, result) -> N
         pass
 
 
-def prune(keep: int = MAX_FILES) -> None:
-    """Remove all but the `keep` newest results (a deleted run's results, old settings)."""
+def prune(keep: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> None:
+    """Remove all but the `keep` newest results that fit in `max_bytes` together (a deleted run's results, old
+    settings)."""
     files = []
     for f in folder().glob("*.json"):
         try:
-            files.append((f.stat().st_mtime_ns, f))
+            st = f.stat()
+            files.append((st.st_mtime_ns, st.st_size, f))
         except OSError:
             continue
-    for _, f in sorted(files, reverse=True)[keep:]:
-        f.unlink(missing_ok=True)
+    total = 0
+    for i, (_, size, f) in enumerate(sorted(files, key=lambda t: t[0], reverse=True)):
+        total += size
+        if i >= keep or total > max_bytes:
+            f.unlink(missing_ok=True)
 
 
 def _plain(obj):

@@ -57,8 +57,9 @@ def check_params(params: Mapping[str, Sequence[str]], page: str, tasks: Mapping[
             ignored += [(name, v, "this page does not use it") for v in values]
             continue
         if name == "models":
-            good = [v for v in values if v in tasks]
+            good = list(dict.fromkeys(v for v in values if v in tasks))
             ignored += [(name, v, "no model or run of that name") for v in values if v not in tasks]
+            ignored += [(name, v, "given twice") for v in good for _ in range(values.count(v) - 1)]
             if good:
                 keep[name] = good
             continue
@@ -81,7 +82,12 @@ def check_params(params: Mapping[str, Sequence[str]], page: str, tasks: Mapping[
     return keep, ignored
 
 
+SHOWN = 5      # ignored values a sentence names; the rest are counted
+
+
 def ignored_sentence(ignored: Sequence[tuple]) -> str:
-    """One line: 'Ignored in the link: page=nope (no such page), lp=abc (not a number from 0.01 to 1).'"""
+    """One line: 'Ignored in the link: page=nope (no such page), lp=abc (not a number from 0.01 to 1).', naming
+    at most SHOWN values (each cut to 40 characters) and counting the rest."""
     short = lambda v: v if len(v) <= 40 else v[:39] + "…"              # noqa: E731
-    return "Ignored in the link: " + "; ".join(f"{n}={short(v)} ({why})" for n, v, why in ignored) + "."
+    more = f"; and {len(ignored) - SHOWN:,} more" if len(ignored) > SHOWN else ""
+    return "Ignored in the link: " + "; ".join(f"{n}={short(v)} ({why})" for n, v, why in ignored[:SHOWN]) + more + "."

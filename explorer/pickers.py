@@ -97,12 +97,12 @@ def models_multiselect_ui(label: str = "Models and runs", default: Sequence[str]
     by = {e.name: e for e in entries}
     if add in by and key in st.session_state and add not in st.session_state[key]:
         st.session_state[key] = list(st.session_state[key]) + [add]
-    if key not in st.session_state:
+    if key not in st.session_state:        # each model once: a link naming one 998 times drew it 998 times (48 s)
         want = [n for n in st.query_params.get_all("models") if n in by] or \
                [n for n in st.session_state.get("_" + key, []) if n in by] or [n for n in default if n in by]
-        st.session_state[key] = want or list(by)[:2]
+        st.session_state[key] = list(dict.fromkeys(want)) or list(by)[:2]
     else:
-        st.session_state[key] = [n for n in st.session_state[key] if n in by]
+        st.session_state[key] = list(dict.fromkeys(n for n in st.session_state[key] if n in by))
     sweeps = {}                                # a sweep's trials are picked as one group
     for e in entries:
         if e.sweep:

@@ -22,6 +22,11 @@ from PIL import Image, ImageOps
 MAX_SIDE = 2048          # larger pictures are shrunk first (keeps uploads cheap)
 MAX_UPLOAD_MB = 10       # the upload widget's size limit
 MAX_PIXELS = 40_000_000  # refuse bigger uploads before decoding them (decompression bombs)
+# and uploads whose decoded pixels would take more bytes than this (1 a pixel for grey, 4 for colour, 16-bit and
+# float pictures): reading a picture peaks at about 2.5 times its decoded size (a 5 kB 40-megapixel PNG with a
+# transparent palette took 406 MB, a 300 kB 16-bit RGBA one 369 MB and 11 s). A JPEG is decoded at a reduced
+# scale first (Pillow's draft: 1/2, 1/4 or 1/8, keeping at least MAX_SIDE a side), so a phone photo stays readable.
+MAX_DECODED_BYTES = 64 * 2**20
 # The only decoders an upload reaches, picked by Pillow from the bytes (never the file name): the
 # upload widget's types. JPEG opens the MPO files of many phone cameras too; PPM reads .pgm and .pbm.
 UPLOAD_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "TIFF", "WEBP", "PPM")
@@ -38,7 +43,8 @@ BAD_DRAWING = "The drawing could not be read; clear the canvas (hover it) and dr
 def read_picture(data: bytes, formats: tuple, max_pixels: int, what: str = "picture",
                  retry: str = "try a PNG or JPEG") -> tuple[Optional[np.ndarray], str]:
     """Bytes of a picture -> (array for explorer.canvas.preprocess_canvas, "") or (None, why not, one line).
-    Only `formats` are decoded; a picture over `max_pixels` is refused from its header, before decoding."""
+    Only `formats` are decoded; a picture over `max_pixels`, or whose pixels would take over MAX_DECODED_BYTES
+    decoded, is refused from its header, before decoding."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -49,6 +55,14 @@ def read_picture(data: bytes, formats: tuple, max_pixels: int, what: str = "pict
             if w * h > max_pixels:
                 return None, (f"The {what} is {w}×{h} pixels, too large to read; at most "
                               f"{_megapixels(max_pixels)} are read.")
+            if img.format == "JPEG" and max(w, h) > 2 * MAX_SIDE:
+                s = MAX_SIDE / max(w, h)                        # decoded at 1/2, 1/4 or 1/8 of its size,
+                img.draft(img.mode, (round(w * s), round(h * s)))   # its longer side at least MAX_SIDE
+                w, h = img.size
+            per = 1 if img.mode in ("1", "L") else 4
+            if w * h * per > MAX_DECODED_BYTES:
+                return None, (f"The {what} is {w}×{h} pixels ({img.mode} mode), too large to read; shrink it "
+                              f"below {_megapixels(MAX_DECODED_BYTES // per)}.")
             img.load()
             try:
                 img = ImageOps.exif_transpose(img) or img       # phone photos: upright as they were taken
@@ -64,7 +78,7 @@ def read_picture(data: bytes, formats: tuple, max_pixels: int, what: str = "pict
 
 
 def _megapixels(n: int) -> str:
-    return f"{n / 10**6:g} megapixels" if n >= 10**6 else f"{n:,} pixels"
+    return f"{n / 10**6:.3g} megapixels" if n >= 10**6 else f"{n:,} pixels"
 
 
 def read_upload(data) -> tuple[Optional[np.ndarray], str]:

@@ -173,11 +173,12 @@ def measure_budget() -> int:
 
 def input_bytes(model) -> int:
     """Bytes one input adds to a no-grad forward of this PonderNet (the estimate's inference term, per input),
-    from its step function's own config: an imported card's conv widths count, not the defaults."""
+    from its step function's own config: an imported card's conv widths count, not the defaults. 0 for a step
+    function of no registered task (nothing to estimate from)."""
     from .tasks import TASKS
-    mcfg = model.step_fn.cfg
-    task = next(t for t in TASKS.values() if isinstance(mcfg, t.model_config_cls))
-    return _input_bytes(task, mcfg, model.max_steps)
+    mcfg = getattr(model.step_fn, "cfg", None)
+    task = next((t for t in TASKS.values() if t.model_config_cls and isinstance(mcfg, t.model_config_cls)), None)
+    return _input_bytes(task, mcfg, model.max_steps) if task is not None else 0
 
 
 def measure_batch(model, wanted: int, budget: Optional[int] = None) -> int:
@@ -187,7 +188,7 @@ def measure_batch(model, wanted: int, budget: Optional[int] = None) -> int:
     budget = measure_budget() if budget is None else budget
     fixed = FLOAT * sum(p.numel() for p in model.parameters()) + OVERHEAD
     per = int(MEASURE_MARGIN * input_bytes(model))
-    fits = (budget - fixed) // per
+    fits = (budget - fixed) // per if per else wanted
     if fits < 1:
         cfg = model.step_fn.cfg
         widths = ", ".join(f"{k} {getattr(cfg, k)}" for k in ("channels1", "channels2") if hasattr(cfg, k))

@@ -37,9 +37,12 @@ def runs_quota() -> int:
 
 
 def folder_bytes(root: Path) -> int:
-    """Bytes of the regular files under root (links not followed)."""
+    """Bytes of the regular files under root (links not followed), less the explorer's study results (.cache/:
+    bounded on their own, and filled by any visitor, so they must not use up the import quota)."""
     total = 0
-    for dirpath, _, files in os.walk(root):
+    for dirpath, dirs, files in os.walk(root):
+        if Path(dirpath) == Path(root):
+            dirs[:] = [d for d in dirs if d != ".cache"]
         for f in files:
             try:
                 st = os.lstat(os.path.join(dirpath, f))

@@ -14,6 +14,7 @@ import re
 import shutil
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1065,6 +1066,14 @@ def test_import_on_the_compare_page_validates_uploads(runs):
     assert len(charts(at)) == 6                                            # 5 and the "worth it?" overlay
 
 
+def test_compare_page_shows_a_run_named_many_times_in_the_link_once(runs):
+    at = open_app("app_pages/compare.py", models=["runs/tiny-mnist"] * 50 + ["runs/tiny-mnist-b"])
+    assert at.multiselect(key="compare_models").value == ["runs/tiny-mnist", "runs/tiny-mnist-b"]
+    assert list(at.dataframe[0].value["model"]) == ["runs/tiny-mnist", "runs/tiny-mnist-b"]
+    (warned,) = [w.value for w in at.warning if "Ignored in the link" in w.value]
+    assert "and 44 more" in warned.replace("\\", "") and "\n" not in warned
+
+
 def test_compare_and_sweep_pages_with_a_broken_run(runs):
     at = open_app("pages/compare.py")
     at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/broken-mnist"])
@@ -1249,6 +1258,15 @@ def test_card_text_is_shown_as_plain_text_never_as_links_or_images(runs):
     finally:
         import shutil
         shutil.rmtree(d)
+
+
+def test_the_server_takes_no_upload_larger_than_a_widget_reads():
+    """Streamlit enforces only server.maxUploadSize on the server (200 MB by default); each widget's limit is the
+    browser's. The largest a widget reads is an import's MAX_UPLOAD_BYTES."""
+    import tomllib
+    from ponder.store.uploads import MAX_UPLOAD_BYTES
+    cfg = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())
+    assert cfg["server"]["maxUploadSize"] == MAX_UPLOAD_BYTES // 2**20
 
 
 def test_an_uncaught_error_shows_no_traceback_or_server_paths(runs, monkeypatch):

@@ -69,6 +69,19 @@ def test_only_the_newest_results_are_kept(runs, monkeypatch):
     assert [i for i in range(5) if disk_cache.read("rotation", "m", (i,), {}) is not None] == [3, 4]
 
 
+def test_the_kept_results_are_bounded_in_bytes(runs):
+    """Any visitor can ask for a study with new settings (a seed, an angle list): 200 results of a 10,000-image,
+    24-set rotation study would fill about 1.5 GB (7.5 MB each, scaled from the ~1 MB of a 2,000-image 16-set one).
+    The newest that fit in MAX_BYTES together are kept."""
+    import os
+    for i in range(6):
+        disk_cache.write("rotation", "m", (i,), {}, "x" * 1000)
+        os.utime(disk_cache.file_of(disk_cache.key_of("rotation", "m", (i,), {})), ns=(i * 10**9, i * 10**9))
+    size = disk_cache.file_of(disk_cache.key_of("rotation", "m", (0,), {})).stat().st_size     # the same for each
+    disk_cache.prune(max_bytes=3 * size + size // 2)
+    assert [i for i in range(6) if disk_cache.read("rotation", "m", (i,), {}) is not None] == [3, 4, 5]
+
+
 def test_an_unwritable_runs_folder_still_gives_the_result(tmp_path, monkeypatch):
     (tmp_path / "file").write_text("a file where the runs folder should be")
     monkeypatch.setenv("PONDER_RUNS", str(tmp_path / "file"))

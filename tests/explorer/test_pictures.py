@@ -107,3 +107,26 @@ def test_keep_drawing_reads_the_picture_the_canvas_sent_and_says_why_not():
         digit, kept3, why = canvas.keep_drawing(kept, raw, "garbage")
         assert digit is None and kept3["json"] is None and why == pictures.BAD_DRAWING
     assert np.array_equal(canvas.keep_drawing(kept, {"objects": 5}, seven_url())[0], kept["digit"])
+
+
+@pytest.mark.parametrize("make, mode", [
+    (lambda: png(6300, 6300, 3, 8, zlib.compress(b"\x00" * 6301 * 6300)), "P"),      # a palette: read as RGBA
+    (lambda: png(6300, 6300, 6, 16, zlib.compress(b"\x00" * (6300 * 8 + 1) * 100)), "RGBA"),
+    (lambda: png(6300, 6300, 0, 16, zlib.compress(b"\x00" * (6300 * 2 + 1) * 100)), "I;16"),
+])
+def test_an_upload_whose_decoded_pixels_are_too_large_is_refused_from_its_header(make, mode, no_decoding):
+    """40 megapixels in colour or 16 bits: a 5 kB palette PNG took 406 MB to read, a 16-bit RGBA one 369 MB and
+    11 s; each is under the pixel cap and refused by its decoded size, before a pixel is decoded."""
+    data = make()
+    assert len(data) < 200 * 1024
+    arr, why = pictures.read_upload(data)
+    assert arr is None and f"6300×6300 pixels ({mode} mode)" in why and "\n" not in why, why
+
+
+def test_a_large_photo_is_decoded_at_a_reduced_scale():
+    """A 20-megapixel JPEG (80 MB decoded) is read at half its size (20 MB), so phone photos stay readable."""
+    img = Image.new("RGB", (5000, 4000), (255, 255, 255))
+    img.paste((0, 0, 0), (2000, 1000, 2600, 3000))                       # a dark bar: a "1"
+    arr, why = pictures.read_upload(encode_image(img, "JPEG", quality=50))
+    assert why == "" and arr.shape[:2] == (1638, 2048)                  # 2500 x 2000 decoded, shrunk to MAX_SIDE
+    assert canvas.preprocess_canvas(arr) is not None

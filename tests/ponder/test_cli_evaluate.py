@@ -172,3 +172,14 @@ def test_cli_evaluate_a_parity_card_whose_preset_does_not_fit_the_model(tmp_path
     assert rc == 0, err
     res = json.loads(out)
     assert res["n"] == 200 and res["easy"]["k_range"][0] == 1 and res["hard"]["k_range"][1] == 8
+
+
+def test_a_run_no_measurement_fits_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    """The measurement budget holds for commands too (every measurement goes through unroll_stats)."""
+    run, _ = save_tiny_run(tmp_path / "par")
+    monkeypatch.setenv("PONDER_MAX_MEASURE_MEMORY_MB", "10")        # under OVERHEAD alone
+    rc, out, err = run_cli(["evaluate", str(run), "--limit", "100"], capsys)
+    assert_one_line_error(rc, err, "PONDER_MAX_MEASURE_MEMORY_MB")
+    monkeypatch.setenv("PONDER_MAX_MEASURE_MEMORY_MB", "nan")
+    rc, out, err = run_cli(["evaluate", str(run), "--limit", "100"], capsys)
+    assert_one_line_error(rc, err, "PONDER_MAX_MEASURE_MEMORY_MB='nan' is not a finite number")

@@ -202,3 +202,14 @@ def test_what_a_killed_delete_left_does_not_count_toward_the_import_quota(tmp_pa
     (left / WEIGHTS).write_bytes(b"x" * 10 * size)
     import_checkpoint((src / WEIGHTS).read_bytes(), (src / CARD).read_bytes(), "fits", root=root, quota=3 * size)
     assert sorted(p.name for p in root.iterdir()) == ["fits"]
+
+
+def test_the_explorers_study_results_do_not_use_up_the_import_quota(tmp_path):
+    """Any visitor can fill <runs>/.cache/ with study results (bounded there); they are not imports."""
+    from ponder.store.uploads import folder_bytes
+    root = tmp_path / "runs"
+    (root / ".cache" / "studies").mkdir(parents=True)
+    (root / ".cache" / "studies" / "rotation-x.json").write_bytes(b"x" * 10_000)
+    (root / "a").mkdir()
+    (root / "a" / "run.json").write_bytes(b"y" * 100)
+    assert folder_bytes(root) == 100
