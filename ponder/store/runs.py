@@ -163,7 +163,8 @@ def unreadable_runs(root: Optional[Path] = None) -> list:
         try:
             read_card(d)
         except CheckpointError as e:
-            out.append((f"runs/{d.relative_to(folder).as_posix()}", " ".join(str(e).split())))
+            if (d / CARD).is_file():      # else renamed or deleted meanwhile (another session): not unreadable
+                out.append((f"runs/{d.relative_to(folder).as_posix()}", " ".join(str(e).split())))
     return out
 
 

@@ -287,3 +287,23 @@ def test_the_models_stamp_changes_with_every_card_and_folder_list_models_reads(t
     (tmp_path / "runs" / "sw" / "sweep.json").write_text("{}")
     save_tiny_run(tmp_path / "runs" / "sw" / "t0")                                         # a sweep's trial
     assert models_stamp(tmp_path / "runs", assets) != third
+
+
+def test_a_run_renamed_or_deleted_while_the_list_is_read_is_not_called_unreadable(tmp_path, monkeypatch):
+    """Another session renames a run between the listing and the reading of its card: it is not listed as an
+    unreadable run (which the Runs page offers to delete) but left out; a card that is really bad still is."""
+    import ponder.store.runs as R
+    from ponder.store.manage import rename_run
+    from ponder.store.runs import unreadable_runs
+    root = tmp_path / "runs"
+    save_tiny_run(root / "a")
+    bad, _ = save_tiny_run(root / "bad")
+    (bad / CARD).write_text("{not json")
+    real = R.read_card
+
+    def renamed_meanwhile(d):
+        if d.name == "a":
+            rename_run("a", "b", root)
+        return real(d)
+    monkeypatch.setattr(R, "read_card", renamed_meanwhile)
+    assert [n for n, _ in unreadable_runs(root)] == ["runs/bad"]
