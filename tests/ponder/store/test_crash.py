@@ -21,7 +21,7 @@ from helpers import save_tiny_run, tiny_config, tiny_model
 from ponder.store.journal import JOURNAL
 from ponder.store.card import CARD, HISTORY, CheckpointError, read_card, read_history
 from ponder.store.checkpoint import load_checkpoint
-from ponder.store.manage import delete_run, export_run, import_zip, rename_run
+from ponder.store.manage import delete_run, delete_sweep, export_run, import_zip, own_sweep, rename_run
 from ponder.store.atomic import folder_lock
 from ponder.store.checkpoint import save_run
 from ponder.store.runs import RunNameError, list_models, new_run_dir
@@ -236,6 +236,25 @@ def test_delete_killed_anywhere_leaves_the_run_or_nothing(tmp_path):
 
     sweep(setup, op, check)
 
+
+def test_a_sweep_delete_killed_anywhere_leaves_the_whole_sweep_or_nothing(tmp_path):
+    def setup(base):
+        root = base / "runs"
+        for t in ("lambda_p0.1-seed0", "lambda_p0.5-seed0"):
+            save_tiny_run(root / "sw" / t)
+        (root / "sw" / "sweep.json").write_text('{"trials": []}')
+        save_tiny_run(root / "keep")
+        return root, None
+
+    def check(root, _, killed):
+        remove_leftovers(root, older_than=0, claim_age=0, tmp_age=0)
+        assert sorted(os.listdir(root)) in (["keep"], ["keep", "sw"])
+        if (root / "sw").exists():
+            assert own_sweep("sw", root) and len(list_models(root, assets=root / "none")) == 3
+        for e in list_models(root, assets=root / "none"):
+            load_checkpoint(e.path)
+
+    sweep(setup, lambda root, _: delete_sweep("sw", root), check)
 
 def test_an_empty_folder_a_killed_rename_left_is_taken_over_once_it_is_a_minute_old(tmp_path):
     root = tmp_path / "runs"
