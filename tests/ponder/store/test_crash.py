@@ -119,6 +119,7 @@ def clean(root):
 
 # ----------------------------------------------------------------------------- save over a run
 
+@pytest.mark.slow
 def test_save_over_a_run_killed_anywhere_leaves_the_old_run_or_the_new(tmp_path):
     def setup(base):
         d, old = save_tiny_run(base / "runs" / "x", seed=0, steps=1, history=[{"step": 1}])
@@ -142,6 +143,7 @@ def test_save_over_a_run_killed_anywhere_leaves_the_old_run_or_the_new(tmp_path)
     assert seen == {1, 2}
 
 
+@pytest.mark.slow
 def test_a_first_save_killed_anywhere_leaves_no_run_or_the_whole_run(tmp_path):
     def setup(base):
         (base / "runs").mkdir(parents=True)
@@ -165,6 +167,7 @@ def test_a_first_save_killed_anywhere_leaves_no_run_or_the_whole_run(tmp_path):
 
 # ----------------------------------------------------------------------------- rename
 
+@pytest.mark.slow
 def test_rename_killed_anywhere_leaves_the_run_under_one_name_and_blocks_none(tmp_path):
     def setup(base):
         save_tiny_run(base / "runs" / "a", seed=0)
@@ -194,6 +197,7 @@ def test_rename_killed_anywhere_leaves_the_run_under_one_name_and_blocks_none(tm
 
 # ----------------------------------------------------------------------------- import and delete
 
+@pytest.mark.slow
 def test_import_killed_anywhere_leaves_no_invisible_folder_and_blocks_no_name(tmp_path):
     src, _ = save_tiny_run(tmp_path / "src" / "x", seed=3)
     data = export_run(src)
@@ -217,6 +221,7 @@ def test_import_killed_anywhere_leaves_no_invisible_folder_and_blocks_no_name(tm
     sweep(setup, op, check)
 
 
+@pytest.mark.slow
 def test_delete_killed_anywhere_leaves_the_run_or_nothing(tmp_path):
     def setup(base):
         save_tiny_run(base / "runs" / "x", seed=0)
@@ -237,6 +242,7 @@ def test_delete_killed_anywhere_leaves_the_run_or_nothing(tmp_path):
     sweep(setup, op, check)
 
 
+@pytest.mark.slow
 def test_a_sweep_delete_killed_anywhere_leaves_the_whole_sweep_or_nothing(tmp_path):
     def setup(base):
         root = base / "runs"
@@ -335,6 +341,7 @@ def _renamer_child(root, data):
         os._exit(0)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_sigkill_at_random_moments_of_renames_and_imports_leaves_every_run_whole(tmp_path):
     """A real kill -9 (not a simulated one) at random moments: the run is under one name, whole, its card naming
