@@ -29,7 +29,7 @@ from .atomic import SaveError, folder_lock, json_bytes, remove_if_empty, write_t
 from .journal import settle, settle_if_free, write_journal
 from .card import CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_card, read_regular
 from .checkpoint import MAX_CHECKPOINT_BYTES
-from .runs import LOG, SWEEP, TABLE, TRASH, RunNameError, inside, runs_root, safe_name
+from .runs import LOG, SWEEP, TABLE, TRASH, RunNameError, check_fits, inside, runs_root, safe_name
 from .uploads import MAX_UPLOAD_BYTES, claim, import_checkpoint, upload_bytes, upload_size
 
 RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)
@@ -56,8 +56,7 @@ def _same_run(path: Path, name: str, identity: Optional[str]) -> None:
 
 
 def _folder_name(name) -> bool:
-    """A plain folder name: not a path, not hidden, no backslash and no NUL (which the OS calls refuse with
-    a ValueError, not an OSError)."""
+    """A plain folder name: not a path, not hidden, no backslash and no NUL (a ValueError in the OS calls)."""
     return (isinstance(name, str) and bool(name) and name == Path(name).name and not name.startswith(".")
             and "\\" not in name and "\0" not in name)
 
@@ -120,6 +119,7 @@ def rename_run(name: str, new_name: str, root: Optional[Path] = None, identity: 
     new = safe_name(new_name)
     if new == src.name:
         raise RunNameError(f"the run is already named {new!r}")
+    check_fits(root, new)
     dest = root / new
     with _writing(src, f"runs/{src.name}"):
         _same_run(src, name, identity)

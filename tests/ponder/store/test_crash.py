@@ -25,7 +25,7 @@ from ponder.store.checkpoint import load_checkpoint
 from ponder.store.manage import delete_run, delete_sweep, export_run, import_zip, own_sweep, rename_run
 from ponder.store.atomic import folder_lock
 from ponder.store.checkpoint import save_run
-from ponder.store.runs import RunNameError, list_models, new_run_dir
+from ponder.store.runs import PATH_MAX, RunNameError, list_models, new_run_dir
 from ponder.store.uploads import CLAIM_SECONDS, folder_bytes, remove_leftovers
 
 
@@ -384,3 +384,20 @@ def test_sigkill_at_random_moments_of_renames_and_imports_leaves_every_run_whole
         for n in clean(root):
             load_checkpoint(root / n)
     assert moved == {"a", "b"}, "the child never finished a rename: the test did not exercise anything"
+
+
+def test_a_name_whose_files_would_not_fit_the_path_limit_is_refused_before_anything_moves(tmp_path):
+    """A runs folder ~4,000 bytes deep: a run renamed or imported to a long name used to land where its card's path
+    is too long to read, vanishing from every list (and undeletable); now the name is refused in one line."""
+    root = tmp_path
+    while len(os.fsencode(str(root))) < PATH_MAX - 66:
+        root = root / ("d" * min(200, PATH_MAX - 67 - len(os.fsencode(str(root)))))
+    root.mkdir(parents=True)
+    save_tiny_run(root / "a")
+    src, _ = save_tiny_run(tmp_path / "src", seed=3)
+    for op in (lambda: rename_run("a", "b" * 64, root), lambda: import_zip(export_run(src), "c" * 64, root)):
+        with pytest.raises(RunNameError, match="too long for a run named") as e:
+            op()
+        assert "\n" not in str(e.value)
+    assert sorted(os.listdir(root)) == ["a"] and [e.path.name for e in list_models(root, assets=root / "x")] == ["a"]
+    assert rename_run("a", "short", root).name == "short"
