@@ -85,10 +85,11 @@ def commit(pairs) -> None:
     pairs = [(tmp, Path(path)) for tmp, path in pairs]
     folders = {p.parent for _, p in pairs}
     journal = folders.pop() / JOURNAL if len(pairs) > 1 and len(folders) == 1 else None
-    done, path = 0, journal
+    done, path, journaled = 0, journal, False
     try:
         if journal is not None:
             write_journal(journal.parent, pairs)
+            journaled = True
         for tmp, path in pairs:
             if tmp is None:
                 unlink_quiet(path)
@@ -100,7 +101,7 @@ def commit(pairs) -> None:
             for tmp, _ in pairs:
                 if tmp is not None:
                     unlink_quiet(tmp)
-            if journal is not None:
+            if journaled:
                 unlink_quiet(journal)
         elif journal is not None:              # some replaced: the save must be finished, now or by a later settle()
             try:

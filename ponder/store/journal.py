@@ -45,7 +45,7 @@ def _journal_plan(folder: Path) -> Optional[list]:
             (t is None or (isinstance(t, str) and t == Path(t).name and t.startswith(f".{p}.") and t.endswith(".tmp")))
             for t, p in renames)
         return renames if ok else None
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
 
 
