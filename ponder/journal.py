@@ -46,7 +46,7 @@ def _journal_plan(folder: Path) -> Optional[list]:
             (t is None or (isinstance(t, str) and t == Path(t).name and t.startswith(f".{p}.") and t.endswith(".tmp")))
             for t, p in renames)
         return renames if ok else None
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
 
 
@@ -88,10 +88,11 @@ def commit(pairs) -> None:
     pairs = [(tmp, Path(path)) for tmp, path in pairs]
     folders = {p.parent for _, p in pairs}
     journal = folders.pop() / JOURNAL if len(pairs) > 1 and len(folders) == 1 else None
-    done, path = 0, journal
+    done, path, journaled = 0, journal, False
     try:
         if journal is not None:
             write_journal(journal.parent, pairs)
+            journaled = True
         for tmp, path in pairs:
             if tmp is None:
                 unlink_quiet(path)
@@ -103,7 +104,7 @@ def commit(pairs) -> None:
             for tmp, _ in pairs:
                 if tmp is not None:
                     unlink_quiet(tmp)
-            if journal is not None:
+            if journaled:
                 unlink_quiet(journal)
         elif journal is not None:              # some replaced: the save must be finished, now or by a later settle()
             try:

@@ -30,7 +30,7 @@ from ..journal import settle, settle_if_free, write_journal
 from .card import (CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_card, read_regular,
                    update_card)
 from .checkpoint import MAX_CHECKPOINT_BYTES
-from .runs import LOG, SWEEP, TABLE, TRASH, RunNameError, inside, runs_root, safe_name
+from .runs import LOG, SWEEP, TABLE, TRASH, RunNameError, check_fits, inside, runs_root, safe_name
 from .uploads import MAX_UPLOAD_BYTES, claim, import_checkpoint, upload_bytes, upload_size
 
 RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)
@@ -122,6 +122,7 @@ def rename_run(name: str, new_name: str, root: Optional[Path] = None, identity: 
     new = safe_name(new_name)
     if new == src.name:
         raise RunNameError(f"the run is already named {new!r}")
+    check_fits(root, new)
     dest = root / new
     with _writing(src, f"runs/{src.name}"):
         _same_run(src, name, identity)

@@ -69,6 +69,20 @@ def run_path(root: Path, name: str) -> Path:
     return p
 
 
+PATH_MAX = 4096                     # bytes in a path the OS accepts (Linux); a run's files must fit under it
+LONGEST_FILE = len(".model.safetensors.12345678.tmp")     # the longest name in a run folder: a temporary weights file
+
+
+def check_fits(root: Path, name: str) -> None:
+    """RunNameError unless every file of a run named `name` in root has a path the OS accepts: a longer one would
+    make the run vanish from every list once it is there (its card unreadable by its path)."""
+    n = len(os.fsencode(os.path.join(str(root), name, "x" * LONGEST_FILE)))
+    if n >= PATH_MAX:
+        raise RunNameError(f"the runs folder's path is {len(os.fsencode(str(root)))} bytes long, too long for a run "
+                           f"named {name!r}: a run's files need paths under {PATH_MAX} bytes; use a shorter name or "
+                           f"runs folder")
+
+
 def unused_name(root: Optional[Path] = None, name: str = "run") -> str:
     """safe_name(name), else name-2, name-3, ...: the first that nothing in the runs folder is called yet."""
     root, base = Path(root or runs_root()), safe_name(name)
@@ -87,6 +101,7 @@ def new_run_dir(root: Optional[Path] = None, name: str = "run") -> Path:
     """
     root = Path(root or runs_root())
     base = safe_name(name)                  # a bad name fails before anything is created
+    check_fits(root, base + "-9999")
     make_root(root)
     for i in range(1, 10000):
         suffix = "" if i == 1 else f"-{i}"
@@ -165,7 +180,8 @@ def unreadable_runs(root: Optional[Path] = None) -> list:
         try:
             _read_run(folder, d)
         except CheckpointError as e:
-            out.append((f"runs/{d.relative_to(folder).as_posix()}", " ".join(str(e).split())))
+            if (d / CARD).is_file():      # else renamed or deleted meanwhile (another session): not unreadable
+                out.append((f"runs/{d.relative_to(folder).as_posix()}", " ".join(str(e).split())))
     return out
 
 

@@ -11,6 +11,7 @@ import errno
 import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -27,6 +28,7 @@ from ..tasks import count_parameters
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024    # weights + card + history of one upload
 IMPORT_MAX_STEPS, IMPORT_MAX_HIDDEN = 100, 512   # the largest N and hidden size the explorer's Train form trains
 IMPORT_MAX_PARAMS = 4_000_000          # its largest model has ~1.2 M (MNIST, hidden 512)
+_IMPORTING = threading.Lock()           # imports in this process: one at a time from the quota check to the move
 CLAIM_SECONDS = 60.0                   # an empty run folder no one holds, this old, is a killed rename's or import's claim
 
 
@@ -72,12 +74,18 @@ def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Pat
     if total > max_bytes:
         raise CheckpointError(f"upload '{label}': {total} bytes is over the {max_bytes} byte limit")
     make_root(root)
-    remove_leftovers(root)
     quota = runs_quota() if quota is None else quota
-    used = folder_bytes(root)
-    if used + total > quota:
-        raise CheckpointError(f"upload '{label}': the runs folder holds {used / 2**20:.1f} MB and imports may fill it "
-                              f"only up to {quota / 2**20:.0f} MB (PONDER_RUNS_QUOTA_MB): delete runs first")
+    with _IMPORTING:                                  # the quota is checked by one import at a time, until it has landed
+        remove_leftovers(root)
+        used = folder_bytes(root)
+        if used + total > quota:
+            raise CheckpointError(f"upload '{label}': the runs folder holds {used / 2**20:.1f} MB and imports may fill "
+                                  f"it only up to {quota / 2**20:.0f} MB (PONDER_RUNS_QUOTA_MB): delete runs first")
+        return _land(root, label, weights, card, history)
+
+
+def _land(root: Path, label: str, weights: bytes, card: bytes, history: Optional[bytes]) -> Path:
+    """import_checkpoint's files into a hidden folder, checked there, then moved into a fresh run folder at once."""
     try:
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=".import-"))
         os.chmod(tmp, 0o777 & ~_UMASK)                # mkdtemp makes 0700: the run folder it becomes gets the usual mode

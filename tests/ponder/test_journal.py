@@ -31,6 +31,7 @@ def test_settle_finishes_the_renames_a_journal_lists(tmp_path):
     '{"renames": [["model.safetensors", "run.json"]], "folder": null}',         # not a temporary file
     '{"renames": [[".run.json.x.tmp", ".hidden"]], "folder": null}',
     '{"renames": "run.json"}', '[]', '"x"', '{"renames": [[1, 2]]}', '{"renames": [null]}',
+    pytest.param("[" * 60000, id="nested-60000"),
 ])
 def test_a_journal_that_is_cut_short_or_odd_is_ignored(tmp_path, journal):
     d, _ = save_tiny_run(tmp_path / "run", steps=1)
@@ -54,3 +55,16 @@ def test_a_journal_never_renames_a_link_or_a_folder_into_place(tmp_path):
     (d / JOURNAL).write_text('{"renames": [[".run.json.x.tmp", "run.json"], [".metrics.jsonl.y.tmp", "metrics.jsonl"]]}')
     settle(d)
     assert not os.path.islink(d / CARD) and read_card(d)["steps"] == 1 and os.path.isfile(d / "metrics.jsonl")
+
+
+def test_a_save_never_removes_a_journal_it_did_not_write(tmp_path, monkeypatch):
+    """A journal already there (a killed writer's, not yet settled) makes a save that cannot write its own fail
+    in one line, and is left for settle() to finish."""
+    from ponder.files import SaveError
+    from ponder.journal import write_files
+    d, _ = save_tiny_run(tmp_path / "run", steps=1)
+    tmp = write_tmp(d / CARD, json.dumps(dict(read_card(d), steps=7)).encode())
+    write_journal(d, [(tmp, d / CARD)])
+    with pytest.raises(SaveError):
+        write_files({d / "metrics.jsonl": b"", d / CARD: b"{}"})
+    assert (d / JOURNAL).exists() and load_checkpoint(d).card["steps"] == 7

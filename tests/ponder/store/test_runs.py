@@ -323,3 +323,23 @@ def test_a_run_folder_named_with_a_backslash_is_listed_renamed_and_deleted(world
     (root / "c-d").rename(root / "x\\y")                           # another copied in by hand
     delete_run("x\\y", root)
     assert list(root.iterdir()) == []
+
+
+def test_a_run_renamed_or_deleted_while_the_list_is_read_is_not_called_unreadable(tmp_path, monkeypatch):
+    """Another session renames a run between the listing and the reading of its card: it is not listed as an
+    unreadable run (which the Runs page offers to delete) but left out; a card that is really bad still is."""
+    import ponder.store.runs as R
+    from ponder.store.manage import rename_run
+    from ponder.store.runs import unreadable_runs
+    root = tmp_path / "runs"
+    save_tiny_run(root / "a")
+    bad, _ = save_tiny_run(root / "bad")
+    (bad / CARD).write_text("{not json")
+    real = R.read_card
+
+    def renamed_meanwhile(d):
+        if d.name == "a":
+            rename_run("a", "b", root)
+        return real(d)
+    monkeypatch.setattr(R, "read_card", renamed_meanwhile)
+    assert [n for n, _ in unreadable_runs(root)] == ["runs/bad"]

@@ -213,3 +213,28 @@ def test_the_explorers_study_results_do_not_use_up_the_import_quota(tmp_path):
     (root / "a").mkdir()
     (root / "a" / "run.json").write_bytes(b"y" * 100)
     assert folder_bytes(root) == 100
+
+
+def test_imports_at_the_same_moment_do_not_overrun_the_quota_together(tmp_path, monkeypatch):
+    """Four sessions import at once into room for one: each checked the quota before any wrote; one lands."""
+    import ponder.store.uploads as U
+    w, c, h, _ = _upload(tmp_path)
+    root = tmp_path / "runs"
+    root.mkdir()
+    one = len(w) + len(c) + len(h)
+    real = U.folder_bytes
+
+    def slow(path):                                  # measuring a runs folder of thousands of runs takes a while
+        used = real(path)
+        time.sleep(0.2)
+        return used
+    monkeypatch.setattr(U, "folder_bytes", slow)
+
+    def imp(i):
+        try:
+            return import_checkpoint(w, c, f"r{i}", root=root, history=h, quota=one + one // 2).name
+        except CheckpointError as e:
+            assert "delete runs first" in str(e)
+            return None
+    landed = [n for n in run_threads(4, imp) if n]
+    assert len(landed) == 1 and sorted(os.listdir(root)) == landed
