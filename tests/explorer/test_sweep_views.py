@@ -69,3 +69,21 @@ def test_a_sweep_folder_is_shown_or_its_sweep_json_is_one_red_line(tmp_path, mon
     else:
         errs = one_line_errors(at)
         assert len(errs) == 1 and str(root / "sw" / SWEEP) in errs[0], errs
+
+
+def test_a_sweep_folders_trials_without_card_metrics_are_shown_not_measured(tmp_path, monkeypatch):
+    """A sweep folder anyone can write may hold 1,000 trials whose cards have no numbers: the page measured each
+    on 2,000 test items for the first visitor (cached afterwards)."""
+    from explorer import loaders, sweep_views
+    from ponder.sweep_record import read_sweep
+    root = tmp_path / "runs"
+    monkeypatch.setenv("PONDER_RUNS", str(root))
+    for i in range(3):
+        save_tiny_run(root / "sw" / f"t{i}")                      # no metrics in the cards
+    entry = {"values": {"lambda_p": 0.3, "seed": 0}, "status": "completed", "config": tiny_config("parity").to_dict()}
+    plan = {"task": "parity", "base": {"hidden": 16, "max_steps": 5}, "grid": {"lambda_p": [0.3]}, "seeds": [0]}
+    (root / "sw" / SWEEP).write_text(json.dumps({"plan": plan, "trials": [{**entry, "name": f"t{i}"} for i in range(3)]}))
+    monkeypatch.setattr(loaders, "measured_metrics", lambda *a: pytest.fail("a trial was measured"))
+    rows = sweep_views.folder_sweep_rows(read_sweep(root / "sw"))
+    assert [(r["name"], r["status"], r["accuracy"]) for r in rows] == [(f"runs/sw/t{i}", "completed", None)
+                                                                       for i in range(3)]
