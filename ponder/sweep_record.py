@@ -23,6 +23,7 @@ from .sweep_plan import MAX_TRIALS, NOT_IN_GRID, Plan
 MAX_SWEEP_BYTES = 32 * 1024 * 1024     # sweep.json / sweep.log: 1,000 trials with their metrics are a few MB
 STATUSES = ("pending", "running", "completed", "cancelled", "failed")
 MAX_VALUE_TEXT = 200                   # a grid value that is text (a regulariser, a reader, a preset)
+MAX_RECORDS = 10 * MAX_TRIALS          # trials one sweep.json may list (a resume keeps the trials of earlier grids)
 
 
 class SweepError(ConfigError):
@@ -81,8 +82,8 @@ def read_sweep(folder) -> Optional[SweepRecord]:
         backend = d.get("backend", "local")
         if not (isinstance(backend, str) and len(backend) <= 20):
             raise ConfigError(f"backend must be a name, got {short_repr(backend)}")
-        if not (isinstance(d["trials"], list) and len(d["trials"]) <= 2 * MAX_TRIALS):
-            raise ConfigError(f"trials must be a list of at most {2 * MAX_TRIALS:,} trials, got {short_repr(d['trials'])}")
+        if not (isinstance(d["trials"], list) and len(d["trials"]) <= MAX_RECORDS):
+            raise ConfigError(f"trials must be a list of at most {MAX_RECORDS:,} trials, got {short_repr(d['trials'])}")
         trials = [trial_from_dict(r, plan.task, i) for i, r in enumerate(d["trials"])]
     except ConfigError as e:
         raise SweepError(f"{f}: {one_line(e)}") from None
