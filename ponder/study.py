@@ -15,7 +15,7 @@ import numpy as np
 
 from .analysis.pays import over_seeds, pays
 from .analysis.unroll import measure_test
-from .config import ConfigError, TrainConfig
+from .config import ConfigError
 from .lifecycle import card_metrics
 from .store.atomic import atomic_write_bytes, atomic_write_json
 from .store.card import CheckpointError, one_line, update_card

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .config import ConfigError, TrainConfig, finite, is_int, short_repr
+from .config import ConfigError, TrainConfig, finite, short_repr
 from .store.card import MAX_JSON_DEPTH, CheckpointError, json_depth, one_line, read_json, read_regular
-from .store.card_checks import MAX_CARD_TEXT, MAX_RUN_SECONDS, MAX_RUN_STEPS, check_test_metrics
+from .store.card_checks import MAX_CARD_TEXT, MAX_RUN_SECONDS, MAX_RUN_STEPS, check_number, check_test_metrics
 from .store.runs import LOG, SWEEP, RunNameError, files_inside, safe_name
 from .sweep_plan import MAX_TRIALS, NOT_IN_GRID, Plan
 
@@ -191,10 +191,8 @@ def trial_from_dict(r, task: str, i: int) -> TrialEntry:
         if v is not None and not (isinstance(v, str) and len(v) <= MAX_CARD_TEXT):
             raise ConfigError(f"{where}: {k} must be text, got {short_repr(v)}")
     steps, seconds, resumed = r.get("steps", 0), r.get("seconds", 0.0), r.get("resumed", False)
-    if not (is_int(steps) and 0 <= steps <= MAX_RUN_STEPS):
-        raise ConfigError(f"{where}: steps must be an integer in [0, {MAX_RUN_STEPS:,}], got {short_repr(steps)}")
-    if not (finite(seconds) and 0 <= seconds <= MAX_RUN_SECONDS):
-        raise ConfigError(f"{where}: seconds must be a number in [0, {MAX_RUN_SECONDS:,}], got {short_repr(seconds)}")
+    check_number(f"{where}: steps", steps, 0, MAX_RUN_STEPS, integer=True)
+    check_number(f"{where}: seconds", seconds, 0, MAX_RUN_SECONDS)
     if not isinstance(resumed, bool):
         raise ConfigError(f"{where}: resumed must be true or false, got {short_repr(resumed)}")
     metrics = r.get("metrics")

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from helpers import APP_TIMEOUT, one_line_errors, save_tiny_run, shown, tiny_config
+from helpers import APP_TIMEOUT, one_line_errors, save_tiny_run, tiny_config
 from explorer.jobs import JobView, RunState
 from explorer.sweep_views import job_sweep_rows
 from ponder.config import TrainConfig
