@@ -35,13 +35,15 @@ def job_sweep_rows(view: JobView) -> list:
     return rows
 
 
-def entry_sweep_rows(entries) -> list:
+def entry_sweep_rows(entries, measure: bool = True) -> list:
+    """A row per run from its card; a run whose card has no test metrics is measured (cached) when `measure`,
+    else shown without numbers."""
     rows = []
     for e in entries:
         card = dict(e.card)
         card.setdefault("metrics", {})
         try:
-            t = loaders.test_metrics(e) if card.get("status") != "failed" else test_metrics(card)
+            t = loaders.test_metrics(e) if measure and card.get("status") != "failed" else test_metrics(card)
         except (CheckpointError, ConfigError, OSError) as err:       # a run that cannot be loaded any more
             card.update(status="failed", reason=" ".join(str(err).split()))
             t = {}
@@ -51,13 +53,13 @@ def entry_sweep_rows(entries) -> list:
 
 
 def folder_sweep_rows(record: SweepRecord) -> list:
-    """A sweep folder's trials in sweep.json's order: from each trial's card where it has one (as
-    entry_sweep_rows reads it), else from its record there (running, or failed before it was saved)."""
+    """A sweep folder's trials in sweep.json's order: from each trial's card where it has one (its numbers as the
+    card holds them), else from its record there (running, or failed before it was saved)."""
     entries = {e.path.name: e for e in loaders.models() if e.path.parent == record.folder}
     rows = []
     for t in record.trials:
         if t.name in entries:
-            rows += entry_sweep_rows([entries[t.name]])
+            rows += entry_sweep_rows([entries[t.name]], measure=False)   # up to 1,000 trials: never measured here
         else:
             rows.append(tables.sweep_row(t.name, None, status=t.status, reason=t.reason, lambda_p=t.config.lambda_p,
                                          train=dict(task=t.config.task, reader=t.config.reader)))

@@ -15,7 +15,7 @@ import numpy as np
 
 from .analysis.pays import over_seeds, pays
 from .analysis.unroll import measure_test
-from .config import ConfigError, TrainConfig
+from .config import ConfigError
 from .lifecycle import card_metrics
 from .journal import atomic_write_bytes, atomic_write_json
 from .store.card import CheckpointError, one_line, update_card
@@ -60,6 +60,8 @@ def study(folders, data_dir: Optional[str] = None, device: str = "cpu", log=prin
     """Measure the completed trials of the sweeps in `folders` (one task) and summarise them per setting (see the
     module). A setting: the config fields of LABEL_KEYS its task reads, and its grid values; its seeds are pooled."""
     folders = [Path(f) for f in ([folders] if isinstance(folders, (str, Path)) else folders)]
+    if len({f.resolve() for f in folders}) < len(folders):
+        raise ConfigError("a sweep folder is given twice: its trials would count twice among the seeds")
     sweeps = []
     for folder in folders:
         sw = read_sweep(folder)                # SweepError (a ConfigError): one line naming the file

@@ -34,7 +34,7 @@ from .store.card import CARD, HISTORY, WEIGHTS, CheckpointError, one_line, read_
 from .store.record import RunRecord, new_record
 from .config import ConfigError, TrainConfig
 from .tasks import get_task
-from .store.runs import LOG, SWEEP, TABLE
+from .store.runs import LOG, SWEEP, TABLE, inside
 from .sweep_plan import Plan, Trial, markdown_table
 from .sweep_record import read_sweep
 from .sweep_trial import run_trial
@@ -69,6 +69,8 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
     with folder_lock(folder):              # one sweep at a time per folder, not deleted meanwhile (ponder.store.manage)
         before = read_sweep(folder)            # SweepError (one line) for a sweep.json its writer did not write
         old = {r.name: r for r in before.trials} if before else {}
+        for t in trials:
+            _check_trial_folder(folder, t)
         for t in trials:
             saved = _trial_record(folder, t)
             if saved is not None and saved.status == "completed" and (
@@ -164,6 +166,15 @@ def _check_sweep_folder(folder: Path) -> None:
         what = "a run" if (folder / CARD).exists() else "other files"
         raise ConfigError(f"{folder} holds {what}, not a sweep: give a new folder (or an earlier sweep's, to "
                           f"resume it)")
+
+
+def _check_trial_folder(folder: Path, t: Trial) -> None:
+    """ConfigError when the trial's run folder is a symbolic link or leads out of the sweep folder: a rerun
+    clears and rewrites that folder, which would then be another run's."""
+    p = folder / t.name
+    if p.is_symlink() or (p.exists() and not inside(folder, p)):
+        raise ConfigError(f"{p} is a symbolic link, not the run folder of trial {t.name}: nothing is written "
+                          f"through it; remove it or give the sweep a new folder")
 
 
 def _trial_record(folder: Path, t: Trial) -> Optional[RunRecord]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .config import ConfigError, TrainConfig, finite, is_int, short_repr
+from .config import ConfigError, TrainConfig, finite, short_repr
 from .store.card import MAX_JSON_DEPTH, CheckpointError, json_depth, one_line, read_json, read_regular
-from .store.card_checks import MAX_CARD_TEXT, MAX_RUN_SECONDS, MAX_RUN_STEPS, check_test_metrics
+from .store.card_checks import MAX_CARD_TEXT, MAX_RUN_SECONDS, MAX_RUN_STEPS, check_number, check_test_metrics
 from .store.runs import LOG, SWEEP, RunNameError, files_inside, safe_name
 from .sweep_plan import MAX_TRIALS, NOT_IN_GRID, Plan
 from .tasks import validate
@@ -24,6 +24,7 @@ from .tasks import validate
 MAX_SWEEP_BYTES = 32 * 1024 * 1024     # sweep.json / sweep.log: 1,000 trials with their metrics are a few MB
 STATUSES = ("pending", "running", "completed", "cancelled", "failed")
 MAX_VALUE_TEXT = 200                   # a grid value that is text (a regulariser, a reader, a preset)
+MAX_RECORDS = 10 * MAX_TRIALS          # trials one sweep.json may list (a resume keeps the trials of earlier grids)
 
 
 class SweepError(ConfigError):
@@ -82,8 +83,8 @@ def read_sweep(folder) -> Optional[SweepRecord]:
         backend = d.get("backend", "local")
         if not (isinstance(backend, str) and len(backend) <= 20):
             raise ConfigError(f"backend must be a name, got {short_repr(backend)}")
-        if not (isinstance(d["trials"], list) and len(d["trials"]) <= 2 * MAX_TRIALS):
-            raise ConfigError(f"trials must be a list of at most {2 * MAX_TRIALS:,} trials, got {short_repr(d['trials'])}")
+        if not (isinstance(d["trials"], list) and len(d["trials"]) <= MAX_RECORDS):
+            raise ConfigError(f"trials must be a list of at most {MAX_RECORDS:,} trials, got {short_repr(d['trials'])}")
         trials = [trial_from_dict(r, plan.task, i) for i, r in enumerate(d["trials"])]
     except ConfigError as e:
         raise SweepError(f"{f}: {one_line(e)}") from None
@@ -191,10 +192,8 @@ def trial_from_dict(r, task: str, i: int) -> TrialEntry:
         if v is not None and not (isinstance(v, str) and len(v) <= MAX_CARD_TEXT):
             raise ConfigError(f"{where}: {k} must be text, got {short_repr(v)}")
     steps, seconds, resumed = r.get("steps", 0), r.get("seconds", 0.0), r.get("resumed", False)
-    if not (is_int(steps) and 0 <= steps <= MAX_RUN_STEPS):
-        raise ConfigError(f"{where}: steps must be an integer in [0, {MAX_RUN_STEPS:,}], got {short_repr(steps)}")
-    if not (finite(seconds) and 0 <= seconds <= MAX_RUN_SECONDS):
-        raise ConfigError(f"{where}: seconds must be a number in [0, {MAX_RUN_SECONDS:,}], got {short_repr(seconds)}")
+    check_number(f"{where}: steps", steps, 0, MAX_RUN_STEPS, integer=True)
+    check_number(f"{where}: seconds", seconds, 0, MAX_RUN_SECONDS)
     if not isinstance(resumed, bool):
         raise ConfigError(f"{where}: resumed must be true or false, got {short_repr(resumed)}")
     metrics = r.get("metrics")

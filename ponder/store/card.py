@@ -175,13 +175,14 @@ def mean_expected_steps(test: dict) -> Optional[float]:
 def history_row(row) -> Optional[dict]:
     """A metrics.jsonl row as charts read it: a step in [0, MAX_RUN_STEPS], only numbers of at most
     MAX_HISTORY_NUMBER in size (charts take no larger integers) or null (not measured, NaN as saved) in the
-    number fields (others dropped), a list of at most 200 (the most steps N) numbers as 'halting'. None for
-    a row without such a step."""
+    number fields (others dropped), a list of at most 200 (the most steps N) numbers as 'halting', and of the
+    other fields only those holding a number, text, true / false or null. None for a row without such a step."""
     def number(v) -> bool:
         return finite(v) and abs(v) <= MAX_HISTORY_NUMBER
     if not isinstance(row, dict) or not (number(row.get("step")) and 0 <= row["step"] <= MAX_RUN_STEPS):
         return None
-    out = {k: v for k, v in row.items() if k not in HISTORY_NUMBERS and k != "halting"}
+    out = {k: v for k, v in row.items() if k not in HISTORY_NUMBERS and k != "halting"    # other fields: scalars
+           and (v is None or isinstance(v, (str, bool, int, float)))}     # (a nested one broke the pages' cache)
     out.update({k: row[k] for k in HISTORY_NUMBERS if k in row and (row[k] is None or number(row[k]))})
     h = row.get("halting")
     if isinstance(h, list) and 0 < len(h) <= 200 and all(number(x) for x in h):

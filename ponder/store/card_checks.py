@@ -41,8 +41,8 @@ def check_card(card: dict) -> tuple:
         v = card.get(k)
         if v is not None and not (isinstance(v, str) and len(v) <= MAX_CARD_TEXT):
             raise ConfigError(f"{k} must be a string, got {short_repr(v)}")
-    _check_number("steps", card.get("steps"), 0, MAX_RUN_STEPS, integer=True, optional=True)
-    _check_number("train_seconds", card.get("train_seconds"), 0, MAX_RUN_SECONDS, optional=True)
+    check_number("steps", card.get("steps"), 0, MAX_RUN_STEPS, integer=True, optional=True)
+    check_number("train_seconds", card.get("train_seconds"), 0, MAX_RUN_SECONDS, optional=True)
     metrics = card.get("metrics")
     if metrics is not None:
         if not isinstance(metrics, dict):
@@ -55,7 +55,7 @@ def check_card(card: dict) -> tuple:
     return train, model
 
 
-def _check_number(where: str, v, lo, hi, integer: bool = False, optional: bool = False) -> None:
+def check_number(where: str, v, lo, hi, integer: bool = False, optional: bool = False) -> None:
     """ConfigError unless v is a number (an integer) in [lo, hi]; None passes when optional."""
     if v is None and optional:
         return
@@ -76,11 +76,11 @@ def check_test_metrics(test: dict, max_steps: int, where: str = "metrics.test", 
     by_correctness and modes blocks with these shapes. Keys no reader uses are left as they are. spread: the
     block's expected_steps is E[n]'s spread {mean, std, min, max} (a group's or a mode's is one number)."""
     N = max_steps
-    _check_number(f"{where}.n", test.get("n"), 1, MAX_TEST_N, integer=True, optional=True)
-    _check_number(f"{where}.accuracy", test.get("accuracy"), 0, 1, optional=True)
+    check_number(f"{where}.n", test.get("n"), 1, MAX_TEST_N, integer=True, optional=True)
+    check_number(f"{where}.accuracy", test.get("accuracy"), 0, 1, optional=True)
     for k in ("mean_steps", "median_steps"):
-        _check_number(f"{where}.{k}", test.get(k), 1, N, optional=True)
-    _check_number(f"{where}.std_steps", test.get("std_steps"), 0, N, optional=True)
+        check_number(f"{where}.{k}", test.get(k), 1, N, optional=True)
+    check_number(f"{where}.std_steps", test.get("std_steps"), 0, N, optional=True)
     for k in METRIC_LISTS:
         v = test.get(k)
         if v is not None and not (isinstance(v, list) and 1 <= len(v) <= N and all(finite(x) and 0 <= x <= 1 for x in v)):
@@ -93,7 +93,7 @@ def check_test_metrics(test: dict, max_steps: int, where: str = "metrics.test", 
             raise ConfigError(f"{where}.expected_steps must be {{mean, std, min, max}} of E[n] over the test "
                               f"inputs (std in [0, N], the others in [1, N], N = {N}), got {short_repr(en)}")
     else:
-        _check_number(f"{where}.expected_steps", en, 1, N, optional=True)
+        check_number(f"{where}.expected_steps", en, 1, N, optional=True)
     for group in ("easy", "hard"):               # parity: the preset's easy and hard ranges of k
         g = test.get(group)
         if g is None:
@@ -104,7 +104,7 @@ def check_test_metrics(test: dict, max_steps: int, where: str = "metrics.test", 
                 and kr[0] <= kr[1]):
             raise ConfigError(f"{where}.{group}.k_range must be [lo, hi], integers 0 <= lo <= hi <= {MAX_K:,}, "
                               f"got {short_repr(kr)}")
-        _check_number(f"{where}.{group}.count", g.get("count"), 0, MAX_TEST_N, integer=True)
+        check_number(f"{where}.{group}.count", g.get("count"), 0, MAX_TEST_N, integer=True)
         if g["count"]:                           # an empty group has no accuracy or steps (NaN as saved)
             check_test_metrics({k: g.get(k) for k in ("accuracy", "mean_steps", "expected_steps",
                                                       "halting_distribution")}, N, f"{where}.{group}", spread=False)
@@ -112,13 +112,13 @@ def check_test_metrics(test: dict, max_steps: int, where: str = "metrics.test", 
     if p is not None:
         for k, v in _check_mapping(f"{where}.pays", p).items():
             lo, hi = PAYS_RANGES.get(k, (-N, N))
-            _check_number(f"{where}.pays.{short_repr(k, 30)}", v, lo, N if hi is None else hi, optional=True)
+            check_number(f"{where}.pays.{short_repr(k, 30)}", v, lo, N if hi is None else hi, optional=True)
     bc = test.get("by_correctness")
     if bc is not None:
         for name, g in _check_mapping(f"{where}.by_correctness", bc).items():
             g = _check_mapping(f"{where}.by_correctness.{short_repr(name, 20)}", g)
-            _check_number(f"{where}.by_correctness.{name}.count", g.get("count"), 0, MAX_TEST_N, integer=True)
-            _check_number(f"{where}.by_correctness.{name}.expected_steps", g.get("expected_steps"), 1, N,
+            check_number(f"{where}.by_correctness.{name}.count", g.get("count"), 0, MAX_TEST_N, integer=True)
+            check_number(f"{where}.by_correctness.{name}.expected_steps", g.get("expected_steps"), 1, N,
                           optional=True)
     modes = test.get("modes")
     if modes is not None:

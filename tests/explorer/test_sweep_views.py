@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from helpers import APP_TIMEOUT, one_line_errors, save_tiny_run, shown, tiny_config
+from helpers import APP_TIMEOUT, one_line_errors, save_tiny_run, tiny_config
 from explorer.jobs import JobView, RunState
 from explorer.sweep_views import job_sweep_rows
 from ponder.config import TrainConfig
@@ -102,3 +102,21 @@ def test_the_reader_note_says_what_a_step_is_for_each_reader_and_why_the_curves_
     assert "**cnn**: every step sees the whole image" in note and "**rows**: each step reveals 2 more rows" in note
     assert "follow the prior's 1/λp" in note and "fall much less than 1/λp" in note
     assert reader_note([sweep_row("p", {"train": {"task": "parity", "lambda_p": 0.2}})]) == ""   # parity: no reader
+
+
+def test_a_sweep_folders_trials_without_card_metrics_are_shown_not_measured(tmp_path, monkeypatch):
+    """A sweep folder anyone can write may hold 1,000 trials whose cards have no numbers: the page measured each
+    on 2,000 test items for the first visitor (cached afterwards)."""
+    from explorer import loaders, sweep_views
+    from ponder.sweep_record import read_sweep
+    root = tmp_path / "runs"
+    monkeypatch.setenv("PONDER_RUNS", str(root))
+    for i in range(3):
+        save_tiny_run(root / "sw" / f"t{i}")                      # no metrics in the cards
+    entry = {"values": {"lambda_p": 0.3, "seed": 0}, "status": "completed", "config": tiny_config("parity").to_dict()}
+    plan = {"task": "parity", "base": {"hidden": 16, "max_steps": 5}, "grid": {"lambda_p": [0.3]}, "seeds": [0]}
+    (root / "sw" / SWEEP).write_text(json.dumps({"plan": plan, "trials": [{**entry, "name": f"t{i}"} for i in range(3)]}))
+    monkeypatch.setattr(loaders, "measured_metrics", lambda *a: pytest.fail("a trial was measured"))
+    rows = sweep_views.folder_sweep_rows(read_sweep(root / "sw"))
+    assert [(r["name"], r["status"], r["accuracy"]) for r in rows] == [(f"runs/sw/t{i}", "completed", None)
+                                                                       for i in range(3)]

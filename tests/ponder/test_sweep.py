@@ -163,3 +163,20 @@ def test_a_full_disk_names_the_file_and_a_saved_trial_is_not_trained_again(tmp_p
     monkeypatch.setattr(lifecycle, "run", lambda cfg, out, **kw: trained.append(out.name) or real(cfg, out, **kw))
     trials = S.run_sweep(plan(), tmp_path / "sw", eval_limit=50)
     assert trained == ["lambda_p0.5-seed0"] and [t.resumed for t in trials] == [True, False]
+
+
+def test_a_trial_folder_that_is_a_link_to_another_run_is_never_written_through(tmp_path):
+    """A sweep folder (resumable from the λp sweep page by its name) whose trial folder links to another run:
+    the rerun cleared that run's files and trained into it."""
+    from helpers import edit_card, save_tiny_run
+    victim, _ = save_tiny_run(tmp_path / "victim")
+    edit_card(victim, lambda c: c.update(format_version=7))      # unreadable: a rerun of the trial clears it
+    before = {f.name: f.read_bytes() for f in victim.iterdir()}
+    p = plan("lambda_p=0.2")
+    (tmp_path / "sw").mkdir()
+    (tmp_path / "sw" / S.SWEEP).write_text(json.dumps({"plan": p.to_dict(), "trials": []}))
+    (tmp_path / "sw" / "lambda_p0.2-seed0").symlink_to(victim)
+    with pytest.raises(ConfigError) as e:
+        S.run_sweep(p, tmp_path / "sw", eval_limit=50)
+    assert_one_line(e, "is a symbolic link, not the run folder of trial lambda_p0.2-seed0")
+    assert {f.name: f.read_bytes() for f in victim.iterdir()} == before

@@ -200,6 +200,11 @@ def test_study_of_good_trials_measures_them(two_trials):
     assert [t["name"] for t in s["settings"][0]["trials"]] == ["sw/t0", "sw/t1"] and _cards(victim) == before
 
 
-def test_study_refuses_a_folder_holding_no_sweep(tmp_path):
+def test_study_refuses_a_folder_holding_no_sweep_or_one_given_twice(two_trials, tmp_path):
     with pytest.raises(ConfigError, match="holds no sweep"):
         study(tmp_path)
+    folder, _ = two_trials
+    before = _cards(folder / "t0")
+    with pytest.raises(ConfigError, match="given twice"):
+        study([folder, folder.parent / "sw" / ".." / "sw"])
+    assert _cards(folder / "t0") == before

@@ -297,3 +297,13 @@ def test_history_numbers_charts_cannot_take_are_dropped(tiny_run):
             {"step": 4, "loss": 0.25, "halting": [0.5, 0.5]}]
     (d / HISTORY).write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert read_history(d) == [{"step": 3, "accuracy": 0.5}, {"step": 4, "loss": 0.25, "halting": [0.5, 0.5]}]
+
+
+def test_history_fields_that_nest_are_dropped(tiny_run):
+    """A row {"step": 1, "x": [[[...deep...]]]} was kept whole, and the explorer's cache pickles and copies what it
+    returns (RecursionError at about 1,000 levels, less the caller's stack): no chart reads such a field."""
+    d, _ = tiny_run
+    (d / HISTORY).write_text('{"step": 1, "loss": 0.5, "phase": "training", "x": ' + "[" * 500 + "]" * 500
+                             + ', "y": {"a": 1}}\n')
+    rows = read_history(d)
+    assert rows == [{"step": 1, "loss": 0.5, "phase": "training"}] and pickle.loads(pickle.dumps(rows)) == rows
