@@ -293,8 +293,17 @@ def marks_section(models: dict) -> list:
                   "| model | mark | needs | measured | met |")
     for n, mk in rows:
         v = "-" if mk["value"] is None else f"{mk['value']:.4f}"
-        lines.append(f"| {n} | {mk['what']} | {mk['op']} {mk['mark']:g} | {v} | {'yes' if mk['met'] else '**no**'} |")
+        met = "yes" if mk["met"] else "**no**"
+        ci = models[n]["metrics"].get("baselines", {}).get("at_equal_steps", {}).get("ci95", {}).get(
+            MARK_INTERVALS.get(mk["key"], ""))
+        if ci:                                   # a difference: its 95 % interval, and whether the mark lies inside
+            v += f" [{ci[0]:+.4f}, {ci[1]:+.4f}]"
+            met += " (the mark is inside the interval: not settled)" if ci[0] <= mk["mark"] <= ci[1] else ""
+        lines.append(f"| {n} | {mk['what']} | {mk['op']} {mk['mark']:g} | {v} | {met} |")
     return lines + [""]
+
+
+MARK_INTERVALS = {"learned_minus_confidence": "sampled-confidence_exit", "learned_minus_fixed": "sampled-fixed_depth"}
 
 
 def studies_section(studies: dict) -> list:

@@ -80,6 +80,12 @@ def test_the_marks_table_says_which_marks_a_model_meets():
                     "| mnist-adaptive | mean E[n] − settle step | <= 2.5 | 4.2200 | **no** |"]
     assert not any(line.startswith("| other") for line in lines)        # a model without marks has no rows
     assert marks_section({"other": _adaptive(0.5, 0.5, 0, 0)}) == []
+    # with the interval of the difference: -0.0018 in [-0.0025, -0.0010] holds the mark -0.002, so it is not settled
+    m = _adaptive(0.9905, 0.9923, 3.49, 1.77)
+    m["metrics"]["baselines"]["at_equal_steps"]["ci95"] = {"sampled-confidence_exit": [-0.0025, -0.0010]}
+    (row,) = [line for line in marks_section({"mnist-adaptive": m}) if "confidence" in line]
+    assert row == ("| mnist-adaptive | learned − confidence exit at equal steps | >= -0.002 | -0.0018 [-0.0025, -0.0010] "
+                   "| yes (the mark is inside the interval: not settled) |")
 
 
 def test_the_studies_section_renders_each_study_file():
