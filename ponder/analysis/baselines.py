@@ -210,8 +210,8 @@ def worth_sentence(at: dict) -> str:
                 f"confidence exit {at['confidence_exit']:.4f} and a fixed depth {at['fixed_depth']:.4f} (no intervals "
                 "were measured, so no verdict: measure it again with python -m ponder evaluate).")
     t = at["tuned_on"]
-    where = f"chosen on {t['n']:,} {t['set']} items"
-    return (f"At equal compute ({at['target_steps']:.2f} mean steps, the sampled halting's; operating points {where}), "
+    return (f"At equal compute ({at['target_steps']:.2f} mean steps: the sampled halting's E[n] on the {t['n']:,} "
+            f"{t['set']} items where each rule's operating point was chosen), "
             f"the learned halting used deterministically (Q-exit) {_versus(at, 'learned_q', 'confidence_exit')} and "
             f"{_versus(at, 'learned_q', 'fixed_depth')}; sampling the halt instead "
             f"{_versus(at, 'sampled', 'learned_q')}.")
