@@ -105,7 +105,7 @@ def test_the_studies_section_renders_each_study_file():
 
 
 def test_merge_keeps_the_rotation_rows_and_drops_modes_measured_on_another_test_set():
-    from ponder.reproduce import merge_evaluations
+    from ponder.results_worth import merge_evaluations
     same = {"accuracy": 0.9, "mean_steps": 3.0, "median_steps": 3.0, "std_steps": 1.0}
     results = {"models": {"m": {"metrics": {**same, "modes": {"sample": dict(same)}, "rotations": ["study rows"],
                                             "by_class": "old"}},
