@@ -24,7 +24,8 @@ def main(argv=None) -> int:
         if args.command == "study":
             return cmd_study(args)
         if args.command == "reproduce":
-            from .reproduce import merge, run as reproduce
+            from .reproduce import run as reproduce
+            from .results_worth import merge
             if args.merge:
                 return merge(args.merge, args.out)
             return reproduce(quick=args.quick, from_assets=args.from_assets, out=args.out,

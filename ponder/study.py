@@ -107,6 +107,7 @@ def study(folders, data_dir: Optional[str] = None, device: str = "cpu", log=prin
 
 COLUMNS = (("accuracy", "accuracy", 4), ("mean_steps", "E[n]", 2), ("en_std", "E[n] std", 2),
            ("learned_minus_confidence", "learned − confidence", 4), ("learned_minus_fixed", "learned − fixed", 4),
+           ("learned_q_minus_confidence", "Q-exit − confidence", 4), ("sampled_minus_learned_q", "sampled − Q-exit", 4),
            ("expected_minus_settle", "E[n] − settle", 2),
            ("confidence_minus_settle", "confidence exit − settle", 2), ("hard_minus_easy", "hard − easy E[n]", 2),
            ("needed", "needed on hard", 4))

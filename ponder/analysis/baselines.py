@@ -169,10 +169,11 @@ def worth_it(stats: dict, groups: Optional[dict] = None, val: Optional[dict] = N
         at["learned_sampled"] = ln["sampled_accuracy"]
     ops = t["ops"]
     sub = lambda m: {k: stats[k][:, m] for k in ("per_step_correct", "per_step_confidence", "p")}  # noqa: E731
+    front = frontiers(stats)                   # the confidence exit's is confidence_curve's
     return {
         "baselines": {"fixed_depth": [{"steps": n, "accuracy": a} for n, a in enumerate(fd, 1)],
-                      "confidence_exit": confidence_curve(correct, conf),
-                      "tuned_on": at["tuned_on"], "at_equal_steps": at, "frontier": frontiers(stats),
+                      "confidence_exit": front["confidence_exit"],
+                      "tuned_on": at["tuned_on"], "at_equal_steps": at, "frontier": front,
                       "shift": shift_rows({k: sub(m) for k, m in (shifted or {}).items() if m.any()}, ops)},
         "settle": {**settle(correct, p), "by_group": {k: settle(correct[:, m], p[:, m]) for k, m in groups.items()}},
         "per_step_accuracy_by_group": {k: fixed_depth(correct[:, m]).tolist() for k, m in groups.items()},
@@ -210,8 +211,8 @@ def worth_sentence(at: dict) -> str:
                 f"confidence exit {at['confidence_exit']:.4f} and a fixed depth {at['fixed_depth']:.4f} (no intervals "
                 "were measured, so no verdict: measure it again with python -m ponder evaluate).")
     t = at["tuned_on"]
-    where = f"chosen on {t['n']:,} {t['set']} items"
-    return (f"At equal compute ({at['target_steps']:.2f} mean steps, the sampled halting's; operating points {where}), "
+    return (f"At equal compute ({at['target_steps']:.2f} mean steps: the sampled halting's E[n] on the {t['n']:,} "
+            f"{t['set']} items where each rule's operating point was chosen), "
             f"the learned halting used deterministically (Q-exit) {_versus(at, 'learned_q', 'confidence_exit')} and "
             f"{_versus(at, 'learned_q', 'fixed_depth')}; sampling the halt instead "
             f"{_versus(at, 'sampled', 'learned_q')}.")

@@ -12,6 +12,8 @@ MAX_CARD_TEXT = 10000                 # name / status / reason / device strings 
 CARD_STRINGS = ("name", "status", "reason", "device", "created", "ponder_version")
 PAYS_RANGES = {"accuracy": (0, 1), "learned": (0, 1), "fixed_depth": (0, 1), "confidence_exit": (0, 1),
                "learned_minus_confidence": (-1, 1), "learned_minus_fixed": (-1, 1), "needed": (-1, 1),
+               "learned_q": (0, 1), "learned_q_minus_confidence": (-1, 1), "learned_q_minus_fixed": (-1, 1),
+               "sampled_minus_learned_q": (-1, 1),
                "en_std": (0, None), "mean_steps": (1, None)}   # None: N; any other key: [-N, N] (steps)
 SPREAD_KEYS = ("mean", "std", "min", "max")   # metrics.test.expected_steps: E[n] over the test inputs
 METRIC_LISTS = ("halting_distribution", "per_step_accuracy", "prior")   # one number per step, charted by pages

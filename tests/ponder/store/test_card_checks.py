@@ -61,3 +61,13 @@ def test_card_numbers_in_range_are_kept(tiny_run):
         "by_correctness": {"correct": {"count": 1, "expected_steps": 2.0}, "wrong": {"count": 0, "expected_steps": None}}}}))
     test = read_card(d)["metrics"]["test"]
     assert test["hard"]["expected_steps"] == 2.5 and test["easy"]["count"] == 0
+
+
+@pytest.mark.parametrize("key, bad", [("learned_q", 1.5), ("learned_q_minus_confidence", -2.0),
+                                      ("sampled_minus_learned_q", 3.0)])
+def test_q_exit_pays_numbers_are_accuracies_and_differences(key, bad):
+    from ponder.config import ConfigError
+    from ponder.store.card_checks import check_test_metrics
+    check_test_metrics({"pays": {key: 0.5}}, 20)                 # in range: kept
+    with pytest.raises(ConfigError, match=key):
+        check_test_metrics({"pays": {key: bad}}, 20)             # an accuracy above 1, a difference beyond ±1
