@@ -25,9 +25,8 @@ def main(argv=None) -> int:
             return cmd_study(args)
         if args.command == "reproduce":
             from .reproduce import run as reproduce
-            from .results_worth import merge
             if args.merge:
-                return merge(args.merge, args.out)
+                return merge_results(args.merge, args.out)
             return reproduce(quick=args.quick, from_assets=args.from_assets, out=args.out,
                              data_dir=args.data_dir, device=args.device,
                              only=[n.strip() for n in args.only.split(",") if n.strip()] if args.only is not None else None)
@@ -185,3 +184,21 @@ def cmd_study(args) -> int:
     print(f"wrote {' and '.join(wrote + ([args.to] if args.to else []))}")
     return 0
 
+
+def merge_results(folder: str, out: str = "docs", log=print) -> int:
+    """python -m ponder reproduce --merge FOLDER --out OUT: merge_evaluations of FOLDER/NAME.json into
+    OUT/results.json, then OUT/results.md written again from it."""
+    import json
+    from pathlib import Path
+    from .reproduce import STUDIES, results_markdown
+    from .results_worth import merge_evaluations
+    from .study import load_studies
+    path = Path(out) / "results.json"
+    results = json.loads(path.read_text())
+    measured = {p.stem: json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))}
+    names = merge_evaluations(results, measured)
+    results["studies"] = load_studies(STUDIES)
+    path.write_text(json.dumps(results, indent=1))
+    (Path(out) / "results.md").write_text(results_markdown(results))
+    log(f"merged {', '.join(names) or 'nothing'} into {path}; wrote {Path(out) / 'results.md'}")
+    return 0

@@ -19,7 +19,7 @@ from .store.card import mean_expected_steps, two_decimals, update_card
 from .store.record import RunRecord
 from .store.checkpoint import load_checkpoint
 from .analysis.pays import marks, pays
-from .results_worth import worth_section
+from .results_worth import table, worth_section
 from .analysis.studies import prior_mean, rotation_study, rotation_verdict
 from .analysis.unroll import measure_test
 from .config import ConfigError, TrainConfig
@@ -165,12 +165,6 @@ def stats_cells(r: dict, expected: bool = False) -> str:
     and the steps are E[n], a real number: its median keeps two decimals."""
     median = f"{r['median_steps']:.2f}" if expected else f"{r['median_steps']:.0f}"
     return f"{r['accuracy']:.4f} | {r['mean_steps']:.2f} | {median} | {r['std_steps']:.2f}"
-
-
-def table(title: str, header: str) -> list:
-    """A section heading and a table header: '| a | b |' -> heading, blank, header, separator (no heading
-    for an empty title)."""
-    return ([f"## {title}", ""] if title else []) + [header, "|" + "---|" * header.count(" | ") + "---|"]
 
 
 def default_section(name: str, m: dict) -> list:

@@ -1,17 +1,16 @@
 """The halting policies at equal compute in results.md (worth_section: clean and shifted, with intervals), and
-`python -m ponder reproduce --merge FOLDER`: evaluate's JSON results put into results.json, results.md written again."""
+merge_evaluations (what `python -m ponder reproduce --merge FOLDER` does): evaluate's JSON results put into results.json."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 from .analysis.baselines import worth_sentence
 from .store.card import two_decimals
 
 
 def table(title: str, header: str) -> list:
-    from .reproduce import table as markdown_table          # reproduce imports this module
-    return markdown_table(title, header)
+    """A section heading and a table header: '| a | b |' -> heading, blank, header, separator (no heading
+    for an empty title)."""
+    return ([f"## {title}", ""] if title else []) + [header, "|" + "---|" * header.count(" | ") + "---|"]
 
 
 CLI_ONLY = ("run", "max_steps", "trained_max_steps", "rotations", "uniform_rotations")   # evaluate's, not measure_test's
@@ -32,23 +31,6 @@ def merge_evaluations(results: dict, measured: dict) -> list:
             del m["modes"]
         done.append(name)
     return done
-
-
-def merge(folder: str, out: str = "docs", log=print) -> int:
-    """python -m ponder reproduce --merge FOLDER --out OUT: merge_evaluations of FOLDER/NAME.json into
-    OUT/results.json, then OUT/results.md written again from it."""
-    path = Path(out) / "results.json"
-    results = json.loads(path.read_text())
-    measured = {p.stem: json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))}
-    names = merge_evaluations(results, measured)
-    from .reproduce import STUDIES, results_markdown
-    from .study import load_studies
-    results["studies"] = load_studies(STUDIES)
-    path.write_text(json.dumps(results, indent=1))
-    (Path(out) / "results.md").write_text(results_markdown(results))
-    log(f"merged {', '.join(names) or 'nothing'} into {path}; wrote {Path(out) / 'results.md'}")
-    return 0
-
 
 
 def _ci(at: dict, a: str, b: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .baselines import exit_steps, settle_steps
+from .baselines import exit_steps, fixed_depth, learned, settle, settle_steps
 from .policies import Operating, frontier, match, oracle, paired_bootstrap, policies, sampled, score
 
 PAIRS = (("learned_q", "confidence_exit"), ("learned_q", "fixed_depth"), ("sampled", "learned_q"),
@@ -114,3 +114,35 @@ def ops_from(at: dict) -> dict:
     """{policy: Operating} back from an at_equal_steps result's operating_points ({knob_lo, knob_hi, w})."""
     end = lambda d, tail: next(v for k, v in d.items() if k.endswith(tail))     # noqa: E731
     return {name: Operating(end(d, "_lo"), end(d, "_hi"), d["w"]) for name, d in at["operating_points"].items()}
+
+
+def worth_it(stats: dict, groups: Optional[dict] = None, val: Optional[dict] = None,
+             shifted: Optional[dict] = None) -> dict:
+    """The policies at equal steps, settle steps, per-step accuracy and the learned halting (mean E[n], expected
+    accuracy) by group of one unroll (ponder.analysis.unroll.unroll_stats: per_step_correct, per_step_confidence,
+    p [N, B]; correct [B] of the mode's own halting). groups: {name: bool mask [B]}; empty groups are left out.
+    val: the unroll of the validation set, where operating points are chosen (ponder.analysis.equal_steps; the
+    test set itself when None, and `tuned_on` says so). shifted: {name: mask [B]} of test items under a shift,
+    compared at the same operating points. JSON-ready."""
+    correct, conf, p = stats["per_step_correct"], stats["per_step_confidence"], stats["p"]
+    groups = {k: m for k, m in (groups or {}).items() if m.any()}
+    fd = fixed_depth(correct).tolist()
+    ln = learned(correct, p, stats.get("correct"))
+    t = tune(val if val is not None else stats)
+    at = {"mean_steps": ln["mean_steps"], "learned": ln["accuracy"], "learned_interval": ln["interval"],
+          "sampled": ln["accuracy"], **at_equal_steps(stats, val, tuned=t)}
+    if "sampled_accuracy" in ln:
+        at["learned_sampled"] = ln["sampled_accuracy"]
+    ops = t["ops"]
+    sub = lambda m: {k: stats[k][:, m] for k in ("per_step_correct", "per_step_confidence", "p")}  # noqa: E731
+    front = frontiers(stats)                   # the confidence exit's is confidence_curve's
+    return {
+        "baselines": {"fixed_depth": [{"steps": n, "accuracy": a} for n, a in enumerate(fd, 1)],
+                      "confidence_exit": front["confidence_exit"],
+                      "tuned_on": at["tuned_on"], "at_equal_steps": at, "frontier": front,
+                      "shift": shift_rows({k: sub(m) for k, m in (shifted or {}).items() if m.any()}, ops)},
+        "settle": {**settle(correct, p), "by_group": {k: settle(correct[:, m], p[:, m]) for k, m in groups.items()}},
+        "per_step_accuracy_by_group": {k: fixed_depth(correct[:, m]).tolist() for k, m in groups.items()},
+        "learned_by_group": {k: {key: ln[key] for key in ("mean_steps", "accuracy")}
+                             for k, m in groups.items() for ln in [learned(correct[:, m], p[:, m])]},
+    }

@@ -1,5 +1,5 @@
 """Whether a model's thought pays: a few numbers per run from its test measurement
-(ponder.analysis.unroll.measure_test, which holds ponder.analysis.baselines.worth_it), their mean and spread
+(ponder.analysis.unroll.measure_test, which holds ponder.analysis.equal_steps.worth_it), their mean and spread
 over seeds, and the marks a shipped model is held to. The sweep table, `python -m ponder study`, the run
 card and docs/results.md all read these.
 

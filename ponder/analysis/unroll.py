@@ -18,7 +18,8 @@ from ..halting import PonderNet, answer_mixture, expected_steps, first_true, hal
 from ..losses import log_geometric_prior
 from ..memory import measure_batch
 from ..tasks import TASKS, get_task
-from .baselines import quartile_groups, worth_it
+from .baselines import quartile_groups
+from .equal_steps import worth_it
 
 
 @torch.no_grad()
@@ -151,7 +152,7 @@ def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[
     """The standard test measurement of a run of cfg: its task's test set (the first `limit` items when given;
     `n` in the result says how many), summarize()'s metrics, `mode`, the task's info (split / test_k), a
     block per difficulty group (parity's easy and hard), a row per value of its breakdown (by_class, by_k), and
-    ponder.analysis.baselines.worth_it over those groups and the quartiles of E[n] (baselines, settle,
+    ponder.analysis.equal_steps.worth_it over those groups and the quartiles of E[n] (baselines, settle,
     per_step_accuracy_by_group), with the operating points chosen on the task's validation set (its first `limit`
     items too) and the shifted test items (parity's unseen k) compared at them. data: the task's data set (MNIST)
     when it uses one."""

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from explorer import worth_figures as wf
-from ponder.analysis.baselines import worth_it
+from ponder.analysis.equal_steps import worth_it
 
 # a toy unroll (tests/ponder/test_baselines.py works its numbers out by hand)
 STATS = {"per_step_correct": torch.tensor([[0, 1, 0], [1, 0, 0], [1, 1, 0]]).bool(),

@@ -10,7 +10,8 @@ from helpers import tiny_model
 from ponder import data as D
 from ponder.analysis.baselines import (class_groups, confidence_curve, confidence_exit, exit_steps, fixed_depth,
                                        learned, quartile_groups, range_groups, settle, settle_steps, verdict,
-                                       worth_it, worth_sentence)
+                                       worth_sentence)
+from ponder.analysis.equal_steps import worth_it
 from ponder.analysis.unroll import unroll_stats
 
 # The toy: three inputs a, b, c (columns), N = 3 steps (rows).

@@ -5,7 +5,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from ponder.analysis.baselines import worth_it
+from ponder.analysis.equal_steps import worth_it
 from ponder.analysis.pays import KEYS, MARKS, marks, over_seeds, pays
 
 
