@@ -118,3 +118,22 @@ def test_every_page_says_in_its_sidebar_that_a_job_is_running(runs):
     assert job.join(60)
     at = open_app(page="digit")
     assert not [c for c in sidebar_text(at) if "sidebar-job" in c]
+
+
+def test_an_import_takes_the_runs_own_name_and_the_uploader_is_empty_for_the_next_one(runs):
+    from ponder.store.card import CARD, WEIGHTS
+    from ponder.store.manage import export_run
+    save_tiny_run(runs / "mine", "parity")
+    at = open_app(page="runs")
+    at.file_uploader(key="import_files").set_value([("mine.zip", export_run(runs / "mine"), "application/zip")])
+    at.button(key="import_go").click()
+    run_ok(at)
+    assert "Imported as runs/mine-2." in texts(at)                  # the zip's own name, -2 as mine is taken
+    again = at.file_uploader(key="import_files_1")                   # a fresh uploader: the zip is gone
+    assert not again.value and at.text_input(key="import_name_1").value == ""
+    files = [("model.safetensors", (runs / "mine" / WEIGHTS).read_bytes(), "application/octet-stream"),
+             ("run.json", (runs / "mine" / CARD).read_bytes(), "application/json")]
+    again.set_value(files)
+    at.button(key="import_go").click()
+    run_ok(at)
+    assert "Imported as runs/mine-3." in texts(at)                  # the name in its run.json
