@@ -91,9 +91,11 @@ def checkpoint_picker_ui(task: str):
         return entry, loaders.checkpoint(entry)
 
 
-def models_multiselect_ui(label: str = "Models and runs", default: Sequence[str] = ("mnist-default", "mnist-rot22"),
+def models_multiselect_ui(label: str = "Models and runs", default: Sequence[str] = ("mnist-adaptive", "mnist-default"),
                           key: str = "compare_models", add: Optional[str] = None) -> list:
-    """Several models/runs (any task), kept in the URL as ?models=a&models=b. `add` joins the selection."""
+    """Several models/runs (any task), kept in the URL as ?models=a&models=b. `add` joins the selection. The default
+    pair halts differently (the row reader ponders, the whole-image reader follows its prior): a first view that
+    shows what comparing halting curves is for."""
     entries = loaders.models()
     by = {e.name: e for e in entries}
     if add in by and key in st.session_state and add not in st.session_state[key]:

@@ -137,3 +137,14 @@ def test_an_import_takes_the_runs_own_name_and_the_uploader_is_empty_for_the_nex
     at.button(key="import_go").click()
     run_ok(at)
     assert "Imported as runs/mine-3." in texts(at)                  # the name in its run.json
+
+
+def test_compare_opens_on_two_models_that_halt_differently_with_their_test_numbers_in_view(runs):
+    from helpers import charts
+    at = open_app(page="compare")
+    assert at.multiselect(key="compare_models").value == ["mnist-adaptive", "mnist-default"]
+    halting = next(f for f in charts(at) if "Halting distributions" in str(f["layout"].get("title", "")))
+    learned = {t["name"]: t["y"] for t in halting["data"] if t.get("mode") == "lines+markers"}
+    a, b = learned["mnist-adaptive"], learned["mnist-default"]
+    assert max(abs(x - y) for x, y in zip(a, b)) > 0.1                  # the two curves do not lie on top of each other
+    assert list(at.dataframe[0].value.columns)[:4] == ["model", "accuracy", "mean steps", "E[n]"]
