@@ -159,6 +159,8 @@ def drawing_ui(key: str = "canvas"):
     so the kept digit stands for it until the next stroke."""
     from streamlit_drawable_canvas import st_canvas      # only inside a running app
 
+    cleared = st.session_state.get("_canvas_cleared", 0)  # Clear gives a new, empty canvas (a new key)
+    key = key if not cleared else f"{key}_{cleared}"
     kept = st.session_state.get("_drawing")              # {"json": fabric JSON, "digit": uint8 [28, 28] or None}
     if key not in st.session_state:                      # a fresh canvas: this page was just opened
         st.session_state["_drawing_initial"] = kept["json"] if kept else None
@@ -166,11 +168,20 @@ def drawing_ui(key: str = "canvas"):
     st.space("small")                                      # room for the canvas toolbar shown on hover
     drawn = st_canvas(stroke_width=18, stroke_color="#FFFFFF", background_color="#000000", width=280,
                       height=280, drawing_mode="freedraw", return_image_data=True, key=key, initial_drawing=initial)
-    st.caption("Draw one digit, white on black, filling most of the box. Hover it for undo and clear.")
+    c1, c2 = st.columns([2.2, 1], vertical_alignment="center")
+    c1.caption("Draw one digit, white on black, filling most of the box. **Clear** starts again (with a mouse, undo "
+               "and clear also show above the box).")
+    c2.button("Clear", icon=":material/delete:", key="canvas_clear", on_click=_clear_drawing,
+              help="An empty box to draw a new digit in (works by touch).")
     digit, st.session_state["_drawing"] = canvas.keep_drawing(kept, drawn.json_data, drawn.image_data)
     return digit, (
         "Draw a digit in the black box (or switch the input to **MNIST test digit** or **Upload**). "
         "The prediction and the step-by-step charts appear as soon as there is some ink.")
+
+
+def _clear_drawing() -> None:
+    st.session_state["_canvas_cleared"] = st.session_state.get("_canvas_cleared", 0) + 1
+    st.session_state["_drawing"] = None
 
 
 def upload_ui(key: str = "digit_upload"):

@@ -148,3 +148,32 @@ def test_compare_opens_on_two_models_that_halt_differently_with_their_test_numbe
     a, b = learned["mnist-adaptive"], learned["mnist-default"]
     assert max(abs(x - y) for x, y in zip(a, b)) > 0.1                  # the two curves do not lie on top of each other
     assert list(at.dataframe[0].value.columns)[:4] == ["model", "accuracy", "mean steps", "E[n]"]
+
+
+def _seven():
+    """A drawn 7 as the canvas sends it (a data URL of a 280×280 picture)."""
+    import base64
+    import io
+
+    from PIL import Image, ImageDraw
+    img = Image.new("RGBA", (280, 280), (0, 0, 0, 255))
+    ImageDraw.Draw(img).line([(90, 60), (190, 60), (140, 230)], fill=(255, 255, 255, 255), width=18)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return {"drawing": {"raw": {"objects": [{"type": "path"}], "background": "#000000"}, "data": url},
+            "backgroundFit": None}
+
+
+def test_the_answer_is_under_the_drawing_and_clear_works_by_touch(runs):
+    # on a phone the columns stack: the answer must be in the input's column, not a screen and a half further down
+    at = open_app(model="mnist-default")
+    at.session_state["canvas"] = _seven()
+    run_ok(at)
+    left = at.columns[0]
+    assert any(m.value.startswith(":material/arrow_forward: Answer **7**") for m in left.markdown), \
+        [m.value for m in left.markdown]
+    assert "Hover" not in texts(at) and "hover" not in texts(at)         # nothing that needs a mouse
+    at.button(key="canvas_clear").click()                                 # a button: a tap does it
+    run_ok(at)
+    assert any("Draw a digit" in i.value for i in at.info) and not at.metric
