@@ -177,3 +177,19 @@ def test_the_answer_is_under_the_drawing_and_clear_works_by_touch(runs):
     at.button(key="canvas_clear").click()                                 # a button: a tap does it
     run_ok(at)
     assert any("Draw a digit" in i.value for i in at.info) and not at.metric
+
+
+def test_the_train_page_shows_the_watched_input_learning_to_halt(runs):
+    import torch
+
+    from helpers import charts, poll
+    x = torch.tensor([[1.0, -1.0, 0.0, 1.0, 0.0, 0.0, 1.0, -1.0]])
+    job = registry().submit("watcher", [("watched", TrainConfig(**LONG))], kind="train", watch=(x, "a parity vector"))
+    at = open_app(page="train", job=job.id)
+    poll(at, lambda a: "Watch it learn to halt" in texts(a) and len(charts(a)) == 5, timeout=60)
+    said = texts(at)
+    assert re.search(r"at training step [\d,]+ the model answers \*\*[01]\*\*", said) and "a parity vector" in said
+    titles = [str(f["layout"].get("title", "")) for f in charts(at)]
+    assert any("p_n now" in t for t in titles) and any("E[n] and the answer as it trains" in t for t in titles)
+    job.cancel()
+    assert job.join(60)
