@@ -14,6 +14,7 @@ import re
 import shutil
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -452,7 +453,8 @@ def test_train_form_bad_names_and_out_of_range_values_are_one_line(runs, monkeyp
     at = open_app("app_pages/train.py")
     import explorer.ui as U
     submitted = []                                           # (name, config) the page would start
-    monkeypatch.setattr(U.loaders.job_registry(), "submit", lambda s, specs, kind: submitted.append(specs[0]))
+    monkeypatch.setattr(U.loaders.job_registry(), "submit", lambda s, specs, kind, watch=None: submitted.append(specs[0])
+                        or SimpleNamespace(id="0123456789ab"))
     # names: refused with a one-line error, or made safe (nothing can point outside the runs folder)
     for name in BAD_NAMES:
         _train_form(at, epochs=0.04)
