@@ -595,9 +595,9 @@ def test_sequential_runs_with_one_name_are_complete_and_distinct(runs):
     for i in range(2):                                       # two sessions, one after the other
         at = _start(open_app("app_pages/train.py"), "same name", 0.04)
         run_ok(at)
-        assert [shown(m.value) for m in at.sidebar.info if "became" in m.value] == [       # told at the start
-            "The name same name became same-name (a name keeps only letters, digits, '.', '_' and '-', at most 64 "
-            "characters)."]
+        said = [shown(c.value) for c in at.sidebar.caption if "became" in c.value]      # told in the form
+        assert len(said) == 1 and "The name same name became same-name" in said[0] and "a name keeps only letters, " \
+            "digits, '.', '_' and '-', at most 64 characters" in said[0], said
         poll(at, lambda a: any("Completed" in s.value for s in [*a.success, *a.warning]))
         done = next(shown(s.value) for s in [*at.success, *at.warning] if "Completed" in s.value)
         dirs.append(re.search(r"Saved as \*\*runs/([\w.-]+?)\*\*", done).group(1))
