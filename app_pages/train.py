@@ -21,7 +21,7 @@ if request is not None:
         st.error(loaders.mnist()[1])
     else:
         try:
-            started = registry.submit(session, [request], kind="train", watch=watch_views.watched_input(task))
+            started = registry.submit(session, [request], kind="train", watch=watch_views.watched_input(request[1]))
             st.query_params["job"] = started.id
             st.rerun()                                  # the form redrawn for a running job: Start disabled
         except (JobLimitError, ConfigError) as e:

@@ -8,16 +8,23 @@ from typing import Optional
 import plotly.graph_objects as go
 import streamlit as st
 
-from . import canvas, digits, figures, views
+from . import canvas, digits, figures, inputs, views
+from .forms import all_presets
 from .style import LEARNED_COLOR, NEUTRAL_COLOR, layout, set_layout
 from .ui import chart
 
 
-def watched_input(task: str) -> tuple:
-    """(input tensor [1, 1, 28, 28], where it comes from) for an MNIST run: the digit drawn on the digit page, else
-    the first bundled test digit; (None, '') for another task."""
-    if task != "mnist":
-        return None, ""
+def watched_input(cfg) -> tuple:
+    """(input with its batch dimension, where it comes from) for a run of TrainConfig cfg: MNIST, the digit drawn on
+    the digit page, else the first bundled test digit; parity, the Parity page's vector when it has the run's
+    length n, else one with n/2 non-zeros."""
+    if cfg.task == "parity":
+        n = all_presets()[cfg.parity_preset]["n_elems"]
+        kept = st.session_state.get("_parity_vector")
+        if kept is not None and kept.shape[-1] == n:
+            return kept, "the vector from the Parity page"
+        return inputs.parity_vector(n, n // 2, 0), f"a vector with {n // 2} non-zeros (the Parity page's, when it " \
+            f"has n = {n}, is watched instead)"
     kept = st.session_state.get("_drawing") or {}
     if kept.get("digit") is not None:
         return canvas.model_input(kept["digit"]), "your drawing from the Ponder-a-digit page"
