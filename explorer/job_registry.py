@@ -140,8 +140,9 @@ class JobRegistry:
         with self._lock:
             mine = [j for j in self._jobs.values() if j.session == session and j.active]
             if mine:
-                return (f"Your training job is running, shown on {_pages(mine, here)}: start another when it ends, "
-                        "or cancel it there.")
+                where = _pages(mine, here)
+                return (f"Your training job is running, shown on {where}: start another when it ends, or cancel it"
+                        + (" with its Cancel button." if where == "this page" else " there."))
             n = sum(j.active for j in self._jobs.values())
         if n >= self.max_jobs:
             return (f"The machine is busy: {n} training job{'s' if n > 1 else ''} running (limit {self.max_jobs}), "

@@ -10,7 +10,7 @@ import streamlit as st
 
 from . import canvas, digits, figures, inputs, views
 from .forms import all_presets
-from .style import LEARNED_COLOR, NEUTRAL_COLOR, layout, set_layout
+from .style import LEARNED_COLOR, NEUTRAL_COLOR, layout, set_layout, step_axis
 from .ui import chart
 
 
@@ -65,7 +65,9 @@ def watch_ui(watched: list, x, lambda_p: float, key: str, where: Optional[str] =
         chart(figures.halting_fig(w["p"], lambda_p, title="p_n now", max_ticks=10),
               "Its halting distribution p_n (bars) against the prior (line).", key=f"{key}_watch_p")
     with c2:
-        chart(figures.lambda_fig(w["lambdas"], lambda_p, title="λ_n now"),
+        lam = set_layout(figures.lambda_fig(w["lambdas"], lambda_p, title="λ_n now"),
+                         xaxis=step_axis(len(w["lambdas"]), max_ticks=10))       # a quarter of the width: fewer ticks
+        chart(lam,
               "Its chance to halt at step n if still running.", key=f"{key}_watch_l")
     with c3:
         chart(history_fig(watched), "E[n] (solid) and the answer's probability (dotted) at each look, about once a "
