@@ -62,13 +62,23 @@ def run_progress_ui(run: RunState, key: str, watch: tuple = (None, "")) -> None:
     with c1:
         chart(figures.training_fig(run.progress, cfg.lambda_p, cfg.max_steps, regulariser=cfg.regulariser),
               "Live training curves: total loss = reconstruction + β·KL, batch and validation accuracy, "
-              "and the batch's mean expected halting step against the prior's mean.", key=f"{key}_curves")
+              "and the batch's mean expected halting step against the prior's mean." + kl_note(last, cfg.beta),
+              key=f"{key}_curves")
     with c2:
         chart(figures.halting_fig(last["halting"], cfg.lambda_p, title=f"Halting distribution at step {last['step']}",
                             max_ticks=10),
               "Mean learned p_n over the last batch (bars) against the geometric prior (line).",
               key=f"{key}_halt")
     watch_views.watch_ui(run.watched, watch[0], cfg.lambda_p, key, watch[1])
+
+
+def kl_note(row: dict, beta: float) -> str:
+    """Why the halting may sit far from the prior: what its KL costs in the loss now, against the answers' loss."""
+    if row.get("reg") is None or row.get("rec") is None:
+        return ""
+    return (f" Now KL = {row['reg']:.2f} (how far the batch's halting is from the prior) costs β·KL = "
+            f"{beta * row['reg']:.3f} against the answers' loss of {row['rec']:.3f}: with β = {beta:g} the halting "
+            "moves away from the prior wherever that makes answers right.")
 
 
 def run_result_ui(run: RunState) -> None:

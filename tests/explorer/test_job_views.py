@@ -144,3 +144,12 @@ def test_the_server_cap_is_named_only_when_the_job_could_reach_it():
 def test_durations_under_a_second_are_not_zero():
     from explorer.job_views import _fmt_s
     assert [_fmt_s(v) for v in (0.0, 0.4, 1.4, 75.0, None)] == ["0 s", "under 1 s", "1 s", "1 min 15 s", "?"]
+
+
+def test_the_live_curves_say_what_the_kl_costs_now():
+    from explorer.job_views import kl_note
+    # KL 8.0 at β 0.01 costs 0.080 of loss, against a reconstruction loss of 0.250
+    assert kl_note(dict(reg=8.0, rec=0.25), 0.01) == (
+        " Now KL = 8.00 (how far the batch's halting is from the prior) costs β·KL = 0.080 against the answers' loss "
+        "of 0.250: with β = 0.01 the halting moves away from the prior wherever that makes answers right.")
+    assert kl_note(dict(step=1), 0.01) == ""
