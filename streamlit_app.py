@@ -4,7 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from explorer import job_views, loaders, navigation, ui
+from explorer import job_views, loaders, narrow, navigation, ui
 
 # the tab icon is a local file: a material icon or an emoji would be fetched from the internet
 ICON = Path(__file__).resolve().parent / "explorer" / "icon.png"
@@ -24,7 +24,7 @@ METRIC_ROW = ("[data-testid=stHorizontalBlock]:has(>[data-testid=stColumn]>[data
 st.html(f"<style>{METRIC_ROW}{{container-type:inline-size}}" + "".join(
     f"@container (max-width: {150 * n + 16 * (n - 1)}px){{{METRIC_ROW}:has(>:nth-child({n})) [data-testid=stMetricValue],"
     f"{METRIC_ROW}:has(>:nth-child({n})) [data-testid=stMetricValue] *{{font-size:1.5rem}}}}" for n in range(2, 7))
-    + "</style>")
+    + "</style>" + narrow.CLOSE_SIDEBAR_ON_NAV, unsafe_allow_javascript=True)
 
 # A shared link may name its page as ?page=rotation (as well as by its path): go there once.
 wanted = st.query_params.get("page")

@@ -2,6 +2,7 @@
 returns plain values."""
 from __future__ import annotations
 
+import json
 from typing import Optional
 
 import streamlit as st
@@ -136,13 +137,17 @@ def import_run_ui(where=None) -> Optional[str]:
     before anything lands in the runs folder. Returns the new run's picker name, else None.
     """
     box = (where or st.sidebar).expander("Import a run", icon=":material/upload:", expanded=where is not None)
+    n = st.session_state.get("_imports", 0)             # a new uploader and name box after each import: emptied
+    fresh = "" if n == 0 else f"_{n}"
     with box.form("import_run", border=False):
         files = st.file_uploader("A run's .zip (from Export on the Runs page), or its model.safetensors and run.json "
                                  "(metrics.jsonl optional)", accept_multiple_files=True,
                                  type=["zip", "safetensors", "json", "jsonl"], max_upload_size=MAX_UPLOAD_BYTES // 2**20,
-                                 key="import_files", help="The files of a run folder, e.g. from "
+                                 key="import_files" + fresh, help="The files of a run folder, e.g. from "
                                  "`python -m ponder train` or another explorer. Checked before it is added.")
-        name = st.text_input("Name for the run", "imported", max_chars=64, key="import_name")
+        name = st.text_input("Name for the run", "", max_chars=64, key="import_name" + fresh,
+                             placeholder="its own name", help="Empty: the run's own name (the .zip's file name, "
+                             "else the name in its run.json), with -2, -3, … if a run has it already.")
         go = st.form_submit_button("Import", icon=":material/upload:", key="import_go")
     if not go:
         return None
@@ -155,6 +160,7 @@ def import_run_ui(where=None) -> Optional[str]:
                        or len(by_ext.get("jsonl", [])) > 1 or by_ext.get("zip")):
         box.error("Upload one .zip, or exactly one .safetensors file and one run.json (and at most one metrics.jsonl).")
         return None
+    name = name.strip() or own_name(files[0] if zipped else by_ext["json"][0], zipped)
     try:
         dest = (import_zip(by_ext["zip"][0], name) if zipped else
                 import_checkpoint(by_ext["safetensors"][0], by_ext["json"][0], name,
@@ -163,4 +169,18 @@ def import_run_ui(where=None) -> Optional[str]:
         box.error(one_line(e), icon=":material/error:")
         return None
     box.success(f"Imported as runs/{dest.name}; it is now in every model picker. {tables.plain(tables.renamed(name, dest.name))}")
+    st.session_state["_imports"] = n + 1
     return f"runs/{dest.name}"
+
+
+def own_name(upload, zipped: bool) -> str:
+    """The name an uploaded run brings: a .zip's file name (Export names it after the run), else the "name" in its
+    run.json; 'imported' when neither gives one. Only this string is taken from the JSON here: import_checkpoint
+    reads the card."""
+    if zipped:
+        return upload.name.rsplit(".", 1)[0] or "imported"
+    try:
+        name = json.loads(upload.getvalue()).get("name")
+    except (ValueError, AttributeError):
+        return "imported"
+    return name if isinstance(name, str) and name.strip() else "imported"

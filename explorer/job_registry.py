@@ -62,10 +62,11 @@ class JobRegistry:
         self._jobs: dict = {}                 # id -> Job, in submission order
 
     def submit(self, session: str, specs: Sequence[tuple], kind: str = "train",
-               root: Optional[Path] = None, plan: Optional[Plan] = None) -> Job:
+               root: Optional[Path] = None, plan: Optional[Plan] = None, watch=None) -> Job:
         """Start a job training [(name, TrainConfig), ...] one after the other, each into a fresh
         folder in root (default: the runs folder). With a sweep `plan`, specs are ignored: the plan's
-        trials train through ponder.sweep into the sweep folder `root`.
+        trials train through ponder.sweep into the sweep folder `root`. watch: (one input, where it is from) whose
+        halting each run records as it trains (explorer.watch).
 
         Raises ConfigError for a bad config, JobLimitError when this session already has a job
         running, the machine is at its limit, the runs folder cannot be written or a run's estimated
@@ -100,7 +101,8 @@ class JobRegistry:
                                     f"set PONDER_MAX_JOBS to change it), shown on {_pages(active)}, "
                                     f"where anyone can cancel it. Try again when "
                                     f"{'they finish' if len(active) > 1 else 'it finishes'}.")
-            job = Job(session, kind, specs, root, self.mnist_loader, self.eval_limit, plan, cap=self.max_seconds)
+            job = Job(session, kind, specs, root, self.mnist_loader, self.eval_limit, plan, cap=self.max_seconds,
+                      watch=watch)
             self._jobs[job.id] = job
             self._forget_old()
             job.thread.start()
@@ -139,8 +141,9 @@ class JobRegistry:
         with self._lock:
             mine = [j for j in self._jobs.values() if j.session == session and j.active]
             if mine:
-                return (f"Your training job is running, shown on {_pages(mine, here)}: start another when it ends, "
-                        "or cancel it there.")
+                where = _pages(mine, here)
+                return (f"Your training job is running, shown on {where}: start another when it ends, or cancel it"
+                        + (" with its Cancel button." if where == "this page" else " there."))
             n = sum(j.active for j in self._jobs.values())
         if n >= self.max_jobs:
             return (f"The machine is busy: {n} training job{'s' if n > 1 else ''} running (limit {self.max_jobs}), "

@@ -13,7 +13,7 @@ from ponder.analysis.unroll import near_chance
 from ponder.tasks import TASKS
 from ponder.store.runs import SWEEP
 
-from . import figures, navigation, tables
+from . import figures, navigation, tables, watch_views
 from .jobs import JobView, RunState, where_now
 from .limits import fmt_duration
 from .tables import plain
@@ -35,8 +35,9 @@ AFTER_TRAINING = {"validating": "the final validation pass", "saving": "saving t
                   "evaluating": "measuring it on test data"}      # phases after the training loop (ponder.lifecycle)
 
 
-def run_progress_ui(run: RunState, key: str) -> None:
-    """Progress bar, elapsed / remaining time, live curves and the current halting distribution."""
+def run_progress_ui(run: RunState, key: str, watch: tuple = (None, "")) -> None:
+    """Progress bar, elapsed / remaining time, live curves and the current halting distribution; with a watched
+    input (watch: (input, where it is from)), what the model does on it as it trains."""
     last = run.progress[-1] if run.progress else None
     frac = float(last["fraction"]) if last else 0.0
     if run.status == "running":
@@ -61,12 +62,23 @@ def run_progress_ui(run: RunState, key: str) -> None:
     with c1:
         chart(figures.training_fig(run.progress, cfg.lambda_p, cfg.max_steps, regulariser=cfg.regulariser),
               "Live training curves: total loss = reconstruction + β·KL, batch and validation accuracy, "
-              "and the batch's mean expected halting step against the prior's mean.", key=f"{key}_curves")
+              "and the batch's mean expected halting step against the prior's mean." + kl_note(last, cfg.beta),
+              key=f"{key}_curves")
     with c2:
         chart(figures.halting_fig(last["halting"], cfg.lambda_p, title=f"Halting distribution at step {last['step']}",
                             max_ticks=10),
               "Mean learned p_n over the last batch (bars) against the geometric prior (line).",
               key=f"{key}_halt")
+    watch_views.watch_ui(run.watched, watch[0], cfg.lambda_p, key, watch[1])
+
+
+def kl_note(row: dict, beta: float) -> str:
+    """Why the halting may sit far from the prior: what its KL costs in the loss now, against the answers' loss."""
+    if row.get("reg") is None or row.get("rec") is None:
+        return ""
+    return (f" Now KL = {row['reg']:.2f} (how far the batch's halting is from the prior) costs β·KL = "
+            f"{beta * row['reg']:.3f} against the answers' loss of {row['rec']:.3f}: with β = {beta:g} the halting "
+            "moves away from the prior wherever that makes answers right.")
 
 
 def saved_where(run: RunState) -> str:
@@ -117,7 +129,7 @@ def run_result_ui(run: RunState) -> None:
         st.info(f"**{plain(run.name)}**: {run.status}.")
 
 
-def job_ui(view: JobView, cancel, key: str = "job", note: str = "") -> None:
+def job_ui(view: JobView, cancel, key: str = "job", note: str = "", watch: tuple = (None, "")) -> None:
     """A job's runs: the running one live, the finished ones as result boxes, queued ones listed.
     note: a line on where the job came from (another session, the URL)."""
     if note:
@@ -138,7 +150,7 @@ def job_ui(view: JobView, cancel, key: str = "job", note: str = "") -> None:
     cur = view.current
     for i, run in enumerate(view.runs):
         if run is cur:
-            run_progress_ui(run, key=f"{key}_{i}")
+            run_progress_ui(run, key=f"{key}_{i}", watch=watch)
         elif run.status == "queued":
             st.caption(f":material/schedule: queued: {plain(run.name)} (λp {run.config.lambda_p:g})")
         else:
@@ -151,7 +163,7 @@ def job_live_ui(job, session: Optional[str], every: float = 1.0, key: str = "job
     @st.fragment(run_every=every if job.active else None)
     def live():
         view = job.snapshot()
-        job_ui(view, lambda: job.cancel(session), key=key, note=note)
+        job_ui(view, lambda: job.cancel(session), key=key, note=note, watch=(job.watch, job.watch_where))
         seen = f"_seen_done_{job.kind}"
         if not view.active and st.session_state.get(seen) != view.id:
             st.session_state[seen] = view.id

@@ -39,6 +39,7 @@ from ponder.progress import intra_op_threads
 from ponder.train import Progress
 
 from .limits import StopFlag, job_threads_from_env
+from .watch import MAX_SNAPSHOTS, Watcher
 
 ACTIVE = ("queued", "running")
 EVAL_LIMIT = lifecycle.QUICK_TEST_ITEMS   # test images (or parity problems) measured when a run is saved
@@ -57,6 +58,7 @@ class RunState:
     saved_elsewhere: bool = False   # the runs folder failed at the save: run_dir is a temporary folder
     run_key: Optional[tuple] = None  # which run it saved, whatever its name later (saved_key): found by where_now
     record: Optional[RunRecord] = None   # how it ended, as its card holds it (ponder.store.record); None until then
+    watched: list = field(default_factory=list)    # the watched input as training went: explorer.watch snapshots
 
     @property
     def reason(self) -> str:        # why it ended that way (time budget, cancel, NaN loss, error)
@@ -117,7 +119,7 @@ class JobView:
 class Job:
     def __init__(self, session: str, kind: str, specs: Sequence[tuple], root: Path,
                  mnist_loader: Callable, eval_limit: int = EVAL_LIMIT, plan: Optional[Plan] = None,
-                 cap: Optional[float] = None):
+                 cap: Optional[float] = None, watch=None):
         self.id = uuid.uuid4().hex[:12]
         self.session, self.kind, self.root = session, kind, Path(root)
         self.plan = plan                    # a sweep's plan: its trials train into the sweep folder `root`
@@ -128,12 +130,14 @@ class Job:
         self.cancel_event = StopFlag(cap)   # Cancel and the time cap
         self.mnist_loader = mnist_loader
         self.eval_limit = eval_limit
+        self.watch, self.watch_where = watch or (None, "")   # (input [1, ...], where it is from): looked at as it trains
         self.thread = threading.Thread(target=self._work, name=f"ponder-job-{self.id}", daemon=True)
 
     # -- read side (pages) ------------------------------------------------------------------
     def snapshot(self) -> JobView:
         with self.lock:
-            runs = [replace(r, config=copy.copy(r.config), progress=list(r.progress)) for r in self.runs]
+            runs = [replace(r, config=copy.copy(r.config), progress=list(r.progress), watched=list(r.watched))
+                    for r in self.runs]
             return JobView(id=self.id, session=self.session, kind=self.kind, status=self.status, runs=runs,
                            created=self.created, finished=self.finished,
                            cancel_requested=self.cancel_event.is_set(), stop_reason=self.cancel_event.why,
@@ -190,10 +194,18 @@ class Job:
         """One run through ponder.lifecycle.run: train, save in the runs folder, measure, record."""
         self._set(run, status="running", phase="starting", started=time.time())
         t0 = time.time()
+        watcher = Watcher(self.watch, run.config.task) if self.watch is not None else None
+
+        def progress(p: Progress) -> None:
+            self._progress(run, p)
+            if watcher is not None and (snap := watcher.look(p.step)) is not None:     # between two steps
+                with self.lock:
+                    run.watched = (run.watched + [snap])[-MAX_SNAPSHOTS:]
 
         try:
             done = lifecycle.run(run.config, lambda: new_run_dir(self.root, run.name), load_data=self.mnist_loader,
-                                 callback=lambda p: self._progress(run, p), cancel=self.cancel_event,
+                                 callback=progress, cancel=self.cancel_event,
+                                 on_model=watcher.attach if watcher is not None else None,
                                  on_phase=lambda ph: self._set(run, phase=ph), eval_limit=self.eval_limit,
                                  rescue=True)
         except OSError as e:                        # SaveError: the runs folder and the fallback both failed

@@ -90,9 +90,11 @@ def checkpoint_picker_ui(task: str):
         return entry, loaders.checkpoint(entry)
 
 
-def models_multiselect_ui(label: str = "Models and runs", default: Sequence[str] = ("mnist-default", "mnist-rot22"),
+def models_multiselect_ui(label: str = "Models and runs", default: Sequence[str] = ("mnist-adaptive", "mnist-default"),
                           key: str = "compare_models", add: Optional[str] = None) -> list:
-    """Several models/runs (any task), kept in the URL as ?models=a&models=b. `add` joins the selection."""
+    """Several models/runs (any task), kept in the URL as ?models=a&models=b. `add` joins the selection. The default
+    pair halts differently (the row reader ponders, the whole-image reader follows its prior): a first view that
+    shows what comparing halting curves is for."""
     entries = loaders.models()
     by = {e.name: e for e in entries}
     if add in by and key in st.session_state and add not in st.session_state[key]:
@@ -145,6 +147,8 @@ def drawing_ui(key: str = "canvas"):
     so the kept digit stands for it until the next stroke."""
     from streamlit_drawable_canvas import st_canvas      # only inside a running app
 
+    cleared = st.session_state.get("_canvas_cleared", 0)  # Clear gives a new, empty canvas (a new key)
+    key = key if not cleared else f"{key}_{cleared}"
     kept = st.session_state.get("_drawing")              # {"json": fabric JSON, "digit": uint8 [28, 28] or None}
     if key not in st.session_state:                      # a fresh canvas: this page was just opened
         st.session_state["_drawing_initial"] = kept["json"] if kept else None
@@ -159,11 +163,20 @@ def drawing_ui(key: str = "canvas"):
         json_data, url = drawn.json_data, drawn._image_data_url
     except (AttributeError, KeyError, TypeError, ValueError):
         json_data, url = None, ""                         # read as a bad picture: read_drawing's one-line hint
-    st.caption("Draw one digit, white on black, filling most of the box. Hover it for undo and clear.")
+    c1, c2 = st.columns([2.2, 1], vertical_alignment="center")
+    c1.caption("Draw one digit, white on black, filling most of the box. **Clear** starts again (with a mouse, undo "
+               "and clear also show above the box).")
+    c2.button("Clear", icon=":material/delete:", key="canvas_clear", on_click=_clear_drawing,
+              help="An empty box to draw a new digit in (works by touch).")
     digit, st.session_state["_drawing"], why = canvas.keep_drawing(kept, json_data, url)
     return digit, why or (
         "Draw a digit in the black box (or switch the input to **MNIST test digit** or **Upload**). "
         "The prediction and the step-by-step charts appear as soon as there is some ink.")
+
+
+def _clear_drawing() -> None:
+    st.session_state["_canvas_cleared"] = st.session_state.get("_canvas_cleared", 0) + 1
+    st.session_state["_drawing"] = None
 
 
 def upload_ui(key: str = "digit_upload"):

@@ -147,15 +147,32 @@ def compare_rows(entries, metrics: dict) -> list:
     for e in entries:
         m = metrics.get(e.name) or {}
         easy, hard = easy_hard_expected_steps(m)
-        rows.append({"model": e.name, **({"sweep": e.sweep or None} if has_sweep else {}),
+        rows.append({"model": e.name,                  # the test numbers first: in view at 1280 px without a scroll
+                     "accuracy": m.get("accuracy"), "mean steps": m.get("mean_steps"), "E[n]": mean_expected_steps(m),
+                     "E[n] hard − easy": None if easy is None or hard is None else hard - easy, "test n": m.get("n"),
+                     **({"sweep": e.sweep or None} if has_sweep else {}),
                      "task": e.card["train"]["task"], "status": e.card.get("status"), "λp": e.card["train"]["lambda_p"],
                      "regulariser": regulariser_name(e.card.get("train")),
                      "λ head reads": lambda_input_name(e.card.get("train")), "design": task_settings(e.card) or None,
                      "N": e.card["train"]["max_steps"], "ε": e.card["train"].get("halt_epsilon"),
-                     "accuracy": m.get("accuracy"), "mean steps": m.get("mean_steps"), "E[n]": mean_expected_steps(m),
-                     "E[n] hard − easy": None if easy is None or hard is None else hard - easy,
-                     "test n": m.get("n"), "train s": e.card.get("train_seconds"), "device": e.card.get("device")})
+                     "train s": e.card.get("train_seconds"), "device": e.card.get("device")})
     return rows
+
+
+def test_sizes_note(rows) -> str:
+    """'' when every measured row of compare_rows has the same test-set size, else a sentence naming the sizes:
+    an accuracy on 2,000 items is about three times as noisy as one on 10,000 (standard error √(a(1−a)/n))."""
+    sizes = {}
+    for r in rows:
+        if r.get("accuracy") is not None and r.get("test n"):
+            sizes.setdefault(int(r["test n"]), []).append(r["model"])
+    if len(sizes) < 2:
+        return ""
+    parts = "; ".join(f"{', '.join(names)} on {n:,}" for n, names in sorted(sizes.items(), reverse=True))
+    small = min(sizes)
+    return (f"The test numbers come from test sets of different sizes ({parts} items): an accuracy near 99 % "
+            f"measured on {small:,} items is uncertain by about ±{200 * (0.99 * 0.01 / small) ** 0.5:.2f} points "
+            "(two standard errors), so a smaller difference between them may be noise.")
 
 
 def renamed(asked: str, final: str) -> str:

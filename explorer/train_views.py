@@ -19,10 +19,10 @@ from .ui import chart
 # page starts it: `python -m bench.train_defaults --task T`, whose output lines are in docs/development.md, "What the
 # Train page's defaults reach"). Test accuracy on the 2,000 test items a saved run is measured on.
 DEFAULTS_MEASURED = {
-    "mnist": ("It trains for the whole 60 s budget: 768 steps reached 98.2 % test accuracy on a quiet machine "
-              "(load 1), 95 steps reached 86.0 % under load 5–9; the run is saved and measured about 5–20 s later."),
-    "parity": ("It trains for the whole 120 s budget: 996 steps reached only 57.9 % test accuracy at load 1–6, "
-               "225 steps 54.1 % at load 10–14 (chance is 50 %); parity needs a quiet machine or a longer budget "
+    "mnist": ("It trains for the whole 60 s budget: 768 steps reached 98.2\u00a0% test accuracy on a quiet machine "
+              "(load 1), 95 steps reached 86.0\u00a0% under load 5–9; the run is saved and measured about 5–20 s later."),
+    "parity": ("It trains for the whole 120 s budget: 996 steps reached only 57.9\u00a0% test accuracy at load 1–6, "
+               "225 steps 54.1\u00a0% at load 10–14 (chance is 50\u00a0%); parity needs a quiet machine or a longer budget "
                "to learn."),
 }
 EXAMPLE = "mnist-adaptive"      # a shipped row-reader run whose learned halting sits far from its prior

@@ -25,6 +25,15 @@ def seen_image_ui(img28: np.ndarray, caption: str) -> None:
     st.image(big, caption=caption, width="stretch")
 
 
+def answer_line(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None) -> str:
+    """The answer in one line, for right under the input (on a phone the charts are screens further down)."""
+    steps = (f"all {tr.max_steps} steps run" if tr.mode == "expected" else
+             f"halted at step {tr.halt_step} of {tr.max_steps}")
+    verdict = "" if truth is None else " · :green[right]" if tr.pred == truth else " · :red[wrong]"
+    return (f":material/arrow_forward: Answer **{class_names[tr.pred]}** ({tr.confidence:.0%}) · {steps} · "
+            f"E[n] {tr.expected_steps:.2f}{verdict}")
+
+
 def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None, key: str = "answer") -> None:
     """The answer, the halting step and E[n], in words and metrics, and the top 3 classes as bars."""
     c1, c2, c3 = st.columns([1, 1.35, 0.8])          # room for "Halted at step" in narrow layouts

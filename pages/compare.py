@@ -28,10 +28,13 @@ if len(series) < len(entries):
 
 st.space("small")                  # room for the table's toolbar (shown on hover) below the picker's icons
 num = st.column_config.NumberColumn                 # missing values show as "—"; the model column stays on scroll
-st.dataframe(tables.compare_rows(entries, metrics), hide_index=True, placeholder="—", column_config={
-    "model": st.column_config.TextColumn(pinned=True, width="large"), "accuracy": num(format="%.4f"),
+rows = tables.compare_rows(entries, metrics)
+st.dataframe(rows, hide_index=True, placeholder="—", column_config={
+    "model": st.column_config.TextColumn(pinned=True, width="medium"), "accuracy": num(format="%.4f"),
     "mean steps": num(format="%.2f"), "E[n]": num(format="%.2f"), "E[n] hard − easy": num(format="%+.2f"),
     "train s": num(format="%.0f")})
+if note := tables.test_sizes_note(rows):
+    st.caption(f":material/info: {tables.plain(note)}")
 c1, c2 = st.columns(2)
 with c1:
     ui.chart(figures.overlay_halting_fig(series), "Mean learned halting distribution p_n on each model's test "

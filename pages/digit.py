@@ -17,6 +17,7 @@ CLASSES = [str(c) for c in range(10)]
 left, right = st.columns([1, 1.4], gap="large")
 with left:
     digit, truth, hint, angle = digit_page.digit_input_ui()
+    answer = st.empty()                   # the answer right under the input: on a phone the right column is below
 
 with right:
     if digit is None:
@@ -26,6 +27,7 @@ with right:
     mode = ui.mode_ui()
     seed = ui.seed_ui(enabled=mode == "sample")
     trace = trace_input(model, x, mode, seed)
+    answer.markdown(views.answer_line(trace, CLASSES, truth))
     c1, c2 = st.columns([0.8, 2.4])
     with c1:
         views.seen_image_ui(canvas.seen_image(x), f"What the model sees (28×28{f', rotated {angle:g}°' if angle else ''})")

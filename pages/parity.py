@@ -31,6 +31,7 @@ with c1:
     mode = ui.mode_ui("par_mode")
     seed = ui.seed_ui("par_seed", enabled=mode == "sample", stacked=True)
 if x is not None:
+    st.session_state["_parity_vector"] = x              # a Train run watches it learn (explorer.watch_views)
     truth = int(parity_target(x)[0])
     trace = trace_input(ck.model, x, mode, seed)
     with c2:

@@ -1,7 +1,7 @@
 """Train: a sidebar form starts a background job; the page polls it live and saves the run."""
 import streamlit as st
 
-from explorer import forms, job_views, loaders, navigation, train_form, train_views, ui
+from explorer import forms, job_views, loaders, navigation, train_form, train_views, ui, watch_views
 from explorer.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.tasks import get_task
@@ -21,7 +21,7 @@ if request is not None:
         st.error(loaders.mnist()[1])
     else:
         try:
-            started = registry.submit(session, [request], kind="train")
+            started = registry.submit(session, [request], kind="train", watch=watch_views.watched_input(request[1]))
             st.query_params["job"] = started.id
             st.rerun()                                  # the form redrawn for a running job: Start disabled
         except (JobLimitError, ConfigError) as e:

@@ -72,14 +72,15 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
         callback: Optional[Callable[[Progress], None]] = None, cancel: Optional[threading.Event] = None,
         on_phase: Optional[Callable[[str], None]] = None, evaluate: bool = True, eval_limit: Optional[int] = None,
         measure_fn: Optional[Callable[[PonderNet, object], dict]] = None, name: Optional[str] = None,
-        rescue: bool = False) -> RunOutcome:
+        rescue: bool = False, on_model: Optional[Callable[[PonderNet], None]] = None) -> RunOutcome:
     """Train cfg, save the run in `out`, measure it on test data and add the metrics to its card.
 
     out:        the run folder, or a function that makes one when the run is saved (the explorer's
                 fresh, uniquely named folder in the runs folder), so nothing is created before then.
     load_data:  returns the task's data set (default: the task's load_data(), MNIST from $PONDER_DATA); not
                 called for a task that generates its data (parity).
-    callback / cancel: passed to ponder.train.train (progress reports; stop after the current step).
+    callback / cancel / on_model: passed to ponder.train.train (progress reports; stop after the current step;
+                the model once built).
     on_phase:   told 'loading data', 'training', 'validating' (the final validation pass, after the time
                 budget; not after a cancel), 'saving', 'evaluating' as the run gets there.
     measure_fn: (model, data) -> full test metrics; default measure(..., limit=eval_limit).
@@ -96,7 +97,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
         phase("loading data")
         data = load_data() if load_data is not None else task.load_data()
     phase("training")
-    result = train(cfg, mnist=data, callback=callback, cancel=cancel, on_phase=phase)
+    result = train(cfg, mnist=data, callback=callback, cancel=cancel, on_phase=phase, on_model=on_model)
     outcome = RunOutcome(result)
     if result.status == "cancelled" and result.steps == 0:
         outcome.problems.append("cancelled before the first step; nothing to save")

@@ -218,21 +218,21 @@ def host_stop(cfg: TrainConfig, cancel: Optional[threading.Event], timer: StepTi
 def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[str] = None,
           callback: Optional[Callable[[Progress], None]] = None,
           cancel: Optional[threading.Event] = None, model: Optional[PonderNet] = None,
-          on_phase: Optional[Callable[[str], None]] = None) -> TrainResult:
+          on_phase: Optional[Callable[[str], None]] = None,
+          on_model: Optional[Callable[[PonderNet], None]] = None) -> TrainResult:
     """Train a PonderNet. Returns the model (last good weights) and how training ended.
 
-    mnist:    the data set of a task that uses one (ponder.tasks: MNIST), loaded from data_dir when not given;
-              training batches come from the task (ponder.tasks.Task.batches).
-    cancel:   set it from another thread to stop after the current step ("cancelled"), or between the
-              1,000-sample chunks of an epoch-end validation pass; a cancelled run gets no final
-              validation pass, so train() returns within one step of the cancel. A ponder.progress.Cancel
-              also says why (its words start the run's reason).
+    mnist:    the data set of a task that uses one (MNIST), from data_dir when not given; batches: Task.batches.
+    cancel:   set it from another thread to stop after the current step ("cancelled"), or between the 1,000-sample
+              chunks of an epoch-end validation pass; a cancelled run gets no final validation pass, so train()
+              returns within one step of the cancel. A ponder.progress.Cancel also says why (its reason's start).
     cfg.max_seconds: the time budget of the training loop (result.seconds): the loop stops before a
-              step it expects to end past the budget (ponder.progress.StepTimer), so it ends at the
-              budget give or take one step's jitter. The LR schedule follows whichever of steps or
-              time is further along, so a budgeted run still anneals. The final validation pass
-              comes after the budget (result.validation_seconds; 5,000 MNIST images: ~0.7 s on 2 idle
-              CPU cores), announced by on_phase("validating").
+              step it expects to end past the budget (ponder.progress.StepTimer), so it ends at the budget
+              give or take one step's jitter. The LR schedule follows whichever of steps or time is further
+              along, so a budgeted run still anneals. The final validation pass comes after the budget
+              (result.validation_seconds; 5,000 MNIST images: ~0.7 s on 2 idle CPU cores), announced by
+              on_phase("validating").
+    on_model: told the model once built, before the first step (the explorer reads it between steps).
     Each progress report carries forecast_steps, the step the run is expected to end at
     (ponder.progress.StepForecast: never rises above what it said, never below the current step).
     A step never waits for the device. A non-finite loss, gradient norm or weight is detected on
@@ -244,6 +244,8 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
     healthy. On CUDA the step is captured in a CUDA graph and replayed (cfg.cuda_graph).
     """
     device, model, batches, total = setup(cfg, mnist, data_dir, model)
+    if on_model is not None:
+        on_model(model)
     update = Update(cfg, model, device, *choose_step_mode(cfg, device))
     health = Health(update)                    # the weights of the last healthy check
     reports = Reports(model, cfg, total, batches.per_epoch, callback)

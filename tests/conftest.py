@@ -1,5 +1,5 @@
-"""Fixtures. Helpers shared by the test modules are in helpers.py. MNIST comes from $PONDER_DATA
-(CI: ../shared/data)."""
+"""Fixtures. Helpers shared by the test modules are in helpers.py. MNIST comes from $PONDER_DATA, else ./data, as
+for the explorer (CI sets ../shared/data)."""
 
 import functools
 import gc
@@ -10,7 +10,7 @@ import pytest
 from paths import DATA_DIR
 
 # The explorer and the CLI under test read $PONDER_DATA: point them at the MNIST the tests use (the
-# default ../shared/data when it is unset), so `python -m pytest` needs no variable set.
+# default ./data of the repository when it is unset), so `python -m pytest` needs no variable set.
 os.environ.setdefault("PONDER_DATA", DATA_DIR)
 
 
@@ -70,7 +70,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def mnist():
-    """MNIST from $PONDER_DATA (default ../shared/data); tests that need it skip, with the reason, when
+    """MNIST from $PONDER_DATA (default ./data); tests that need it skip, with the reason, when
     it is not there (never downloaded)."""
     from helpers import NO_MNIST, have_mnist
     from ponder.data import load_mnist

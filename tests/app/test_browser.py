@@ -334,3 +334,27 @@ def test_the_first_load_never_lists_the_page_files_by_name(path, heading, browse
             context.close()
     assert not seen & files, seen & files
     assert titles <= seen, titles - seen                # the sampling saw the sidebar's links, by title
+
+
+def test_start_training_is_in_view_at_1280x800_without_scrolling(server, new_page):
+    page = new_page(1280, 800)
+    page.goto(server + "/?page=train")
+    start = page.locator("[data-testid=stSidebar]").get_by_role("button", name="Start training")
+    start.wait_for(timeout=60000)
+    box = start.bounding_box()
+    assert box["y"] >= 0 and box["y"] + box["height"] <= 800, box
+    assert page.locator("[data-testid=stSidebar]").get_by_text("Saved as").count() == 1    # the name, before it starts
+
+
+def test_on_a_narrow_screen_choosing_a_page_closes_the_sidebar(server, new_page):
+    # Streamlit closes it only for a browser that calls itself mobile; a 390 px window of any browser is as narrow
+    page = new_page(390, 844)
+    page.goto(server + "/?page=runs")
+    sidebar = page.locator("[data-testid=stSidebar]")
+    page.get_by_role("heading", name="Runs").first.wait_for(timeout=60000)
+    if sidebar.get_attribute("data-collapsed") == "true":
+        page.locator("[data-testid=stExpandSidebarButton]").click()
+    _wait(page, lambda: sidebar.get_attribute("data-collapsed") == "false", what="the sidebar open")
+    sidebar.locator("[data-testid=stPageLink-NavLink]", has_text="Parity").click()
+    page.get_by_role("heading", name="Parity").first.wait_for(timeout=60000)
+    _wait(page, lambda: sidebar.get_attribute("data-collapsed") == "true", what="the sidebar closed")

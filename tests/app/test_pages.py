@@ -15,6 +15,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -519,7 +520,8 @@ def test_train_form_bad_names_and_out_of_range_values_are_one_line(runs, monkeyp
     at = open_app("pages/train.py")
     import explorer.ui as U
     submitted = []                                           # (name, config) the page would start
-    monkeypatch.setattr(U.loaders.job_registry(), "submit", lambda s, specs, kind: submitted.append(specs[0]))
+    monkeypatch.setattr(U.loaders.job_registry(), "submit", lambda s, specs, kind, watch=None: submitted.append(specs[0])
+                        or SimpleNamespace(id="0123456789ab"))
     # names: refused with a one-line error, or made safe (nothing can point outside the runs folder)
     for name in BAD_NAMES:
         _train_form(at, epochs=0.04)
@@ -660,9 +662,9 @@ def test_sequential_runs_with_one_name_are_complete_and_distinct(runs):
     for i in range(2):                                       # two sessions, one after the other
         at = _start(open_app("pages/train.py"), "same name", 0.04)
         run_ok(at)
-        assert [shown(m.value) for m in at.sidebar.info if "became" in m.value] == [       # told at the start
-            "The name same name became same-name (a name keeps only letters, digits, '.', '_' and '-', at most 64 "
-            "characters)."]
+        said = [shown(c.value) for c in at.sidebar.caption if "became" in c.value]      # told in the form
+        assert len(said) == 1 and "The name same name became same-name" in said[0] and "a name keeps only letters, " \
+            "digits, '.', '_' and '-', at most 64 characters" in said[0], said
         poll(at, lambda a: any("Completed" in s.value for s in [*a.success, *a.warning]))
         done = next(shown(s.value) for s in [*at.success, *at.warning] if "Completed" in s.value)
         dirs.append(re.search(r"Saved as \*\*runs/([\w.-]+?)\*\*", done).group(1))
@@ -1067,7 +1069,7 @@ def test_import_on_the_compare_page_validates_uploads(runs):
 
 
 def test_compare_page_shows_a_run_named_many_times_in_the_link_once(runs):
-    at = open_app("app_pages/compare.py", models=["runs/tiny-mnist"] * 50 + ["runs/tiny-mnist-b"])
+    at = open_app("pages/compare.py", models=["runs/tiny-mnist"] * 50 + ["runs/tiny-mnist-b"])
     assert at.multiselect(key="compare_models").value == ["runs/tiny-mnist", "runs/tiny-mnist-b"]
     assert list(at.dataframe[0].value["model"]) == ["runs/tiny-mnist", "runs/tiny-mnist-b"]
     (warned,) = [w.value for w in at.warning if "Ignored in the link" in w.value]

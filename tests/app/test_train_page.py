@@ -118,3 +118,78 @@ def test_every_page_says_in_its_sidebar_that_a_job_is_running(runs):
     assert job.join(60)
     at = open_app(page="digit")
     assert not [c for c in sidebar_text(at) if "sidebar-job" in c]
+
+
+def test_an_import_takes_the_runs_own_name_and_the_uploader_is_empty_for_the_next_one(runs):
+    from ponder.store.card import CARD, WEIGHTS
+    from ponder.store.manage import export_run
+    save_tiny_run(runs / "mine", "parity")
+    at = open_app(page="runs")
+    at.file_uploader(key="import_files").set_value([("mine.zip", export_run(runs / "mine"), "application/zip")])
+    at.button(key="import_go").click()
+    run_ok(at)
+    assert "Imported as runs/mine-2." in texts(at)                  # the zip's own name, -2 as mine is taken
+    again = at.file_uploader(key="import_files_1")                   # a fresh uploader: the zip is gone
+    assert not again.value and at.text_input(key="import_name_1").value == ""
+    files = [("model.safetensors", (runs / "mine" / WEIGHTS).read_bytes(), "application/octet-stream"),
+             ("run.json", (runs / "mine" / CARD).read_bytes(), "application/json")]
+    again.set_value(files)
+    at.button(key="import_go").click()
+    run_ok(at)
+    assert "Imported as runs/mine-3." in texts(at)                  # the name in its run.json
+
+
+def test_compare_opens_on_two_models_that_halt_differently_with_their_test_numbers_in_view(runs):
+    from helpers import charts
+    at = open_app(page="compare")
+    assert at.multiselect(key="compare_models").value == ["mnist-adaptive", "mnist-default"]
+    halting = next(f for f in charts(at) if "Halting distributions" in str(f["layout"].get("title", "")))
+    learned = {t["name"]: t["y"] for t in halting["data"] if t.get("mode") == "lines+markers"}
+    a, b = learned["mnist-adaptive"], learned["mnist-default"]
+    assert max(abs(x - y) for x, y in zip(a, b)) > 0.1                  # the two curves do not lie on top of each other
+    assert list(at.dataframe[0].value.columns)[:4] == ["model", "accuracy", "mean steps", "E[n]"]
+
+
+def _seven():
+    """A drawn 7 as the canvas sends it (a data URL of a 280×280 picture)."""
+    import base64
+    import io
+
+    from PIL import Image, ImageDraw
+    img = Image.new("RGBA", (280, 280), (0, 0, 0, 255))
+    ImageDraw.Draw(img).line([(90, 60), (190, 60), (140, 230)], fill=(255, 255, 255, 255), width=18)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return {"drawing": {"raw": {"objects": [{"type": "path"}], "background": "#000000"}, "data": url},
+            "backgroundFit": None}
+
+
+def test_the_answer_is_under_the_drawing_and_clear_works_by_touch(runs):
+    # on a phone the columns stack: the answer must be in the input's column, not a screen and a half further down
+    at = open_app(model="mnist-default")
+    at.session_state["canvas"] = _seven()
+    run_ok(at)
+    left = at.columns[0]
+    assert any(m.value.startswith(":material/arrow_forward: Answer **7**") for m in left.markdown), \
+        [m.value for m in left.markdown]
+    assert "Hover" not in texts(at) and "hover" not in texts(at)         # nothing that needs a mouse
+    at.button(key="canvas_clear").click()                                 # a button: a tap does it
+    run_ok(at)
+    assert any("Draw a digit" in i.value for i in at.info) and not at.metric
+
+
+def test_the_train_page_shows_the_watched_input_learning_to_halt(runs):
+    import torch
+
+    from helpers import charts, poll
+    x = torch.tensor([[1.0, -1.0, 0.0, 1.0, 0.0, 0.0, 1.0, -1.0]])
+    job = registry().submit("watcher", [("watched", TrainConfig(**LONG))], kind="train", watch=(x, "a parity vector"))
+    at = open_app(page="train", job=job.id)
+    poll(at, lambda a: "Watch it learn to halt" in texts(a) and len(charts(a)) == 5, timeout=60)
+    said = texts(at)
+    assert re.search(r"at training step [\d,]+ the model answers \*\*[01]\*\*", said) and "a parity vector" in said
+    titles = [str(f["layout"].get("title", "")) for f in charts(at)]
+    assert any("p_n now" in t for t in titles) and any("E[n] and the answer as it trains" in t for t in titles)
+    job.cancel()
+    assert job.join(60)

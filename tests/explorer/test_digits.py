@@ -35,3 +35,19 @@ def test_missing_mnist_is_said_in_the_explorers_words(tmp_path, monkeypatch):
     msg = str(e.value)
     assert "--data-dir" not in msg and "PONDER_DATA" in msg and str((tmp_path / "none").resolve()) in msg
     assert e.value.download_failed == ""
+
+
+def test_the_tests_look_for_mnist_where_the_explorer_does(monkeypatch):
+    # a fresh clone set up from the README keeps MNIST in ./data: without PONDER_DATA the tests must look there too
+    import importlib
+
+    import paths
+    from explorer.digits import data_dir
+    from paths import ROOT
+    monkeypatch.delenv("PONDER_DATA")
+    monkeypatch.chdir(ROOT)
+    try:
+        assert importlib.reload(paths).DATA_DIR == str(data_dir().resolve())
+    finally:
+        monkeypatch.undo()
+        importlib.reload(paths)

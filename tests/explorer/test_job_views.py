@@ -184,3 +184,12 @@ def test_the_result_says_plainly_when_the_jobs_run_was_renamed_or_deleted(tmp_pa
     assert "since been deleted or overwritten" in text() and "runs/x is another run now" in text()
     delete_run("x", root)
     assert "since been deleted**: it is in no model picker" in text()
+
+
+def test_the_live_curves_say_what_the_kl_costs_now():
+    from explorer.job_views import kl_note
+    # KL 8.0 at β 0.01 costs 0.080 of loss, against a reconstruction loss of 0.250
+    assert kl_note(dict(reg=8.0, rec=0.25), 0.01) == (
+        " Now KL = 8.00 (how far the batch's halting is from the prior) costs β·KL = 0.080 against the answers' loss "
+        "of 0.250: with β = 0.01 the halting moves away from the prior wherever that makes answers right.")
+    assert kl_note(dict(step=1), 0.01) == ""

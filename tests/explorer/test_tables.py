@@ -175,3 +175,19 @@ def test_the_parity_card_line_gives_the_cards_accuracy_and_expected_steps():
     assert tables.signed(-4.389) == "\u22124.39" and tables.signed(0.85) == "+0.85"     # a minus like the label's
     assert "8.22 on easy k 1–4, 9.07 on hard k 11–15" in line
     assert tables.parity_card_line({"metrics": {"test": {"accuracy": 0.5}}}) == "" == tables.parity_card_line({})
+
+
+def test_compare_rows_put_the_test_numbers_next_to_the_model_and_say_when_test_sets_differ():
+    from pathlib import Path
+    from ponder.store.runs import ModelEntry
+    card = {"status": "completed", "train": {"task": "mnist", "lambda_p": 0.2, "max_steps": 20}}
+    a, b = ModelEntry("mnist-adaptive", Path("a"), "shipped", card), ModelEntry("runs/mine", Path("b"), "run", card)
+    rows = tables.compare_rows([a, b], {"mnist-adaptive": {"accuracy": 0.99, "n": 10000}, "runs/mine": {"accuracy": 0.98, "n": 2000}})
+    assert list(rows[0])[:4] == ["model", "accuracy", "mean steps", "E[n]"]
+    # 2 × √(0.99 × 0.01 / 2000) = 0.00445: ±0.44 points
+    assert tables.test_sizes_note(rows) == (
+        "The test numbers come from test sets of different sizes (mnist-adaptive on 10,000; runs/mine on 2,000 items): "
+        "an accuracy near 99 % measured on 2,000 items is uncertain by about ±0.44 points (two standard errors), so a "
+        "smaller difference between them may be noise.")
+    assert tables.test_sizes_note([rows[0], {**rows[1], "test n": 10000}]) == ""
+    assert tables.test_sizes_note([rows[0], {**rows[1], "accuracy": None}]) == ""       # not measured: no size to compare
