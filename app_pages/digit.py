@@ -2,7 +2,6 @@
 import streamlit as st
 
 from explorer import canvas, digit_page, links, loaders, pickers, stepper, ui, views, worth
-from explorer.ood import unlike_digits
 from ponder.analysis.studies import seen_at_steps, trace_input, view_labels
 
 ui.app_guard("digit")
@@ -32,10 +31,7 @@ with right:
     with c2:
         views.answer_ui(trace, CLASSES, truth)
         worth.settle_ui(trace, truth)
-    # the drawing as drawn (a rotation is the user's own study), this model's confidence, and its answer turned 180°
-    turned = trace_input(model, canvas.model_input(digit, angle + 180), mode, seed)      # upside down?
-    digit_page.unlike_digit_ui(unlike_digits(digit, trace.confidence,
-                                             (trace.pred, trace.confidence, turned.pred, turned.confidence)))
+    digit_page.unlike_digit_ui(model, digit, angle, trace, mode, seed)          # unlike a training digit?
 
 if second is not None:
     with ui.user_errors(stop=False):

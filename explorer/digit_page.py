@@ -7,10 +7,11 @@ from typing import Optional, Sequence
 import streamlit as st
 
 from ponder.store.runs import ModelEntry
-from ponder.analysis.studies import Trace
+from ponder.analysis.studies import Trace, trace_input
 from ponder.tasks import step_meaning
 
-from . import digits, figures, links, loaders, pickers, tables, ui
+from . import canvas, digits, figures, links, loaders, pickers, tables, ui
+from .ood import unlike_digits
 
 NO_SECOND = "—"
 
@@ -56,12 +57,23 @@ def digit_input_ui() -> tuple:
     return digit, truth, hint, pickers.rotation_ui()
 
 
-def unlike_digit_ui(reasons: Sequence[str]) -> None:
-    """A warning under the answer when the input does not look like a training digit (explorer.ood)."""
+def unlike_text(reasons: Sequence[str]) -> str:
+    """The warning for an input unlike the training digits: its reasons (explorer.ood) joined, one full stop."""
+    said = "; ".join(reasons)
+    return ("**This does not look like the handwritten digits the model was trained on**: " + said
+            + ("" if said.endswith((".", "?", "!")) else ".") + " The answer above is what the model says anyway: a "
+            "network answers every input with some digit, often confidently.")
+
+
+def unlike_digit_ui(model, digit, angle: float, trace: Trace, mode: str, seed: int) -> None:
+    """A warning under the answer when the input does not look like a training digit (explorer.ood). Is it upside
+    down? is asked of the drawing as drawn (its answer as it is and turned 180°): a rotation of the reader's own is
+    a study, not a mistake to point out (a 7 rotated 75° read '4 at 99.8%' turned, 'is it upside down?')."""
+    upright = trace if not angle % 360 else trace_input(model, canvas.model_input(digit, 0), mode, seed)
+    turned = trace_input(model, canvas.model_input(digit, 180), mode, seed)
+    reasons = unlike_digits(digit, trace.confidence, (upright.pred, upright.confidence, turned.pred, turned.confidence))
     if reasons:
-        st.warning("**This does not look like the handwritten digits the model was trained on**: "
-                   + "; ".join(reasons) + ". The answer above is what the model says anyway: a network "
-                   "answers every input with some digit, often confidently.", icon=":material/help:")
+        st.warning(unlike_text(reasons), icon=":material/help:")
 
 
 def second_model_ui(first: str, key: str = "second_model") -> Optional[ModelEntry]:

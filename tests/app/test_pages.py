@@ -280,6 +280,24 @@ def test_digit_page_reads_a_tiny_corner_seven_and_flags_an_upside_down_one(runs)
     assert _metric(at, "Prediction") == ["6"] and warned and "turned 180° it reads as 7" in warned[0], warned
 
 
+def test_the_upside_down_hint_asks_of_the_drawing_not_of_the_readers_own_rotation(runs):
+    # the upright 7 rotated 75° on purpose got "turned 180° it reads as 4 at 99.8% … is it upside down?." (the page
+    # turned the rotated input); asked of the drawing as drawn it is a 7 either way, and the warning ends once
+    at = open_app(model="mnist-adaptive")
+    at.session_state["canvas"] = _drawing_state()
+    run_ok(at)
+    at.slider(key="angle").set_value(75)
+    run_ok(at)
+    assert "rotated 75°" in at.image[0].captions[0]
+    warned = [w.value for w in at.warning if UNLIKE in w.value]
+    assert not any("upside down" in w for w in warned), warned
+    at.slider(key="angle").set_value(0)
+    at.session_state["canvas"] = _drawing_state(((280 - 90, 280 - 60), (280 - 190, 280 - 60), (280 - 140, 280 - 230)))
+    run_ok(at)                                                          # drawn upside down: still asked
+    warned = [w.value for w in at.warning if UNLIKE in w.value]
+    assert warned and "is it upside down? The answer above" in warned[0] and "?." not in warned[0], warned
+
+
 def test_digit_page_shows_the_answers_top_3_classes_as_bars(runs):
     """The final answer as a top-k bar chart beside the sentence."""
     at = open_app(model="mnist-default")
