@@ -90,8 +90,12 @@ def second_model_ui(first: str, key: str = "second_model") -> Optional[ModelEntr
 
 def side_by_side_ui(rows: Sequence[tuple], class_names: Sequence[str], truth: Optional[int] = None,
                     key: str = "side") -> None:
-    """Each model's answer to the same input in its own column: rows = [(model name, Trace)]."""
+    """Each model's answer to the same input in its own column: rows = [(model name, Trace)]. Their p_n charts
+    share one y scale and upright step labels (figures.side_by_side)."""
     st.subheader("Side by side")
+    p_figs = figures.side_by_side([figures.halting_fig(tr.p, tr.lambda_p, halt_step=tr.halt_step if tr.mode != "expected"
+                                                       else None, title=f"p_n vs prior (λp = {tr.lambda_p:g})")
+                                   for _, tr in rows])
     for i, (col, (name, tr)) in enumerate(zip(st.columns(len(rows), gap="large"), rows)):
         tr: Trace
         with col:
@@ -105,8 +109,19 @@ def side_by_side_ui(rows: Sequence[tuple], class_names: Sequence[str], truth: Op
             st.caption(f"Answers {class_names[tr.pred]} with {tr.confidence:.1%}.{verdict}")
             ui.chart(figures.topk_fig(tr.answer_probs, class_names, truth=truth, title="Top 3 classes"),
                      "The three most probable classes of the answer.", key=f"{key}_top_{i}")
-            halt = tr.halt_step if tr.mode != "expected" else None
-            ui.chart(figures.halting_fig(tr.p, tr.lambda_p, halt_step=halt, title=f"p_n vs prior (λp = {tr.lambda_p:g})"),
-                     "This input's halting distribution (bars) and the model's geometric prior (line).",
-                     key=f"{key}_p_{i}")
+            ui.chart(p_figs[i], "This input's halting distribution (bars) and the model's geometric prior (line), on "
+                     "the same scale as the other model's.", key=f"{key}_p_{i}")
     st.divider()
+
+
+def stepped_model_ui(shown: Sequence[tuple], key: str = "stepped_model") -> tuple:
+    """Which model the step slider, the heatmap and the per-step charts show: shown = [(name, model, Trace)], the
+    first model and, when picked, the second; a choice when there are two. Returns that (name, model, Trace)."""
+    names = [name for name, _, _ in shown]
+    if len(names) == 1:
+        return shown[0]
+    if st.session_state.get(key) not in names:
+        st.session_state[key] = names[0]
+    name = st.segmented_control("Step through the steps of", names, key=key, required=True,
+                                help="The step slider, the heatmap and the per-step charts below show this model.")
+    return shown[names.index(name or names[0])]

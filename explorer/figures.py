@@ -45,6 +45,18 @@ def halting_fig(p: Sequence[float], lambda_p: Optional[float] = None, title: str
     return layout(fig, title or "Halting distribution p_n vs prior")
 
 
+def side_by_side(figs: Sequence[go.Figure], max_ticks: int = 10) -> Sequence[go.Figure]:
+    """Per-step charts shown side by side, made to read alike: one y scale (0 to the highest value of any of
+    them), upright step labels, at most max_ticks of them (a narrow column rotated crowded labels on its own)."""
+    ys = [np.asarray(t.y, np.float64) for f in figs for t in f.data if t.y is not None]
+    top = max([float(y[np.isfinite(y)].max()) for y in ys if np.isfinite(y).any()] + [1e-9])
+    for f in figs:
+        n = max([len(t.x) for t in f.data if t.x is not None] + [1])
+        set_layout(f, yaxis=dict(range=[0, top * 1.08], autorange=False),
+                   xaxis=dict(tickangle=0, dtick=step_dtick(n, max_ticks)))
+    return figs
+
+
 def lambda_fig(lambdas: Sequence[float], lambda_p: Optional[float] = None, title: str = "",
                halt_step: Optional[int] = None) -> go.Figure:
     """λ_n, the chance to halt at step n if not halted before (λ_N = 1 by definition)."""

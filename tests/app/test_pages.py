@@ -324,6 +324,15 @@ def test_digit_page_two_models_side_by_side(runs):
     en = _metric(at, "E[n]")
     assert len(en) == 3 and en[1] == en_first and en[2] != en_first                # the main answer, then both models
     assert _metric(at, "Prediction")[2] == "7" and len(_metric(at, "Halted at step")) == 3
+    # the two p_n charts read alike (one y scale, upright step labels), and the stepper says whose steps it shows
+    p_charts = [f for f in charts(at) if f["layout"].get("title", {}).get("text", "").startswith("p_n vs prior")]
+    assert len(p_charts) == 2 and p_charts[0]["layout"]["yaxis"]["range"] == p_charts[1]["layout"]["yaxis"]["range"]
+    assert [f["layout"]["xaxis"]["tickangle"] for f in p_charts] == [0, 0]
+    assert at.segmented_control(key="stepped_model").options == ["runs/tiny-mnist", "mnist-default"]
+    assert _step_slider(at).max == 5
+    at.segmented_control(key="stepped_model").set_value("mnist-default")
+    run_ok(at)
+    assert _step_slider(at).max == 20 and _step_slider(at).value == int(_metric(at, "Halted at step")[2].split(" /")[0])
     at.segmented_control(key="mode").set_value("expected")
     run_ok(at)
     assert _metric(at, "Steps run") == ["all 5", "all 5", "all 20"]               # one mode for both models

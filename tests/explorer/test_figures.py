@@ -219,3 +219,12 @@ def test_the_heatmap_caption_names_what_is_drawn():
     assert "dotted" not in heat_caption(ex, 2)
     assert not [s for s in figs.trace_figures(ex, list("0123456789"), cursor=2)["heat"].layout.shapes
                 if s.line.dash == "dot"]
+
+
+def test_charts_side_by_side_share_one_y_scale_and_upright_step_labels():
+    # p_n charts of two models beside each other read 0-0.5 and 0-0.2, one with rotated step labels
+    a, b = figs.halting_fig([0.5, 0.3, 0.2], 0.5), figs.halting_fig(np.full(20, 0.05), 0.1)
+    figs.side_by_side([a, b])
+    prior_top = 0.5 / (1 - 0.5 ** 3)                                        # λp = 0.5 renormalised over N = 3: 0.571
+    assert a.layout.yaxis.range == b.layout.yaxis.range == pytest.approx((0, prior_top * 1.08))
+    assert (a.layout.xaxis.tickangle, b.layout.xaxis.tickangle) == (0, 0) and b.layout.xaxis.dtick == 2
