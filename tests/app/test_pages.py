@@ -419,7 +419,7 @@ def test_train_form_defaults_to_the_pondering_mnist_design_and_says_which_design
     at = open_app("app_pages/train.py")
     assert at.sidebar.radio(key="train_task").value == "mnist"
     assert at.sidebar.selectbox(key="tf_mnist_reader").value == "rows"          # the article's cnn one choice away
-    assert "cnn: whole image (the article's)" in at.sidebar.selectbox(key="tf_mnist_reader").options
+    assert "cnn: whole image" in at.sidebar.selectbox(key="tf_mnist_reader").options
     assert at.sidebar.slider(key="tf_mnist_lp").value == 0.5                      # MNIST's own prior default
     assert READER_NOTE in [c.value for c in at.sidebar.caption]
 
