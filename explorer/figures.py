@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from ponder.analysis.studies import prior_mean
@@ -74,7 +75,9 @@ def lambda_fig(lambdas: Sequence[float], lambda_p: Optional[float] = None, title
 
 
 def cumulative_fig(p: Sequence[float], title: str = "", halt_step: Optional[int] = None) -> go.Figure:
-    """The cumulative halting probability Σ_{j≤n} p_j with the 0.5 line (the deterministic halt)."""
+    """The halting mass as it accumulates to 1: P(halted by n) = Σ_{j≤n} p_j (the line, with the 0.5 line where
+    deterministic mode stops), its bar at step n stacked from the mass p_j that halted at each step j ≤ n (one
+    colour a step, light to dark)."""
     p = arr(p)
     n = len(p)
     cdf = np.cumsum(p)
@@ -82,12 +85,17 @@ def cumulative_fig(p: Sequence[float], title: str = "", halt_step: Optional[int]
     fig = go.Figure(go.Scatter(x=steps(n), y=cdf, mode="lines+markers", name="P(halted by n)",
                                line=dict(color=LEARNED_COLOR, shape="hv"), marker=dict(size=6),
                                hovertemplate="step %{x}<br>P(halted by n) = %{y:.4f}<extra></extra>"))
+    shades = sample_colorscale("Blues", list(np.linspace(0.25, 0.9, n)))
+    for j in range(1, n + 1):                           # the mass that halted at step j, in every bar from j on
+        fig.add_trace(go.Bar(x=steps(n)[j - 1:], y=np.full(n - j + 1, p[j - 1]), marker_color=shades[j - 1],
+                             name="p_j, stacked", legendgroup="mass", showlegend=j == 1, opacity=0.75,
+                             hovertemplate=f"by step %{{x}}: p_{j} = {p[j - 1]:.4f} halted at step {j}<extra></extra>"))
     rule(fig, y=0.5, line=dict(color=NEUTRAL_COLOR, dash="dash"))
     rule(fig, x=median, line=dict(color=NEUTRAL_COLOR, dash="dot"), text=f"median step {median} (P ≥ 0.5)")
     halt_marker(fig, halt_step)
-    set_layout(fig, xaxis=step_axis(n),
+    set_layout(fig, xaxis=step_axis(n), barmode="stack", bargap=0.15,
                yaxis=dict(title="P(halted by step n)", range=[0, 1.05], tickvals=[0, 0.25, 0.5, 0.75, 1]))
-    return layout(fig, title or "Cumulative halting probability")
+    return layout(fig, title or "Halting mass by step n: p_1 + … + p_n")
 
 
 HALT_BOX = dict(color="black", width=2, dash="dot")      # the heatmap's halting step: a dotted box

@@ -79,8 +79,9 @@ def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] 
     with c2:
         chart(figs["lambda"], "λ_n is the network's chance to halt at step n if it is still running (λ_N = 1 by "
               "definition); the dashed line is the prior's constant λp.", key=f"{key}_lambda")
-        chart(figs["cdf"], f"Probability of having halted by step n; deterministic mode stops where it crosses "
-              f"0.5. E[n] = {tr.expected_steps:.2f}.", key=f"{key}_cdf")
+        chart(figs["cdf"], f"The halting mass as it accumulates to 1: the bar at step n stacks the probability "
+              f"p_j of halting at each step j up to n (one shade a step), so it is P(halted by n); deterministic mode "
+              f"stops where it crosses 0.5. E[n] = {tr.expected_steps:.2f}.", key=f"{key}_cdf")
 
 
 def trace_downloads_ui(tr: Trace, class_names: Sequence[str], name: str, key: str = "trace") -> None:

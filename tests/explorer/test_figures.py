@@ -228,3 +228,14 @@ def test_charts_side_by_side_share_one_y_scale_and_upright_step_labels():
     prior_top = 0.5 / (1 - 0.5 ** 3)                                        # λp = 0.5 renormalised over N = 3: 0.571
     assert a.layout.yaxis.range == b.layout.yaxis.range == pytest.approx((0, prior_top * 1.08))
     assert (a.layout.xaxis.tickangle, b.layout.xaxis.tickangle) == (0, 0) and b.layout.xaxis.dtick == 2
+
+
+def test_the_halting_mass_accumulates_to_one_as_stacked_bars_of_each_steps_p():
+    p = np.array([0.1, 0.18, 0.36, 0.36])
+    fig = figs.cumulative_fig(p)
+    bars = [t for t in fig.data if isinstance(t, go.Bar)]
+    assert fig.layout.barmode == "stack" and len(bars) == 4                   # one layer a step
+    assert [list(b.x) for b in bars] == [[1, 2, 3, 4], [2, 3, 4], [3, 4], [4]]   # p_j in every bar from step j on
+    height = {n: sum(float(b.y[list(b.x).index(n)]) for b in bars if n in list(b.x)) for n in range(1, 5)}
+    assert [height[n] for n in range(1, 5)] == pytest.approx(np.cumsum(p)) and height[4] == pytest.approx(1.0)
+    assert [t.name for t in fig.data if t.showlegend is not False and isinstance(t, go.Bar)] == ["p_j, stacked"]
