@@ -160,6 +160,34 @@ def topk_fig(probs: Sequence[float], class_names: Sequence[str], k: int = 3, tru
     return fig
 
 
+def mixture_fig(p: Sequence[float], probs, class_names: Sequence[str], k: int = 3, truth: Optional[int] = None,
+                title: str = "") -> go.Figure:
+    """Expected mode's answer as the mixture of the step answers: for each of the k most probable classes c, a bar
+    of Σ_n p_n·P(c | step n) stacked from each step's share p_n·P(c | step n) (the halting-mass chart's shades)."""
+    p, z = arr(p), np.asarray(probs, np.float64)                                     # [N], [N, C]
+    share = p[:, None] * z                                                           # [N, C] step n's share of c
+    answer = share.sum(0)                                                            # [C] the mixture
+    top = [int(i) for i in np.argsort(-answer, kind="stable")[:k]]
+    names = [str(class_names[i]) for i in top]
+    shades = sample_colorscale("Blues", list(np.linspace(0.25, 0.9, len(p))))
+    fig = go.Figure()
+    for n in range(len(p)):
+        fig.add_trace(go.Bar(x=share[n, top], y=names, orientation="h", marker_color=shades[n], name="step shares",
+                             legendgroup="steps", showlegend=n == 0, customdata=z[n, top],
+                             hovertemplate=f"class %{{y}}<br>step {n + 1}: p_n = {p[n]:.3f} × P(class) = "
+                                           "%{customdata:.3f} → %{x:.4f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=answer[top], y=names, mode="text", text=[f"{answer[i]:.1%}" for i in top],
+                             textposition="middle right", name="the mixture", showlegend=False, cliponaxis=False,
+                             hovertemplate="class %{y}<br>Σ_n p_n·P(class | step n) = %{x:.4f}<extra></extra>"))
+    set_layout(fig, barmode="stack", xaxis=dict(range=[0, 1.6], tickvals=[0, 0.5, 1], tickformat=".0%", title=None),
+               yaxis=dict(type="category", autorange="reversed", title=None,
+                          ticktext=[f"{n} ✓" if truth is not None and i == truth else n for n, i in zip(names, top)],
+                          tickvals=names))
+    layout(fig, title, height=40 + 34 * len(top), showlegend=False)
+    set_layout(fig, margin=dict(l=30, r=10, t=40 if title else 10, b=25))
+    return fig
+
+
 # ----------------------------------------------------------------------------- training curves
 
 def _hist(history, key) -> tuple[np.ndarray, np.ndarray]:

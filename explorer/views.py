@@ -52,6 +52,12 @@ def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None
     words.markdown(text)
     with bars:
         few = len(class_names) <= 3                          # parity: every class
+        if tr.mode == "expected":                            # the answer is a mixture: show what it is made of
+            chart(figures.mixture_fig(tr.p, tr.probs, class_names, truth=truth),
+                  ("Each class's" if few else "The three most probable classes'") + " probability in the answer, "
+                  "Σ_n p_n·P(class | step n): each bar stacks every step's answer weighted by its p_n (light: early "
+                  "steps, dark: late)" + (" (✓: the true label)." if truth is not None else "."), key=f"{key}_mix")
+            return
         chart(figures.topk_fig(tr.answer_probs, class_names, truth=truth),
               ("The answer's probability for each class" if few else "The answer's three most probable classes")
               + (" (green: the true label)." if truth is not None else "."), key=f"{key}_top")

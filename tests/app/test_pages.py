@@ -308,6 +308,13 @@ def test_digit_page_shows_the_answers_top_3_classes_as_bars(runs):
     assert list(bars["y"])[0] == _metric(at, "Prediction")[0] == "7" and len(bars["y"]) == 3
     assert list(bars["x"]) == sorted(bars["x"], reverse=True) and sum(bars["x"]) <= 1 + 1e-6
     assert bars["text"][0] == f"{bars['x'][0]:.1%}"
+    at.segmented_control(key="mode").set_value("expected")              # the answer is the mixture of the steps'
+    run_ok(at)
+    (mix,) = [f for f in charts(at) if f["layout"].get("barmode") == "stack" and f["data"][0].get("orientation") == "h"]
+    steps = [t for t in mix["data"] if t["type"] == "bar"]
+    assert len(steps) == 20 and list(steps[0]["y"])[0] == _metric(at, "Prediction")[0]
+    assert sum(t["x"][0] for t in steps) == pytest.approx(float(shown(next(
+        t for t in mix["data"] if t["type"] == "scatter")["text"][0]).rstrip("%")) / 100, abs=6e-4)
 
 
 def test_digit_page_two_models_side_by_side(runs):

@@ -239,3 +239,17 @@ def test_the_halting_mass_accumulates_to_one_as_stacked_bars_of_each_steps_p():
     height = {n: sum(float(b.y[list(b.x).index(n)]) for b in bars if n in list(b.x)) for n in range(1, 5)}
     assert [height[n] for n in range(1, 5)] == pytest.approx(np.cumsum(p)) and height[4] == pytest.approx(1.0)
     assert [t.name for t in fig.data if t.showlegend is not False and isinstance(t, go.Bar)] == ["p_j, stacked"]
+
+
+def test_the_expected_answer_is_drawn_as_the_mixture_of_the_step_answers():
+    from ponder.analysis.studies import trace_input
+    tr = trace_input(tiny_model("mnist", max_steps=5), torch.zeros(1, 1, 28, 28), "expected")
+    fig = figs.mixture_fig(tr.p, tr.probs, list("0123456789"), truth=3)
+    bars = [t for t in fig.data if isinstance(t, go.Bar)]
+    assert fig.layout.barmode == "stack" and len(bars) == 5                    # one share a step
+    top = list(bars[0].y)
+    for c in top:                                                             # the shares add up to the answer
+        total = sum(float(b.x[list(b.y).index(c)]) for b in bars)
+        assert total == pytest.approx(tr.answer_probs[int(c)], abs=1e-6)
+        assert float(bars[1].x[top.index(c)]) == pytest.approx(tr.p[1] * tr.probs[1][int(c)])   # p_2·P(c | step 2)
+    assert top[0] == str(tr.pred)                                             # the answer on top
