@@ -179,6 +179,12 @@ def _pick_random(pool_len: int, labels, want) -> None:
     st.session_state["digit_pos"] = int(rng.choice(where if len(where) else np.arange(pool_len)))
 
 
+def pick_test_digit(index: int) -> None:
+    """Load MNIST test digit #index as the input (a click in the pondering gallery): the test-digit source, that
+    digit, any class."""
+    st.session_state.update(digit_source="MNIST test digit", digit_pos=int(index), digit_class="any")
+
+
 def digit_picker_ui(pool) -> int:
     """Pick a test digit by class or at random; returns its position in the pool."""
     if "digit_pos" not in st.session_state or st.session_state["digit_pos"] >= len(pool):

@@ -15,6 +15,7 @@ from ponder.analysis.studies import Trace, trace_rows
 from ponder.tasks import step_meaning
 
 from . import figures
+from .pickers import pick_test_digit
 from .tables import plain
 from .ui import chart
 
@@ -125,10 +126,12 @@ def parity_intro_ui(card: dict, name: str) -> None:
 
 
 def pondering_gallery_ui(gallery: Optional[dict], class_names: Sequence[str]) -> None:
-    """Two rows of test digits: the ones it ponders least and most (by E[n]), with its answers."""
+    """Two rows of test digits: the ones it ponders least and most (by E[n]), with its answers; a click on one
+    loads it as the input above (pickers.pick_test_digit)."""
     if gallery is None:
         st.info("The gallery needs the MNIST test set (see the MNIST test digit source above).")
         return
+    st.caption("Click a digit's button to ponder it above, step by step.")
     for title, rows in (("Least pondered", gallery["least"]), ("Most pondered", gallery["most"])):
         st.markdown(f"**{title}**")
         for col, r in zip(st.columns(len(rows)), rows):
@@ -136,5 +139,6 @@ def pondering_gallery_ui(gallery: Optional[dict], class_names: Sequence[str]) ->
             with col:
                 st.image(Image.fromarray(r["image"]).resize((84, 84), Image.NEAREST),
                          caption=f"#{r['index']} · E[n] {r['expected_steps']:.1f} · says {class_names[r['pred']]}{mark}")
-
-
+                st.button(f"#{r['index']}", key=f"gallery_{r['index']}", icon=":material/arrow_upward:",
+                          help=f"Ponder test digit #{r['index']} above", on_click=pick_test_digit, args=(r["index"],),
+                          width="stretch")
