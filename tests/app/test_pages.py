@@ -1099,6 +1099,25 @@ def test_parity_page_generated_and_typed_vectors(runs):
     assert len(at.dataframe[0].value) == 2 and len(charts(at)) == 4      # easy vs hard (and "worth it?") still show
 
 
+def test_a_click_on_a_parity_cell_changes_it_and_the_page_ponders_the_edited_vector(runs):
+    at = open_app(page="parity", model="runs/tiny-parity")
+    at.slider(key="par_k").set_value(3)
+    run_ok(at)
+    title = lambda a: charts(a)[0]["layout"]["title"]["text"]        # noqa: E731 - the input chart's
+    cells = [at.button(key=f"cell_{i}").label for i in range(8)]
+    assert sum(c != "0" for c in cells) == 3 and "3 non-zeros" in title(at)
+    zero = cells.index("0")
+    at.button(key=f"cell_{zero}").click()                               # 0 -> +1: one more non-zero, one more +1
+    run_ok(at)
+    assert at.button(key=f"cell_{zero}").label == "+1" and at.segmented_control(key="par_how").value == "Type"
+    plus = sum(c == "+1" for c in cells) + 1
+    assert at.text_input(key="par_text").value[zero] == "+" and f"{plus} of them +1" in title(at)
+    assert at.button(key=f"cell_{zero}").proto.type == "primary" and not at.warning and not at.exception
+    at.button(key=f"cell_{zero}").click()                               # +1 -> −1
+    run_ok(at)
+    assert at.button(key=f"cell_{zero}").label == "−1" and f"{plus - 1} of them +1" in title(at)
+
+
 def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
     """The default parity model is the shipped n = 15 one; the page gives its card's E[n] gap, docs/findings.md's."""
     at = open_app(page="parity")
