@@ -179,8 +179,8 @@ def _pick_random(pool_len: int, labels, want) -> None:
     st.session_state["digit_pos"] = int(rng.choice(where if len(where) else np.arange(pool_len)))
 
 
-CELL_LABELS = {1: "+1", 0: "0", -1: "−1"}
-CELL_KINDS = {1: "primary", 0: "tertiary", -1: "secondary"}     # +1 filled, 0 plain text, −1 outlined
+CELL_LABELS = {1: "+", 0: "0", -1: "−"}                          # one sign: a cell's button is ~40 px wide
+CELL_COLORS = {1: "#E45756", 0: "#F2F2F2", -1: "#4C78A8"}       # study_figures.parity_input_fig's red, grey, blue
 CELLS_A_ROW = 15
 
 
@@ -195,10 +195,12 @@ def vector_cells_ui(values, how_key: str = "par_how", text_key: str = "par_text"
     ponders the edited vector (as typed: the Type field shows it)."""
     values = [int(v) for v in values]
     st.caption("Click a cell to change it (−1 → 0 → +1 → −1) and watch the answer and the halting change.")
+    st.html("<style>" + "".join(f".st-key-cell_{i} button{{background:{CELL_COLORS[v]};color:{'#000' if v == 0 else '#fff'};"
+                                f"padding:0;min-height:2rem}}" for i, v in enumerate(values)) + "</style>")
     for start in range(0, len(values), CELLS_A_ROW):
         for i, col in zip(range(start, min(start + CELLS_A_ROW, len(values))), st.columns(CELLS_A_ROW, gap="xxsmall")):
-            col.button(CELL_LABELS[values[i]], key=f"cell_{i}", type=CELL_KINDS[values[i]], width="stretch",
-                       help=f"cell {i + 1}: {CELL_LABELS[values[i]]}; click for {CELL_LABELS[inputs.NEXT_VALUE[values[i]]]}",
+            col.button(CELL_LABELS[values[i]], key=f"cell_{i}", width="stretch",
+                       help=f"cell {i + 1}: {values[i]:+d}; click for {inputs.NEXT_VALUE[values[i]]:+d}".replace("+0", "0"),
                        on_click=_click_cell, args=(values, i, how_key, text_key))
 
 
