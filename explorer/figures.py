@@ -7,13 +7,13 @@ from typing import Optional, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from ponder.analysis.studies import prior_mean
 
 from .style import (CORRECT_COLOR, HEIGHT, LEARNED_COLOR, NEUTRAL_COLOR, PALETTE, PRIOR_COLOR, arr, count_axis,
-                    halt_marker, layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_cursor, step_dtick, steps)
+                    halt_marker, layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_cursor, step_dtick, steps,
+                    step_shades)
 
 
 def prior_fig(lambda_p: float, n_steps: int, title: str = "") -> go.Figure:
@@ -85,7 +85,7 @@ def cumulative_fig(p: Sequence[float], title: str = "", halt_step: Optional[int]
     fig = go.Figure(go.Scatter(x=steps(n), y=cdf, mode="lines+markers", name="P(halted by n)",
                                line=dict(color=LEARNED_COLOR, shape="hv"), marker=dict(size=6),
                                hovertemplate="step %{x}<br>P(halted by n) = %{y:.4f}<extra></extra>"))
-    shades = sample_colorscale("Blues", list(np.linspace(0.25, 0.9, n)))
+    shades = step_shades(n)
     for j in range(1, n + 1):                           # the mass that halted at step j, in every bar from j on
         fig.add_trace(go.Bar(x=steps(n)[j - 1:], y=np.full(n - j + 1, p[j - 1]), marker_color=shades[j - 1],
                              name="p_j, stacked", legendgroup="mass", showlegend=j == 1, opacity=0.75,
@@ -99,8 +99,7 @@ def cumulative_fig(p: Sequence[float], title: str = "", halt_step: Optional[int]
 
 
 HALT_BOX = dict(color="black", width=2, dash="dot")      # the heatmap's halting step: a dotted box
-ROW_PX = 18                                             # px a step's row on the heatmap: room for its label
-LABEL_EVERY_STEP = 40                                   # the heatmap labels every step up to this many
+ROW_PX, LABEL_EVERY_STEP = 18, 40                       # px a step's row on the heatmap; it labels each step up to 40
 
 
 def step_probs_heatmap(probs, class_names: Optional[Sequence[str]] = None, title: str = "",
@@ -165,12 +164,9 @@ def mixture_fig(p: Sequence[float], probs, class_names: Sequence[str], k: int = 
     """Expected mode's answer as the mixture of the step answers: for each of the k most probable classes c, a bar
     of Σ_n p_n·P(c | step n) stacked from each step's share p_n·P(c | step n) (the halting-mass chart's shades)."""
     p, z = arr(p), np.asarray(probs, np.float64)                                     # [N], [N, C]
-    share = p[:, None] * z                                                           # [N, C] step n's share of c
-    answer = share.sum(0)                                                            # [C] the mixture
+    share, answer = p[:, None] * z, (p[:, None] * z).sum(0)                          # [N, C] step n's share, [C]
     top = [int(i) for i in np.argsort(-answer, kind="stable")[:k]]
-    names = [str(class_names[i]) for i in top]
-    shades = sample_colorscale("Blues", list(np.linspace(0.25, 0.9, len(p))))
-    fig = go.Figure()
+    names, shades, fig = [str(class_names[i]) for i in top], step_shades(len(p)), go.Figure()
     for n in range(len(p)):
         fig.add_trace(go.Bar(x=share[n, top], y=names, orientation="h", marker_color=shades[n], name="step shares",
                              legendgroup="steps", showlegend=n == 0, customdata=z[n, top],
