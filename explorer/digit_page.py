@@ -7,10 +7,11 @@ from typing import Optional, Sequence
 import streamlit as st
 
 from ponder.store.runs import ModelEntry
-from ponder.analysis.studies import Trace
+from ponder.analysis.studies import Trace, trace_input
 from ponder.tasks import step_meaning
 
-from . import digits, figures, links, loaders, pickers, tables, ui
+from . import canvas, digits, figures, links, loaders, pickers, tables, ui
+from .ood import unlike_digits
 
 NO_SECOND = "—"
 
@@ -56,12 +57,23 @@ def digit_input_ui() -> tuple:
     return digit, truth, hint, pickers.rotation_ui()
 
 
-def unlike_digit_ui(reasons: Sequence[str]) -> None:
-    """A warning under the answer when the input does not look like a training digit (explorer.ood)."""
+def unlike_text(reasons: Sequence[str]) -> str:
+    """The warning for an input unlike the training digits: its reasons (explorer.ood) joined, one full stop."""
+    said = "; ".join(reasons)
+    return ("**This does not look like the handwritten digits the model was trained on**: " + said
+            + ("" if said.endswith((".", "?", "!")) else ".") + " The answer above is what the model says anyway: a "
+            "network answers every input with some digit, often confidently.")
+
+
+def unlike_digit_ui(model, digit, angle: float, trace: Trace, mode: str, seed: int) -> None:
+    """A warning under the answer when the input does not look like a training digit (explorer.ood). Is it upside
+    down? is asked of the drawing as drawn (its answer as it is and turned 180°): a rotation of the reader's own is
+    a study, not a mistake to point out (a 7 rotated 75° read '4 at 99.8%' turned, 'is it upside down?')."""
+    upright = trace if not angle % 360 else trace_input(model, canvas.model_input(digit, 0), mode, seed)
+    turned = trace_input(model, canvas.model_input(digit, 180), mode, seed)
+    reasons = unlike_digits(digit, trace.confidence, (upright.pred, upright.confidence, turned.pred, turned.confidence))
     if reasons:
-        st.warning("**This does not look like the handwritten digits the model was trained on**: "
-                   + "; ".join(reasons) + ". The answer above is what the model says anyway: a network "
-                   "answers every input with some digit, often confidently.", icon=":material/help:")
+        st.warning(unlike_text(reasons), icon=":material/help:")
 
 
 def second_model_ui(first: str, key: str = "second_model") -> Optional[ModelEntry]:
@@ -78,8 +90,12 @@ def second_model_ui(first: str, key: str = "second_model") -> Optional[ModelEntr
 
 def side_by_side_ui(rows: Sequence[tuple], class_names: Sequence[str], truth: Optional[int] = None,
                     key: str = "side") -> None:
-    """Each model's answer to the same input in its own column: rows = [(model name, Trace)]."""
+    """Each model's answer to the same input in its own column: rows = [(model name, Trace)]. Their p_n charts
+    share one y scale and upright step labels (figures.side_by_side)."""
     st.subheader("Side by side")
+    p_figs = figures.side_by_side([figures.halting_fig(tr.p, tr.lambda_p, halt_step=tr.halt_step if tr.mode != "expected"
+                                                       else None, title=f"p_n vs prior (λp = {tr.lambda_p:g})")
+                                   for _, tr in rows])
     for i, (col, (name, tr)) in enumerate(zip(st.columns(len(rows), gap="large"), rows)):
         tr: Trace
         with col:
@@ -93,8 +109,19 @@ def side_by_side_ui(rows: Sequence[tuple], class_names: Sequence[str], truth: Op
             st.caption(f"Answers {class_names[tr.pred]} with {tr.confidence:.1%}.{verdict}")
             ui.chart(figures.topk_fig(tr.answer_probs, class_names, truth=truth, title="Top 3 classes"),
                      "The three most probable classes of the answer.", key=f"{key}_top_{i}")
-            halt = tr.halt_step if tr.mode != "expected" else None
-            ui.chart(figures.halting_fig(tr.p, tr.lambda_p, halt_step=halt, title=f"p_n vs prior (λp = {tr.lambda_p:g})"),
-                     "This input's halting distribution (bars) and the model's geometric prior (line).",
-                     key=f"{key}_p_{i}")
+            ui.chart(p_figs[i], "This input's halting distribution (bars) and the model's geometric prior (line), on "
+                     "the same scale as the other model's.", key=f"{key}_p_{i}")
     st.divider()
+
+
+def stepped_model_ui(shown: Sequence[tuple], key: str = "stepped_model") -> tuple:
+    """Which model the step slider, the heatmap and the per-step charts show: shown = [(name, model, Trace)], the
+    first model and, when picked, the second; a choice when there are two. Returns that (name, model, Trace)."""
+    names = [name for name, _, _ in shown]
+    if len(names) == 1:
+        return shown[0]
+    if st.session_state.get(key) not in names:
+        st.session_state[key] = names[0]
+    name = st.segmented_control("Step through the steps of", names, key=key, required=True,
+                                help="The step slider, the heatmap and the per-step charts below show this model.")
+    return shown[names.index(name or names[0])]

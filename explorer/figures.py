@@ -12,7 +12,8 @@ from plotly.subplots import make_subplots
 from ponder.analysis.studies import prior_mean
 
 from .style import (CORRECT_COLOR, HEIGHT, LEARNED_COLOR, NEUTRAL_COLOR, PALETTE, PRIOR_COLOR, arr, count_axis,
-                    halt_marker, layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_cursor, step_dtick, steps)
+                    halt_marker, layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_cursor, step_dtick, steps,
+                    step_shades)
 
 
 def prior_fig(lambda_p: float, n_steps: int, title: str = "") -> go.Figure:
@@ -45,6 +46,18 @@ def halting_fig(p: Sequence[float], lambda_p: Optional[float] = None, title: str
     return layout(fig, title or "Halting distribution p_n vs prior")
 
 
+def side_by_side(figs: Sequence[go.Figure], max_ticks: int = 10) -> Sequence[go.Figure]:
+    """Per-step charts shown side by side, made to read alike: one y scale (0 to the highest value of any of
+    them), upright step labels, at most max_ticks of them (a narrow column rotated crowded labels on its own)."""
+    ys = [np.asarray(t.y, np.float64) for f in figs for t in f.data if t.y is not None]
+    top = max([float(y[np.isfinite(y)].max()) for y in ys if np.isfinite(y).any()] + [1e-9])
+    for f in figs:
+        n = max([len(t.x) for t in f.data if t.x is not None] + [1])
+        set_layout(f, yaxis=dict(range=[0, top * 1.08], autorange=False),
+                   xaxis=dict(tickangle=0, dtick=step_dtick(n, max_ticks)))
+    return figs
+
+
 def lambda_fig(lambdas: Sequence[float], lambda_p: Optional[float] = None, title: str = "",
                halt_step: Optional[int] = None) -> go.Figure:
     """λ_n, the chance to halt at step n if not halted before (λ_N = 1 by definition)."""
@@ -62,7 +75,9 @@ def lambda_fig(lambdas: Sequence[float], lambda_p: Optional[float] = None, title
 
 
 def cumulative_fig(p: Sequence[float], title: str = "", halt_step: Optional[int] = None) -> go.Figure:
-    """The cumulative halting probability Σ_{j≤n} p_j with the 0.5 line (the deterministic halt)."""
+    """The halting mass as it accumulates to 1: P(halted by n) = Σ_{j≤n} p_j (the line, with the 0.5 line where
+    deterministic mode stops), its bar at step n stacked from the mass p_j that halted at each step j ≤ n (one
+    colour a step, light to dark)."""
     p = arr(p)
     n = len(p)
     cdf = np.cumsum(p)
@@ -70,17 +85,21 @@ def cumulative_fig(p: Sequence[float], title: str = "", halt_step: Optional[int]
     fig = go.Figure(go.Scatter(x=steps(n), y=cdf, mode="lines+markers", name="P(halted by n)",
                                line=dict(color=LEARNED_COLOR, shape="hv"), marker=dict(size=6),
                                hovertemplate="step %{x}<br>P(halted by n) = %{y:.4f}<extra></extra>"))
+    shades = step_shades(n)
+    for j in range(1, n + 1):                           # the mass that halted at step j, in every bar from j on
+        fig.add_trace(go.Bar(x=steps(n)[j - 1:], y=np.full(n - j + 1, p[j - 1]), marker_color=shades[j - 1],
+                             name="p_j, stacked", legendgroup="mass", showlegend=j == 1, opacity=0.75,
+                             hovertemplate=f"by step %{{x}}: p_{j} = {p[j - 1]:.4f} halted at step {j}<extra></extra>"))
     rule(fig, y=0.5, line=dict(color=NEUTRAL_COLOR, dash="dash"))
     rule(fig, x=median, line=dict(color=NEUTRAL_COLOR, dash="dot"), text=f"median step {median} (P ≥ 0.5)")
     halt_marker(fig, halt_step)
-    set_layout(fig, xaxis=step_axis(n),
+    set_layout(fig, xaxis=step_axis(n), barmode="stack", bargap=0.15,
                yaxis=dict(title="P(halted by step n)", range=[0, 1.05], tickvals=[0, 0.25, 0.5, 0.75, 1]))
-    return layout(fig, title or "Cumulative halting probability")
+    return layout(fig, title or "Halting mass by step n: p_1 + … + p_n")
 
 
 HALT_BOX = dict(color="black", width=2, dash="dot")      # the heatmap's halting step: a dotted box
-ROW_PX = 18                                             # px a step's row on the heatmap: room for its label
-LABEL_EVERY_STEP = 40                                   # the heatmap labels every step up to this many
+ROW_PX, LABEL_EVERY_STEP = 18, 40                       # px a step's row on the heatmap; it labels each step up to 40
 
 
 def step_probs_heatmap(probs, class_names: Optional[Sequence[str]] = None, title: str = "",
@@ -135,6 +154,31 @@ def topk_fig(probs: Sequence[float], class_names: Sequence[str], k: int = 3, tru
                            hovertemplate="class %{y}<br>probability %{x:.4f}<extra></extra>"))
     set_layout(fig, xaxis=dict(range=[0, 1.6], tickvals=[0, 0.5, 1], tickformat=".0%", title=None),   # "100.0%" fits
                yaxis=dict(type="category", autorange="reversed", title=None))
+    layout(fig, title, height=40 + 34 * len(top), showlegend=False)
+    set_layout(fig, margin=dict(l=30, r=10, t=40 if title else 10, b=25))
+    return fig
+
+
+def mixture_fig(p: Sequence[float], probs, class_names: Sequence[str], k: int = 3, truth: Optional[int] = None,
+                title: str = "") -> go.Figure:
+    """Expected mode's answer as the mixture of the step answers: for each of the k most probable classes c, a bar
+    of Σ_n p_n·P(c | step n) stacked from each step's share p_n·P(c | step n) (the halting-mass chart's shades)."""
+    p, z = arr(p), np.asarray(probs, np.float64)                                     # [N], [N, C]
+    share, answer = p[:, None] * z, (p[:, None] * z).sum(0)                          # [N, C] step n's share, [C]
+    top = [int(i) for i in np.argsort(-answer, kind="stable")[:k]]
+    names, shades, fig = [str(class_names[i]) for i in top], step_shades(len(p)), go.Figure()
+    for n in range(len(p)):
+        fig.add_trace(go.Bar(x=share[n, top], y=names, orientation="h", marker_color=shades[n], name="step shares",
+                             legendgroup="steps", showlegend=n == 0, customdata=z[n, top],
+                             hovertemplate=f"class %{{y}}<br>step {n + 1}: p_n = {p[n]:.3f} × P(class) = "
+                                           "%{customdata:.3f} → %{x:.4f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=answer[top], y=names, mode="text", text=[f"{answer[i]:.1%}" for i in top],
+                             textposition="middle right", name="the mixture", showlegend=False, cliponaxis=False,
+                             hovertemplate="class %{y}<br>Σ_n p_n·P(class | step n) = %{x:.4f}<extra></extra>"))
+    set_layout(fig, barmode="stack", xaxis=dict(range=[0, 1.6], tickvals=[0, 0.5, 1], tickformat=".0%", title=None),
+               yaxis=dict(type="category", autorange="reversed", title=None,
+                          ticktext=[f"{n} ✓" if truth is not None and i == truth else n for n, i in zip(names, top)],
+                          tickvals=names))
     layout(fig, title, height=40 + 34 * len(top), showlegend=False)
     set_layout(fig, margin=dict(l=30, r=10, t=40 if title else 10, b=25))
     return fig

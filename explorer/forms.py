@@ -52,7 +52,9 @@ def all_presets() -> dict:
 
 
 def preset_label(name: str) -> str:
-    return f"{name} (n={all_presets()[name]['n_elems']})"
+    """'small (n=8)'; 'video-30 extrap. (n=30)' for a preset with "-extrapolation" (its whole name is cut in the
+    sidebar's box)."""
+    return f"{name.replace('-extrapolation', ' extrap.')} (n={all_presets()[name]['n_elems']})"
 
 
 # What one web user can ask for (hidden 1024, batch 4096, N 200 would need ~40 GB and get the server
@@ -67,8 +69,8 @@ REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G 
 REGULARISER_HELP = ("KL(p ‖ p_G), the paper's, lets p ≈ 0 on early steps (mode-seeking); KL(p_G ‖ p) keeps weight "
                     "on every step (mass-covering); both adds the two, KL(p ‖ p_G) + KL(p_G ‖ p).")
 LAMBDA_INPUT_LABELS = {"hidden": "h (the paper's)", "confidence": "h + answer's confidence"}   # fit the sidebar
-READER_LABELS = {"rows": "rows: 2 more a step (ponders)", "coarse": "coarse to fine",
-                 "cnn": "cnn: whole image (the article's)"}
+READER_LABELS = {"rows": "rows: 2 more each step", "coarse": "coarse to fine",      # fit the sidebar's box
+                 "cnn": "cnn: whole image"}
 # E[n] std over the test digits, 3-epoch runs (README's reader table; docs/results.md, "The default MNIST design")
 READER_NOTE = ("Which ponder: rows most (E[n] std ~1.6 steps over digits), coarse less (~1.0); cnn, the article's, "
                "sees the whole digit at step 1 and halts by the prior.")

@@ -84,6 +84,21 @@ def parse_vector(text: str, n: int) -> torch.Tensor:
     return torch.tensor([vals])
 
 
+NEXT_VALUE = {-1: 0, 0: 1, 1: -1}       # a click on a parity cell: −1 → 0 → +1 → −1
+
+
+def vector_text(values) -> str:
+    """A vector in {-1, 0, 1} as parse_vector's compact text: [1, -1, 0] -> '+-0'."""
+    return "".join("+" if v > 0 else "-" if v < 0 else "0" for v in values)
+
+
+def flip_cell(values, i: int) -> list:
+    """values with cell i moved one value on (NEXT_VALUE)."""
+    out = [int(v) for v in values]
+    out[i] = NEXT_VALUE[out[i]]
+    return out
+
+
 def rotation_sets(angles_text: str, ranges_text: str) -> tuple:
     """The rotation page's (fixed angles, uniform ranges), at most MAX_TEST_SETS in all. ValueError otherwise."""
     angles = parse_numbers(angles_text, -360, 360, "fixed angles", most=MAX_TEST_SETS)

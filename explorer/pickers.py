@@ -199,6 +199,37 @@ def _pick_random(pool_len: int, labels, want) -> None:
     st.session_state["digit_pos"] = int(rng.choice(where if len(where) else np.arange(pool_len)))
 
 
+CELL_LABELS = {1: "+", 0: "0", -1: "−"}                          # one sign: a cell's button is ~40 px wide
+CELL_COLORS = {1: "#E45756", 0: "#F2F2F2", -1: "#4C78A8"}       # study_figures.parity_input_fig's red, grey, blue
+CELLS_A_ROW = 15
+
+
+def _click_cell(values, i: int, how_key: str, text_key: str) -> None:
+    """A click on cell i: the vector, that cell moved on, becomes the typed one (its text field holds it)."""
+    st.session_state[how_key] = "Type"
+    st.session_state[text_key] = inputs.vector_text(inputs.flip_cell(values, i))
+
+
+def vector_cells_ui(values, how_key: str = "par_how", text_key: str = "par_text") -> None:
+    """The parity vector as a row of buttons, CELLS_A_ROW a row: a click moves a cell −1 → 0 → +1 and the page
+    ponders the edited vector (as typed: the Type field shows it)."""
+    values = [int(v) for v in values]
+    st.caption("Click a cell to change it (−1 → 0 → +1 → −1) and watch the answer and the halting change.")
+    st.html("<style>" + "".join(f".st-key-cell_{i} button{{background:{CELL_COLORS[v]};color:{'#000' if v == 0 else '#fff'};"
+                                f"padding:0;min-height:2rem}}" for i, v in enumerate(values)) + "</style>")
+    for start in range(0, len(values), CELLS_A_ROW):
+        for i, col in zip(range(start, min(start + CELLS_A_ROW, len(values))), st.columns(CELLS_A_ROW, gap="xxsmall")):
+            col.button(CELL_LABELS[values[i]], key=f"cell_{i}", width="stretch",
+                       help=f"cell {i + 1}: {values[i]:+d}; click for {inputs.NEXT_VALUE[values[i]]:+d}".replace("+0", "0"),
+                       on_click=_click_cell, args=(values, i, how_key, text_key))
+
+
+def pick_test_digit(index: int) -> None:
+    """Load MNIST test digit #index as the input (a click in the pondering gallery): the test-digit source, that
+    digit, any class."""
+    st.session_state.update(digit_source="MNIST test digit", digit_pos=int(index), digit_class="any")
+
+
 def digit_picker_ui(pool) -> int:
     """Pick a test digit by class or at random; returns its position in the pool."""
     if "digit_pos" not in st.session_state or st.session_state["digit_pos"] >= len(pool):

@@ -11,6 +11,7 @@ from typing import Optional
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 
 from ponder.losses import log_geometric_prior
 
@@ -149,6 +150,11 @@ def rule(fig: go.Figure, x: Optional[float] = None, y: Optional[float] = None, l
 
 
 CURSOR_COLOR = "rgba(255, 170, 0, 0.25)"     # the step the slider is on, a band across a per-step chart
+
+
+def step_shades(n: int) -> list:
+    """n colours, light to dark: one a step where a chart stacks the steps' shares (halting mass, the mixture)."""
+    return sample_colorscale("Blues", list(np.linspace(0.25, 0.9, n)))
 
 
 def step_cursor(fig: go.Figure, step: Optional[int], across: str = "x") -> None:

@@ -15,6 +15,7 @@ from ponder.analysis.studies import Trace, trace_rows
 from ponder.tasks import step_meaning
 
 from . import figures
+from .pickers import pick_test_digit
 from .tables import plain
 from .ui import chart
 
@@ -61,6 +62,12 @@ def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None
     words.markdown(text)
     with bars:
         few = len(class_names) <= 3                          # parity: every class
+        if tr.mode == "expected":                            # the answer is a mixture: show what it is made of
+            chart(figures.mixture_fig(tr.p, tr.probs, class_names, truth=truth),
+                  ("Each class's" if few else "The three most probable classes'") + " probability in the answer, "
+                  "Σ_n p_n·P(class | step n): each bar stacks every step's answer weighted by its p_n (light: early "
+                  "steps, dark: late)" + (" (✓: the true label)." if truth is not None else "."), key=f"{key}_mix")
+            return
         chart(figures.topk_fig(tr.answer_probs, class_names, truth=truth),
               ("The answer's probability for each class" if few else "The answer's three most probable classes")
               + (" (green: the true label)." if truth is not None else "."), key=f"{key}_top")
@@ -88,8 +95,9 @@ def trace_charts_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] 
     with c2:
         chart(figs["lambda"], "λ_n is the network's chance to halt at step n if it is still running (λ_N = 1 by "
               "definition); the dashed line is the prior's constant λp.", key=f"{key}_lambda")
-        chart(figs["cdf"], f"Probability of having halted by step n; deterministic mode stops where it crosses "
-              f"0.5. E[n] = {tr.expected_steps:.2f}.", key=f"{key}_cdf")
+        chart(figs["cdf"], f"The halting mass as it accumulates to 1: the bar at step n stacks the probability "
+              f"p_j of halting at each step j up to n (one shade a step), so it is P(halted by n); deterministic mode "
+              f"stops where it crosses 0.5. E[n] = {tr.expected_steps:.2f}.", key=f"{key}_cdf")
 
 
 def trace_downloads_ui(tr: Trace, class_names: Sequence[str], name: str, key: str = "trace") -> None:
@@ -128,10 +136,12 @@ def parity_intro_ui(card: dict, name: str) -> None:
 
 
 def pondering_gallery_ui(gallery: Optional[dict], class_names: Sequence[str]) -> None:
-    """Two rows of test digits: the ones it ponders least and most (by E[n]), with its answers."""
+    """Two rows of test digits: the ones it ponders least and most (by E[n]), with its answers; a click on one
+    loads it as the input above (pickers.pick_test_digit)."""
     if gallery is None:
         st.info("The gallery needs the MNIST test set (see the MNIST test digit source above).")
         return
+    st.caption("Click a digit's button to ponder it above, step by step.")
     for title, rows in (("Least pondered", gallery["least"]), ("Most pondered", gallery["most"])):
         st.markdown(f"**{title}**")
         for col, r in zip(st.columns(len(rows)), rows):
@@ -139,5 +149,6 @@ def pondering_gallery_ui(gallery: Optional[dict], class_names: Sequence[str]) ->
             with col:
                 st.image(Image.fromarray(r["image"]).resize((84, 84), Image.NEAREST),
                          caption=f"#{r['index']} · E[n] {r['expected_steps']:.1f} · says {class_names[r['pred']]}{mark}")
-
-
+                st.button(f"#{r['index']}", key=f"gallery_{r['index']}", icon=":material/arrow_upward:",
+                          help=f"Ponder test digit #{r['index']} above", on_click=pick_test_digit, args=(r["index"],),
+                          width="stretch")

@@ -2,7 +2,6 @@
 import streamlit as st
 
 from explorer import canvas, digit_page, links, loaders, pickers, stepper, ui, views, worth
-from explorer.ood import unlike_digits
 from ponder.analysis.studies import seen_at_steps, trace_input, view_labels
 
 ui.app_guard(__file__)
@@ -34,20 +33,19 @@ with right:
     with c2:
         views.answer_ui(trace, CLASSES, truth)
         worth.settle_ui(trace, truth)
-    # the drawing as drawn (a rotation is the user's own study), this model's confidence, and its answer turned 180°
-    turned = trace_input(model, canvas.model_input(digit, angle + 180), mode, seed)      # upside down?
-    digit_page.unlike_digit_ui(unlike_digits(digit, trace.confidence,
-                                             (trace.pred, trace.confidence, turned.pred, turned.confidence)))
+    digit_page.unlike_digit_ui(model, digit, angle, trace, mode, seed)          # unlike a training digit?
 
+shown = [(entry.name, model, trace)]                 # the models answering, [(name, model, Trace)]
 if second is not None:
     with ui.user_errors(stop=False):
         other = loaders.checkpoint(second).model
-        digit_page.side_by_side_ui([(entry.name, trace), (second.name, trace_input(other, x, mode, seed))],
-                                   CLASSES, truth)
-seen = seen_at_steps(model, x)
-stepper.steps_ui(trace, None if seen is None else [canvas.seen_image(v[None]) for v in seen], CLASSES, truth,
-               labels=view_labels(model))
-views.trace_downloads_ui(trace, CLASSES, entry.name)
+        shown.append((second.name, other, trace_input(other, x, mode, seed)))
+        digit_page.side_by_side_ui([(name, tr) for name, _, tr in shown], CLASSES, truth)
+name, stepped, tr = digit_page.stepped_model_ui(shown)
+seen = seen_at_steps(stepped, x)
+stepper.steps_ui(tr, None if seen is None else [canvas.seen_image(v[None]) for v in seen], CLASSES, truth,
+                 labels=view_labels(stepped))
+views.trace_downloads_ui(tr, CLASSES, name)
 with st.expander("Test digits it ponders least and most (E[n] over the first 2,000 test digits)"):
     views.pondering_gallery_ui(loaders.pondering_gallery(str(entry.path), loaders.stamp(entry.path)), CLASSES)
 worth.section_ui(entry, "digit")

@@ -37,6 +37,7 @@ if x is not None:
     with c2:
         ui.chart(study_figures.parity_input_fig(x[0].tolist()), "The input: red +1, blue −1, grey 0; the target is "
                  "whether the number of +1s is odd.", key="par_input")
+        pickers.vector_cells_ui(x[0].tolist())
         views.answer_ui(trace, CLASSES, truth)
     stepper.steps_ui(trace, None, CLASSES, truth, key="par_step")
     views.trace_downloads_ui(trace, CLASSES, entry.name, key="par")

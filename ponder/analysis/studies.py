@@ -140,6 +140,22 @@ def box_stats(s: np.ndarray) -> dict:
     return dict(q1=q1, q3=q3, lo=float(inside.min()), hi=float(inside.max()))
 
 
+@torch.no_grad()
+def all_seen_step(model: PonderNet, x: torch.Tensor) -> Optional[torch.Tensor]:
+    """[M] the first step (1-based) whose view of each input x [M, ...] is the whole input, N if none: when a
+    reader whose input grows with the steps (rows, resolution) has seen all of it. None for a model that sees
+    its whole input at every step (no view())."""
+    view = getattr(model.step_fn, "view", None)
+    if view is None:
+        return None
+    out = torch.full((len(x),), model.max_steps, dtype=torch.long)
+    done = torch.zeros(len(x), dtype=torch.bool)
+    for n in range(model.max_steps):
+        now = (view(x, n) == x).flatten(1).all(1) & ~done                       # [M] whole at step n + 1
+        out[now], done = n + 1, done | now
+    return out
+
+
 def rotation_study(model: PonderNet, x_uint8: torch.Tensor, y: torch.Tensor, angles: Sequence[float] = (),
                    ranges: Sequence[float] = (), mode: str = "sample", seed: int = 0,
                    per_sample: bool = False, batch_size: int = 1000, compare=None) -> list:
@@ -147,8 +163,10 @@ def rotation_study(model: PonderNet, x_uint8: torch.Tensor, y: torch.Tensor, ang
     angle ~ U(−d, d), drawn with seed + 1).
 
     Row: kind ('fixed' / 'uniform'), angle, n, accuracy, mean/median/std steps, halting_distribution
-    [N] (mean p_n), per_step_accuracy [N]. per_sample adds steps, confidence, correct (lists) and q1, q3, lo, hi (box).
-    compare: stats -> dict (ponder.analysis.equal_steps.comparison at clean operating points), kept as row["policies"].
+    [N] (mean p_n), per_step_accuracy [N]; all_seen_step, the mean step by which a reader whose input grows with
+    the steps has seen the whole rotated image, for such a model. per_sample adds steps, confidence, correct
+    (lists) and q1, q3, lo, hi (box). compare: stats -> dict (ponder.analysis.equal_steps.comparison at clean
+    operating points), kept as row["policies"].
     """
     rows = []
     for kind, a in [("fixed", float(a)) for a in angles] + [("uniform", float(d)) for d in ranges]:
@@ -163,6 +181,9 @@ def rotation_study(model: PonderNet, x_uint8: torch.Tensor, y: torch.Tensor, ang
                                    "per_step_accuracy")})
         if compare is not None:
             row["policies"] = compare(stats)
+        seen = all_seen_step(model, x)
+        if seen is not None:
+            row["all_seen_step"] = float(seen.double().mean())
         if per_sample:
             steps = stats["halt_step"].numpy().astype(np.float64)
             row.update(steps=steps.tolist(), confidence=stats["confidence"].numpy().astype(np.float64).tolist(),
@@ -210,6 +231,11 @@ def rotation_verdict(rows: Sequence[dict], step: tuple[str, str] = ("", "")) -> 
     if r is not None:
         few = f" (over only {len(rows)} test sets, so it says little)" if len(rows) < FEW_SETS else ""
         facts.append(f"Correlation between error rate and mean steps across the test sets: r = {r:+.2f}{few}.")
+    if all("all_seen_step" in x for x in rows):
+        facts.append(f"Its steps reveal the image bit by bit, and the whole rotated digit is in view by step "
+                     f"{easy['all_seen_step']:.2f} on average at {rotation_label(easy)} and {hard['all_seen_step']:.2f} "
+                     f"at {rotation_label(hard)}: rotation changes how many steps its ink takes to read as well as "
+                     "how hard it is, and this study does not separate the two.")
     if all("steps" in x for x in rows):
         steps = np.concatenate([np.asarray(x["steps"], np.float64) for x in rows])
         ok = np.concatenate([np.asarray(x["correct"], bool) for x in rows])

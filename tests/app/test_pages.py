@@ -210,8 +210,14 @@ def test_digit_page_opens_on_the_adaptive_model_steps_through_and_ponders_per_di
     (slider,) = [s for s in at.slider if s.label == "Step through the steps"]
     halted = int(next(m.value for m in at.metric if m.label == "Halted at step").split("/")[0])
     assert slider.value == halted and any(m.label == f"Answer at step {halted}" for m in at.metric)
-    # the gallery: 8 least and 8 most pondered test digits, each with its E[n]
+    # the gallery: 8 least and 8 most pondered test digits, each with its E[n], each loaded by a click
     assert sum("E[n]" in c for c in captions) == 16, captions
+    most = [c for c in captions if "E[n]" in c][-1]                     # the last of the most pondered
+    index = int(most.split(" ·")[0].lstrip("#"))
+    at.button(key=f"gallery_{index}").click()
+    run_ok(at)
+    assert at.segmented_control(key="digit_source").value == "MNIST test digit"
+    assert f"MNIST test set, image #{index}, label" in texts(at)
 
 
 def _drawing(arr_rgba: np.ndarray):
@@ -328,6 +334,24 @@ def test_digit_page_reads_a_tiny_corner_seven_and_flags_an_upside_down_one(runs)
     assert _metric(at, "Prediction") == ["6"] and warned and "turned 180° it reads as 7" in warned[0], warned
 
 
+def test_the_upside_down_hint_asks_of_the_drawing_not_of_the_readers_own_rotation(runs):
+    # the upright 7 rotated 75° on purpose got "turned 180° it reads as 4 at 99.8% … is it upside down?." (the page
+    # turned the rotated input); asked of the drawing as drawn it is a 7 either way, and the warning ends once
+    at = open_app(model="mnist-adaptive")
+    at.session_state["canvas"] = _drawing_state()
+    run_ok(at)
+    at.slider(key="angle").set_value(75)
+    run_ok(at)
+    assert "rotated 75°" in at.image[0].captions[0]
+    warned = [w.value for w in at.warning if UNLIKE in w.value]
+    assert not any("upside down" in w for w in warned), warned
+    at.slider(key="angle").set_value(0)
+    at.session_state["canvas"] = _drawing_state(((280 - 90, 280 - 60), (280 - 190, 280 - 60), (280 - 140, 280 - 230)))
+    run_ok(at)                                                          # drawn upside down: still asked
+    warned = [w.value for w in at.warning if UNLIKE in w.value]
+    assert warned and "is it upside down? The answer above" in warned[0] and "?." not in warned[0], warned
+
+
 def test_digit_page_shows_the_answers_top_3_classes_as_bars(runs):
     """The final answer as a top-k bar chart beside the sentence."""
     at = open_app(model="mnist-default")
@@ -338,6 +362,13 @@ def test_digit_page_shows_the_answers_top_3_classes_as_bars(runs):
     assert list(bars["y"])[0] == _metric(at, "Prediction")[0] == "7" and len(bars["y"]) == 3
     assert list(bars["x"]) == sorted(bars["x"], reverse=True) and sum(bars["x"]) <= 1 + 1e-6
     assert bars["text"][0] == f"{bars['x'][0]:.1%}"
+    at.segmented_control(key="mode").set_value("expected")              # the answer is the mixture of the steps'
+    run_ok(at)
+    (mix,) = [f for f in charts(at) if f["layout"].get("barmode") == "stack" and f["data"][0].get("orientation") == "h"]
+    steps = [t for t in mix["data"] if t["type"] == "bar"]
+    assert len(steps) == 20 and list(steps[0]["y"])[0] == _metric(at, "Prediction")[0]
+    assert sum(t["x"][0] for t in steps) == pytest.approx(float(shown(next(
+        t for t in mix["data"] if t["type"] == "scatter")["text"][0]).rstrip("%")) / 100, abs=6e-4)
 
 
 def test_digit_page_two_models_side_by_side(runs):
@@ -354,6 +385,15 @@ def test_digit_page_two_models_side_by_side(runs):
     en = _metric(at, "E[n]")
     assert len(en) == 3 and en[1] == en_first and en[2] != en_first                # the main answer, then both models
     assert _metric(at, "Prediction")[2] == "7" and len(_metric(at, "Halted at step")) == 3
+    # the two p_n charts read alike (one y scale, upright step labels), and the stepper says whose steps it shows
+    p_charts = [f for f in charts(at) if f["layout"].get("title", {}).get("text", "").startswith("p_n vs prior")]
+    assert len(p_charts) == 2 and p_charts[0]["layout"]["yaxis"]["range"] == p_charts[1]["layout"]["yaxis"]["range"]
+    assert [f["layout"]["xaxis"]["tickangle"] for f in p_charts] == [0, 0]
+    assert at.segmented_control(key="stepped_model").options == ["runs/tiny-mnist", "mnist-default"]
+    assert _step_slider(at).max == 5
+    at.segmented_control(key="stepped_model").set_value("mnist-default")
+    run_ok(at)
+    assert _step_slider(at).max == 20 and _step_slider(at).value == int(_metric(at, "Halted at step")[2].split(" /")[0])
     at.segmented_control(key="mode").set_value("expected")
     run_ok(at)
     assert _metric(at, "Steps run") == ["all 5", "all 5", "all 20"]               # one mode for both models
@@ -447,7 +487,7 @@ def test_train_form_defaults_to_the_pondering_mnist_design_and_says_which_design
     at = open_app("pages/train.py")
     assert at.sidebar.radio(key="train_task").value == "mnist"
     assert at.sidebar.selectbox(key="tf_mnist_reader").value == "rows"          # the article's cnn one choice away
-    assert "cnn: whole image (the article's)" in at.sidebar.selectbox(key="tf_mnist_reader").options
+    assert "cnn: whole image" in at.sidebar.selectbox(key="tf_mnist_reader").options
     assert at.sidebar.slider(key="tf_mnist_lp").value == 0.5                      # MNIST's own prior default
     assert READER_NOTE in [c.value for c in at.sidebar.caption]
 
@@ -1134,6 +1174,25 @@ def test_parity_page_generated_and_typed_vectors(runs):
     assert len(at.text_input(key="par_text").value) == inputs.vector_chars(8)
     (err,) = one_line_errors(at)
     assert "takes 8 values" in err and len(err) < 200, err[:300]
+
+
+def test_a_click_on_a_parity_cell_changes_it_and_the_page_ponders_the_edited_vector(runs):
+    at = open_app(page="parity", model="runs/tiny-parity")
+    at.slider(key="par_k").set_value(3)
+    run_ok(at)
+    title = lambda a: charts(a)[0]["layout"]["title"]["text"]        # noqa: E731 - the input chart's
+    cells = [at.button(key=f"cell_{i}").label for i in range(8)]
+    assert sum(c != "0" for c in cells) == 3 and "3 non-zeros" in title(at)
+    zero = cells.index("0")
+    at.button(key=f"cell_{zero}").click()                               # 0 -> +1: one more non-zero, one more +1
+    run_ok(at)
+    assert at.button(key=f"cell_{zero}").label == "+" and at.segmented_control(key="par_how").value == "Type"
+    plus = sum(c == "+" for c in cells) + 1
+    assert at.text_input(key="par_text").value[zero] == "+" and f"{plus} of them +1" in title(at)
+    assert any(f".st-key-cell_{zero} button{{background:#E45756" in h.proto.body for h in at.get("html")) and not at.warning
+    at.button(key=f"cell_{zero}").click()                               # +1 -> −1
+    run_ok(at)
+    assert at.button(key=f"cell_{zero}").label == "−" and f"{plus - 1} of them +1" in title(at)
 
 
 def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():

@@ -219,3 +219,37 @@ def test_the_heatmap_caption_names_what_is_drawn():
     assert "dotted" not in heat_caption(ex, 2)
     assert not [s for s in figs.trace_figures(ex, list("0123456789"), cursor=2)["heat"].layout.shapes
                 if s.line.dash == "dot"]
+
+
+def test_charts_side_by_side_share_one_y_scale_and_upright_step_labels():
+    # p_n charts of two models beside each other read 0-0.5 and 0-0.2, one with rotated step labels
+    a, b = figs.halting_fig([0.5, 0.3, 0.2], 0.5), figs.halting_fig(np.full(20, 0.05), 0.1)
+    figs.side_by_side([a, b])
+    prior_top = 0.5 / (1 - 0.5 ** 3)                                        # λp = 0.5 renormalised over N = 3: 0.571
+    assert a.layout.yaxis.range == b.layout.yaxis.range == pytest.approx((0, prior_top * 1.08))
+    assert (a.layout.xaxis.tickangle, b.layout.xaxis.tickangle) == (0, 0) and b.layout.xaxis.dtick == 2
+
+
+def test_the_halting_mass_accumulates_to_one_as_stacked_bars_of_each_steps_p():
+    p = np.array([0.1, 0.18, 0.36, 0.36])
+    fig = figs.cumulative_fig(p)
+    bars = [t for t in fig.data if isinstance(t, go.Bar)]
+    assert fig.layout.barmode == "stack" and len(bars) == 4                   # one layer a step
+    assert [list(b.x) for b in bars] == [[1, 2, 3, 4], [2, 3, 4], [3, 4], [4]]   # p_j in every bar from step j on
+    height = {n: sum(float(b.y[list(b.x).index(n)]) for b in bars if n in list(b.x)) for n in range(1, 5)}
+    assert [height[n] for n in range(1, 5)] == pytest.approx(np.cumsum(p)) and height[4] == pytest.approx(1.0)
+    assert [t.name for t in fig.data if t.showlegend is not False and isinstance(t, go.Bar)] == ["p_j, stacked"]
+
+
+def test_the_expected_answer_is_drawn_as_the_mixture_of_the_step_answers():
+    from ponder.analysis.studies import trace_input
+    tr = trace_input(tiny_model("mnist", max_steps=5), torch.zeros(1, 1, 28, 28), "expected")
+    fig = figs.mixture_fig(tr.p, tr.probs, list("0123456789"), truth=3)
+    bars = [t for t in fig.data if isinstance(t, go.Bar)]
+    assert fig.layout.barmode == "stack" and len(bars) == 5                    # one share a step
+    top = list(bars[0].y)
+    for c in top:                                                             # the shares add up to the answer
+        total = sum(float(b.x[list(b.y).index(c)]) for b in bars)
+        assert total == pytest.approx(tr.answer_probs[int(c)], abs=1e-6)
+        assert float(bars[1].x[top.index(c)]) == pytest.approx(tr.p[1] * tr.probs[1][int(c)])   # p_2·P(c | step 2)
+    assert top[0] == str(tr.pred)                                             # the answer on top

@@ -95,3 +95,10 @@ def test_the_rotation_settles_when_it_stays_put_for_a_tick():
         [False, False, True]
     assert not inputs.settled(170, 170, 170)          # the page already shows it: no rerun
     assert not inputs.settled(None, None, 0)          # the first run of the page
+
+
+def test_a_parity_cell_cycles_minus_one_zero_plus_one_and_the_text_reads_back():
+    from explorer.inputs import flip_cell, parse_vector, vector_text
+    assert flip_cell([-1, 0, 1], 0) == [0, 0, 1] and flip_cell([-1, 0, 1], 1) == [-1, 1, 1]
+    assert flip_cell([-1, 0, 1], 2) == [-1, 0, -1]
+    assert vector_text([1, -1, 0]) == "+-0" and parse_vector(vector_text([1, -1, 0, 1]), 4).tolist() == [[1, -1, 0, 1]]

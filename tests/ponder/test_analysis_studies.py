@@ -120,6 +120,22 @@ def test_verdict_names_what_a_step_is_and_the_rows_confound():
     assert "every step sees the whole image" in studies.rotation_verdict(rows, step_meaning({"train": {}, "model": {}}))[1]
 
 
+def test_the_step_a_row_reader_has_seen_all_of_a_digit_moves_with_its_rotation():
+    # the rows confound, measured: a bar of ink on rows 3-4 is all in view by step 2 (2 rows a step); turned 90° it
+    # is a column reaching row 28, in view only at step 14. A whole-image model has no such step.
+    from ponder.data import mnist_inputs
+    model = tiny_model("mnist", max_steps=20, reader="rows", rows_per_step=2)
+    img = torch.zeros(1, 28, 28, dtype=torch.uint8)
+    img[0, 2:4, :] = 255                                                      # rows 3-4 of 28
+    assert studies.all_seen_step(model, mnist_inputs(img)).tolist() == [2]
+    assert studies.all_seen_step(model, mnist_inputs(img, angle=90.0)).tolist() == [14]
+    assert studies.all_seen_step(tiny_model("mnist", max_steps=5), mnist_inputs(img)) is None
+    rows = studies.rotation_study(model, img.repeat(4, 1, 1), torch.zeros(4, dtype=torch.long), angles=[0, 90])
+    assert [r["all_seen_step"] for r in rows] == [2.0, 14.0]
+    text = studies.rotation_verdict([dict(r, accuracy=a) for r, a in zip(rows, (1.0, 0.5))])[1]
+    assert "in view by step 2.00 on average at 0° and 14.00 at 90°" in text and "does not separate" in text
+
+
 def test_verdict_says_shorter_and_unclear():
     assert studies.rotation_verdict([_row(0, 0.99, 6), _row(45, 0.6, 4), _row(90, 0.2, 3)])[0] == "shorter"
     assert studies.rotation_verdict([_row(0, 0.99, 3), _row(10, 0.98, 6)])[0] == "unclear"
