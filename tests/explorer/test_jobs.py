@@ -133,7 +133,7 @@ def test_cancel_within_a_second_keeps_a_partial_run_and_no_threads_are_left(tmp_
 def test_a_save_that_fails_after_training_keeps_the_model_elsewhere(registry, tmp_path, monkeypatch):
     import errno
     import tempfile
-    from ponder import files as A
+    from ponder import files as A, journal as J
     root, spare = tmp_path / "runs", tmp_path / "spare"
     spare.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spare))
@@ -143,7 +143,7 @@ def test_a_save_that_fails_after_training_keeps_the_model_elsewhere(registry, tm
         if str(root) in str(path):
             raise A.SaveError(path, OSError(errno.ENOSPC, "No space left on device"))
         return real(path, data)
-    monkeypatch.setattr(A, "write_tmp", full_disk)
+    monkeypatch.setattr(J, "write_tmp", full_disk)              # the run's files are written by the journal
     view = wait_done(registry.submit("s1", [("full", tiny())], root=root))
     [run] = view.runs
     assert run.status == "completed" and run.saved_elsewhere, (run.status, run.reason)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from helpers import ROOT, assert_one_line_error, run_cli, save_tiny_run
-from ponder import files as A
+from ponder import files as A, journal as J
 from ponder.files import SaveError
 from ponder.store.checkpoint import load_checkpoint
 from ponder.cli import main
@@ -70,7 +70,7 @@ def test_cli_save_fails_after_training_rescues_the_model(tmp_path, capsys, monke
         if str(out) in str(path):
             raise SaveError(path, OSError(errno.ENOSPC, "No space left on device"))
         return real(path, data)
-    monkeypatch.setattr(A, "write_tmp", full_under_out)
+    monkeypatch.setattr(J, "write_tmp", full_under_out)     # the run's files are written by the journal
     rc = main([*TRAIN, "--out", str(out)])
     stdout, err = capsys.readouterr()
     assert rc == 4, (stdout, err)
@@ -84,7 +84,7 @@ def test_cli_save_fails_after_training_rescues_the_model(tmp_path, capsys, monke
 
 def test_cli_both_saves_fail_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(A, "write_tmp", lambda path, data: (_ for _ in ()).throw(
+    monkeypatch.setattr(J, "write_tmp", lambda path, data: (_ for _ in ()).throw(
         SaveError(path, OSError(errno.ENOSPC, "No space left on device"))))
     rc = main([*TRAIN, "--out", str(tmp_path / "out")])
     _, err = capsys.readouterr()
