@@ -460,7 +460,8 @@ def test_train_page_runs_a_tiny_job_until_it_finishes(runs):
     card = read_card(runs / "apptest-parity")
     assert card["status"] == "completed" and card["steps"] == 20 and card["train"]["hidden"] == 16
     assert card["train"]["device"] == "auto" and card["device"] == trains_on("auto")     # where the form said
-    assert len(charts(at)) == 2                             # training curves and the halting distribution
+    # training curves, the halting distribution, and the watched input's p_n, λ_n and E[n] over training
+    assert len(charts(at)) == 5
     # "Try it" opens its task's page with the new run chosen (and Compare with it)
     links = {l.proto.label: l.proto for l in at.get("page_link")}
     try_it = links["Try runs/apptest-parity on the Parity page"]
@@ -530,7 +531,8 @@ def _start_parity_job(at, name, epochs):
 
 def test_train_page_cancel_keeps_a_partial_run_and_a_busy_machine_says_so(runs):
     at = _start_parity_job(open_app("pages/train.py"), "apptest-long", 200.0)
-    poll(at, lambda a: bool(a.get("progress")) and len(charts(a)) == 2)       # live progress bar and curves
+    # live progress bar and curves (2 charts), and the watched input's 3 once the job has looked at it
+    poll(at, lambda a: bool(a.get("progress")) and len(charts(a)) in (2, 5))
     other = _train_form(open_app("pages/train.py"), epochs=0.04)
     start = other.button(key="tf_start")                             # Start is disabled and says why, once
     assert start.disabled and "machine is busy" in start.help and not other.error and not other.warning
@@ -689,7 +691,7 @@ def test_two_sessions_start_training_at_the_same_moment(runs, monkeypatch):
     assert "started elsewhere" not in texts(winner)
     # a cancel before the first step saves nothing ("Not saved."): on a loaded machine the job had not begun
     # training when the click came; its live curves show once steps are logged
-    poll(winner, lambda a: len(charts(a)) == 2)
+    poll(winner, lambda a: len(charts(a)) in (2, 5))           # the curves (and the watched input's 3 charts)
     winner.button(key="train_cancel").click()                   # one job trained; no need to wait for its end
     poll(winner, lambda a: any("Partial run**: cancelled" in w.value for w in a.warning), timeout=60)
     names = [p.name for p in runs.iterdir() if p.name.startswith("race-")]
