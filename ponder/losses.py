@@ -20,6 +20,15 @@ Why the direction matters. Per input, the best halting distribution under each i
 All are computed from log p, so a p_n that underflows is finite in each.
 
 The caller applies beta: total = rec + beta * reg.
+
+What trains the answer heads and what trains the halting can be chosen apart (train_loss):
+    answer_loss "halting":  the paper's, one term L_rec = sum_n p_n L_n trains both
+    answer_loss "mean":     deep supervision, every step's answer with the fixed weight 1/N:
+                            L_ans = mean_b (1/N) sum_n L_n; the halting term then sees the L_n detached
+    halting_loss "ce":      sum_n p_n L_n (the paper's reconstruction, as a halting objective)
+    halting_loss "accuracy": -sum_n p_n (1[y_n right] - c n), the correctness detached: p_n is analytic in the
+                            lambdas, so this is the exact expected accuracy minus c times the expected steps of
+                            halting by p, what a halting policy is judged on; c (step_cost) traces the frontier
 """
 from __future__ import annotations
 
@@ -103,3 +112,35 @@ def ponder_loss(step_losses: torch.Tensor, log_p: torch.Tensor, lambda_p: float,
     rec = reconstruction_loss(step_losses, log_p)
     reg = kl_to_prior(log_p, lambda_p, regulariser)
     return rec + beta * reg, rec, reg
+
+
+def accuracy_minus_compute(correct: torch.Tensor, log_p: torch.Tensor, step_cost: float) -> torch.Tensor:
+    """-mean_b sum_n p_n (1[y_n right] - c n): the halting loss "accuracy". correct [N, B] (bool or 0/1, no
+    gradient), log_p [N, B] -> scalar. Minimised, it moves each p's mass to the steps that are right, earlier
+    ones by c a step."""
+    n = torch.arange(1, log_p.shape[0] + 1, device=log_p.device, dtype=torch.float32).unsqueeze(1)   # [N, 1]
+    gain = correct.detach().float() - step_cost * n                                                  # [N, B]
+    return -(log_p.float().exp() * gain).sum(0).mean()
+
+
+def train_loss(step_losses: torch.Tensor, correct: torch.Tensor, log_p: torch.Tensor, lambda_p: float,
+               beta: float, regulariser: str = "kl", answer_loss: str = "halting", halting_loss: str = "ce",
+               step_cost: float = 0.0):
+    """(total, rec, reg): rec the answers' loss (sum_n p_n L_n, or (1/N) sum_n L_n under "mean"), reg the
+    regulariser; total = rec + (the halting term under "mean") + beta * reg. step_losses, correct, log_p [N, B]."""
+    reg = kl_to_prior(log_p, lambda_p, regulariser)
+    if answer_loss == "halting":
+        if halting_loss != "ce":
+            raise ValueError("answer_loss 'halting' trains the answers with the halting term: halting_loss must be 'ce'")
+        rec = reconstruction_loss(step_losses, log_p)
+        return rec + beta * reg, rec, reg
+    if answer_loss != "mean":
+        raise ValueError(f"answer_loss must be 'halting' or 'mean', got {answer_loss!r}")
+    rec = step_losses.float().mean(0).mean()                                 # mean_b (1/N) sum_n L_n
+    if halting_loss == "ce":
+        halt = reconstruction_loss(step_losses.detach(), log_p)
+    elif halting_loss == "accuracy":
+        halt = accuracy_minus_compute(correct, log_p, step_cost)
+    else:
+        raise ValueError(f"halting_loss must be 'ce' or 'accuracy', got {halting_loss!r}")
+    return rec + halt + beta * reg, rec, reg
