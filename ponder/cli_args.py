@@ -162,7 +162,8 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
                         f"(default {d.answer_loss})")
     t.add_argument("--halting-loss", default=None, choices=HALTING_LOSSES,
                    help="ce: sum_n p_n L_n; accuracy: -sum_n p_n (1[y_n right] - c n), expected accuracy minus "
-                        f"compute, needs --answer-loss mean (default {d.halting_loss})")
+                        "compute; exit: lambda_n trained towards 'the answer is right from step n on'; the last two "
+                        f"need --answer-loss mean (default {d.halting_loss})")
     t.add_argument("--step-cost", type=float, default=None,
                    help=f"c of --halting-loss accuracy: the accuracy one more step must buy (default {d.step_cost:g})")
     t.add_argument("--lambda-input", default=d.lambda_input, choices=LAMBDA_INPUTS,

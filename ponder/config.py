@@ -14,7 +14,7 @@ class ConfigError(ValueError):
 
 
 ANSWER_LOSSES = ("halting", "mean")           # what trains the answer heads; see ponder/losses.py, train_loss
-HALTING_LOSSES = ("ce", "accuracy")          # what trains the halting
+HALTING_LOSSES = ("ce", "accuracy", "exit")          # what trains the halting
 REGULARISERS = ("kl", "kl-reverse", "kl-both")   # KL(p || p_G) (paper), KL(p_G || p) (reverse), their sum;
                                                  # see ponder/losses.py
 
@@ -32,7 +32,8 @@ class TrainConfig:
                                      # "mean": deep supervision, every step's answer weighted 1/N, and the
                                      # halting term below sees the step losses detached (it shapes no answer head)
     halting_loss: str = "ce"         # with answer_loss "mean": "ce", sum_n p_n L_n (detached L_n); "accuracy",
-                                     # -sum_n p_n (1[y_n right] - step_cost n), expected accuracy minus compute
+                                     # -sum_n p_n (1[y_n right] - step_cost n), expected accuracy minus compute;
+                                     # "exit", lambda_n trained towards "the answer is right from step n on" (BCE)
     step_cost: float = 0.0           # c of halting_loss "accuracy": accuracy one more step must buy
     max_steps: int = 20              # N, the most steps a sample can take
     halt_epsilon: Optional[float] = None  # None: training unrolls all max_steps; ε: it unrolls until every input
@@ -85,7 +86,7 @@ class TrainConfig:
         _check(_choice(self.halting_loss, HALTING_LOSSES), "halting_loss", f"one of {', '.join(HALTING_LOSSES)}",
                self.halting_loss)
         _check(self.halting_loss == "ce" or self.answer_loss == "mean", "halting_loss",
-               "'ce' unless answer_loss is 'mean' (the accuracy objective trains no answer)", self.halting_loss)
+               "'ce' unless answer_loss is 'mean' (the others train no answer)", self.halting_loss)
         _check(finite(self.step_cost) and 0.0 <= self.step_cost <= 1.0, "step_cost", "in [0, 1]", self.step_cost)
         for task in TASKS.values():          # each task checks the fields it reads, whatever the run's task
             task.check(self)

@@ -66,10 +66,10 @@ class Update:
         N, B = out.log_p.shape
         step_losses = self.model.step_fn.loss(out.y.flatten(0, 1), y.repeat(N)).view(N, B)   # [N, B]
         correct = None
-        if cfg.halting_loss == "accuracy":                                                    # [N, B] no gradient
+        if cfg.halting_loss in ("accuracy", "exit"):                                          # [N, B] no gradient
             correct = self.model.step_fn.probs(out.y.detach().flatten(0, 1)).argmax(-1).view(N, B) == y
         loss, rec, reg = train_loss(step_losses, correct, out.log_p, cfg.lambda_p, cfg.beta, cfg.regulariser,
-                                    cfg.answer_loss, cfg.halting_loss, cfg.step_cost)
+                                    cfg.answer_loss, cfg.halting_loss, cfg.step_cost, out.lambda_logits)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)                   # 0-d, on the device
