@@ -68,7 +68,7 @@ def test_without_the_skip_the_last_checked_weights_are_put_back_and_named():
 
 
 def test_under_deep_supervision_the_halting_loss_leaves_the_answer_head_alone():
-    # the same batch and weights, halting trained by "ce" or by "accuracy": the answer head's gradient is the
+    # the same batch and weights, halting trained by "ce", "accuracy" or "exit": the answer head's gradient is the
     # deep-supervised one's either way, the lambda head's differs (no clipping, so the gradients are as computed)
     grads = {}
     for halting in ("ce", "accuracy", "exit"):
