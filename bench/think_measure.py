@@ -7,7 +7,8 @@ measured as docs/results.md's "A network that thinks" section reports it:
 each at equal mean steps: the target is the learned halting's own mean E[n] on the validation split (the 5,000
 training images held out of training), each policy's knob is matched to it there (two neighbouring knob values
 mixed), then scored on the test set; 95 % paired bootstrap intervals of the differences on the test set (1,000
-resamples). The same on digits rotated 45 degrees, the knobs matched on the rotated validation digits.
+resamples). The same on digits rotated 45 degrees, the knobs matched on the rotated validation digits. Also a lambda exit:
+stop at the first n with lambda_n >= t (the lambdas themselves as exit scores: what halting_loss "exit" trains).
 Also: accuracy (halting sampled from p), E[n] std over the test digits, wrong - right E[n].
 
     PONDER_DATA=/work/shared/data OMP_NUM_THREADS=1 python -m bench.think_measure runs/recall-ds-acc [--json out.json]
@@ -30,6 +31,8 @@ from ponder.analysis.unroll import unroll_stats
 from ponder.store.checkpoint import load_checkpoint
 
 ANGLE = 45.0
+PAIRS = (("q_exit", "confidence"), ("q_exit", "fixed"), ("lambda_exit", "confidence"))
+DIFFS = tuple(f"{a}-{b}" for a, b in PAIRS)
 BUDGETS = (1.5, 2.0, 3.0)       # also at these mean steps (clean digits): the rules along the frontier
 
 
@@ -37,11 +40,22 @@ def q_exit_steps(p, q):
     return ((p.double().cumsum(0) < q).sum(0) + 1).clamp(max=p.shape[0])      # [B] first n with CDF >= q
 
 
+def lambdas(p):
+    """lambda_n = p_n / (1 - sum_{j<n} p_j), lambda_N = 1: the learned hazards back from p. [N, B]"""
+    before = torch.cat([torch.zeros_like(p[:1]), p.double().cumsum(0)[:-1]])     # [N, B]
+    lam = (p.double() / (1 - before).clamp_min(1e-12)).clamp(0, 1)
+    lam[-1] = 1.0
+    return lam
+
+
 def rules(u):
     """{name: (steps(knob) -> [B], knobs)} on one unroll u (per_step_correct, per_step_confidence, p [N, B])."""
     p, conf, N = u["p"], u["per_step_confidence"], u["p"].shape[0]
     peak = conf.cummax(0).values
+    lam = lambdas(p)
+    lam_peak = lam.cummax(0).values
     return {"q_exit": (lambda q: q_exit_steps(p, q), [0.0, *p.double().cumsum(0).flatten().unique().tolist()]),
+            "lambda_exit": (lambda t: exit_steps(lam, t, lam_peak), candidates(lam).tolist()),
             "confidence": (lambda t: exit_steps(conf, t, peak), candidates(conf).tolist()),
             "fixed": (lambda d: torch.full((p.shape[1],), int(d)), list(range(1, N + 1)))}
 
@@ -91,9 +105,8 @@ def equal_steps(val, test, target=None):
         op = match(*rv[name], target)
         steps, right[name] = score(rt[name][0], test["per_step_correct"], op)
         out[name] = {"steps": steps, "accuracy": right[name].mean().item()}
-    for other in ("confidence", "fixed"):
-        d = (right["q_exit"] - right[other]).mean().item()
-        out[f"q_exit-{other}"] = {"diff": d, "interval": bootstrap(right["q_exit"], right[other])}
+    for a, b in PAIRS:
+        out[f"{a}-{b}"] = {"diff": (right[a] - right[b]).mean().item(), "interval": bootstrap(right[a], right[b])}
     return out
 
 
@@ -123,20 +136,63 @@ def summary(rows: list) -> dict:
     for s in ("clean", "rotated", *(f"budget {b}" for b in BUDGETS)):
         get = (lambda r, s=s: r[s]) if not s.startswith("budget") else (lambda r, s=s: r["budgets"][s.split()[1]])
         out[s] = {"target_steps": agg(lambda r: get(r)["target_steps"]),
-                  **{k: agg(lambda r, k=k: get(r)[k]["accuracy"]) for k in ("q_exit", "confidence", "fixed")},
-                  **{k: agg(lambda r, k=k: get(r)[k]["diff"]) for k in ("q_exit-confidence", "q_exit-fixed")},
-                  "intervals_above_0": {k: sum(get(r)[k]["interval"][0] > 0 for r in rows)
-                                        for k in ("q_exit-confidence", "q_exit-fixed")},
-                  "intervals_below_0": {k: sum(get(r)[k]["interval"][1] < 0 for r in rows)
-                                        for k in ("q_exit-confidence", "q_exit-fixed")}}
+                  **{k: agg(lambda r, k=k: get(r)[k]["accuracy"]) for k in ("q_exit", "lambda_exit", "confidence", "fixed")},
+                  **{k: agg(lambda r, k=k: get(r)[k]["diff"]) for k in DIFFS},
+                  "intervals_above_0": {k: sum(get(r)[k]["interval"][0] > 0 for r in rows) for k in DIFFS},
+                  "intervals_below_0": {k: sum(get(r)[k]["interval"][1] < 0 for r in rows) for k in DIFFS}}
     return out
+
+
+def _pm(d, digits=4):
+    return f"{d['mean']:.{digits}f} ± {d['std']:.{digits}f}"
+
+
+def table(files) -> str:
+    """docs/results.md's table rows from measure.json files (mean ± std over the seeds; intervals: in how many
+    seeds the paired 95 % interval lies above 0, and below 0)."""
+    lines = ["| setting | seeds | accuracy (sampled) | E[n] | E[n] std | wrong − right E[n] | at steps | Q-exit | "
+             "confidence | fixed | Q − confidence (above / below 0) | Q − fixed (above / below 0) | "
+             "λ-exit − confidence (above / below 0) | rot 45°: at steps | rot 45°: Q − confidence (above / below 0) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for f in files:
+        d = json.loads(Path(f).read_text())
+        s, c, r = d["summary"], d["summary"]["clean"], d["summary"]["rotated"]
+        ab = lambda x, k: f"{x['intervals_above_0'][k]} / {x['intervals_below_0'][k]}"   # noqa: E731
+        lines.append(f"| {Path(f).parent.name} | {len(d['runs'])} | {_pm(s['accuracy'])} | {_pm(s['mean_en'], 2)} | "
+                     f"{_pm(s['std_en'], 2)} | {_pm(s['wrong_minus_right_en'], 2)} | {_pm(c['target_steps'], 2)} | "
+                     f"{_pm(c['q_exit'])} | {_pm(c['confidence'])} | {_pm(c['fixed'])} | "
+                     f"{_pm(c['q_exit-confidence'])} ({ab(c, 'q_exit-confidence')}) | "
+                     f"{_pm(c['q_exit-fixed'])} ({ab(c, 'q_exit-fixed')}) | "
+                     f"{_pm(c['lambda_exit-confidence'])} ({ab(c, 'lambda_exit-confidence')}) | {_pm(r['target_steps'], 2)} | "
+                     f"{_pm(r['q_exit-confidence'])} ({ab(r, 'q_exit-confidence')}) |")
+    return "\n".join(lines)
+
+
+def budget_table(files) -> str:
+    """Q-exit − confidence exit and − fixed depth at the fixed budgets of mean steps (clean digits)."""
+    lines = ["| setting | budget (mean steps) | Q-exit | confidence | fixed | Q − confidence (above / below 0) | "
+             "Q − fixed (above / below 0) |", "|---|---|---|---|---|---|---|"]
+    for f in files:
+        s = json.loads(Path(f).read_text())["summary"]
+        for b in BUDGETS:
+            x = s[f"budget {b}"]
+            lines.append(f"| {Path(f).parent.name} | {b} | {_pm(x['q_exit'])} | {_pm(x['confidence'])} | "
+                         f"{_pm(x['fixed'])} | {_pm(x['q_exit-confidence'])} ({x['intervals_above_0']['q_exit-confidence']}"
+                         f" / {x['intervals_below_0']['q_exit-confidence']}) | {_pm(x['q_exit-fixed'])} "
+                         f"({x['intervals_above_0']['q_exit-fixed']} / {x['intervals_below_0']['q_exit-fixed']}) |")
+    return "\n".join(lines)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m bench.think_measure")
-    ap.add_argument("sweep", help="a sweep folder: one run folder per seed")
+    ap.add_argument("sweep", nargs="+", help="a sweep folder: one run folder per seed (with --table: measure.json files)")
     ap.add_argument("--json", default=None, help="write every number here")
+    ap.add_argument("--table", action="store_true", help="print docs/results.md's tables from measure.json files")
     args = ap.parse_args(argv)
+    if args.table:
+        print(table(args.sweep) + "\n\n" + budget_table(args.sweep))
+        return 0
+    args.sweep = args.sweep[0]
     torch.set_num_threads(1)
     mnist = D.load_mnist()
     runs = sorted(p.parent for p in Path(args.sweep).glob("*/run.json"))
