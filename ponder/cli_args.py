@@ -10,7 +10,7 @@ import sys
 import threading
 from dataclasses import fields
 
-from .config import DEVICES, MAX_SEED, REGULARISERS, TrainConfig
+from .config import ANSWER_LOSSES, DEVICES, HALTING_LOSSES, MAX_SEED, REGULARISERS, TrainConfig
 from .halting import LAMBDA_INPUTS
 from .tasks import TASKS, train_config, validate
 from .tasks.mnist import MNIST_READERS
@@ -158,13 +158,24 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
                    help="kl: KL(p || p_G), the paper's direction; kl-reverse: KL(p_G || p), the prior first; "
                         "kl-both: their sum "
                         f"(default: {defaults('regulariser')})")
+    t.add_argument("--answer-loss", default=None, choices=ANSWER_LOSSES,
+                   help="halting: sum_n p_n L_n trains the answers and the halting (the paper's); mean: deep "
+                        "supervision, every step's answer weighted 1/N, the halting loss sees them detached "
+                        f"(default {d.answer_loss})")
+    t.add_argument("--halting-loss", default=None, choices=HALTING_LOSSES,
+                   help="ce: sum_n p_n L_n; accuracy: -sum_n p_n (1[y_n right] - c n), expected accuracy minus "
+                        "compute; exit: lambda_n trained towards 'the answer is right from step n on'; the last two "
+                        f"need --answer-loss mean (default {d.halting_loss})")
+    t.add_argument("--step-cost", type=float, default=None,
+                   help=f"c of --halting-loss accuracy: the accuracy one more step must buy (default {d.step_cost:g})")
     t.add_argument("--lambda-input", default=d.lambda_input, choices=LAMBDA_INPUTS,
                    help="what the lambda head reads: hidden (the cell's state, the paper's) or confidence (also the "
                         f"answer's top probability and how far it moved since the last step) (default {d.lambda_input})")
     t.add_argument("--reader", default=None, choices=MNIST_READERS,
                    help="MNIST step function: rows (rows_per_step more rows each step: evidence grows, so halting "
                         "varies by digit), cnn (the article's: the whole image every step, halting follows the "
-                        f"prior), coarse (growing resolution) (default {train_config('mnist').reader})")
+                        "prior), coarse (growing resolution), recall (the whole image every step, a weight-tied "
+                        f"conv block computing further on it each step) (default {train_config('mnist').reader})")
     t.add_argument("--rows-per-step", type=int, default=None, help=f"rows reader: image rows per step (default {d.rows_per_step})")
     t.add_argument("--max-steps", type=int, default=d.max_steps, help=f"N, most pondering steps (default {d.max_steps})")
     t.add_argument("--halt-epsilon", type=float, default=None,

@@ -13,6 +13,8 @@ class ConfigError(ValueError):
     """A bad hyperparameter. The message names the field and the allowed range."""
 
 
+ANSWER_LOSSES = ("halting", "mean")           # what trains the answer heads; see ponder/losses.py, train_loss
+HALTING_LOSSES = ("ce", "accuracy", "exit")          # what trains the halting
 REGULARISERS = ("kl", "kl-reverse", "kl-both")   # KL(p || p_G) (paper), KL(p_G || p) (reverse), their sum;
                                                  # see ponder/losses.py
 
@@ -26,6 +28,13 @@ class TrainConfig:
     regulariser: str = "kl"          # "kl": KL(p || p_G), the paper's direction (the learned p first);
                                      # "kl-reverse": KL(p_G || p), the prior first (labml's, the video's);
                                      # "kl-both": their sum (every step trains and every step is priced)
+    answer_loss: str = "halting"     # "halting": sum_n p_n L_n trains the answers and the halting (the paper's);
+                                     # "mean": deep supervision, every step's answer weighted 1/N, and the
+                                     # halting term below sees the step losses detached (it shapes no answer head)
+    halting_loss: str = "ce"         # with answer_loss "mean": "ce", sum_n p_n L_n (detached L_n); "accuracy",
+                                     # -sum_n p_n (1[y_n right] - step_cost n), expected accuracy minus compute;
+                                     # "exit", lambda_n trained towards "the answer is right from step n on" (BCE)
+    step_cost: float = 0.0           # c of halting_loss "accuracy": accuracy one more step must buy
     max_steps: int = 20              # N, the most steps a sample can take
     halt_epsilon: Optional[float] = None  # None: training unrolls all max_steps; ε: it unrolls until every input
                                      # of the batch has halted with probability Σ_{j≤n} p_j ≥ 1 − ε (the paper's
@@ -64,6 +73,13 @@ class TrainConfig:
         _check(_choice(self.lambda_input, LAMBDA_INPUTS), "lambda_input", f"one of {', '.join(LAMBDA_INPUTS)}",
                self.lambda_input)
         _check(_choice(self.regulariser, REGULARISERS), "regulariser", f"one of {', '.join(REGULARISERS)}", self.regulariser)
+        _check(_choice(self.answer_loss, ANSWER_LOSSES), "answer_loss", f"one of {', '.join(ANSWER_LOSSES)}",
+               self.answer_loss)
+        _check(_choice(self.halting_loss, HALTING_LOSSES), "halting_loss", f"one of {', '.join(HALTING_LOSSES)}",
+               self.halting_loss)
+        _check(self.halting_loss == "ce" or self.answer_loss == "mean", "halting_loss",
+               "'ce' unless answer_loss is 'mean' (the others train no answer)", self.halting_loss)
+        _check(finite(self.step_cost) and 0.0 <= self.step_cost <= 1.0, "step_cost", "in [0, 1]", self.step_cost)
         _check(is_int(self.max_steps) and 1 <= self.max_steps <= 200, "max_steps", "an integer in [1, 200]", self.max_steps)
         _check(self.halt_epsilon is None or (finite(self.halt_epsilon) and 0.0 < self.halt_epsilon < 1.0),
                "halt_epsilon", "in (0, 1) (or unset)", self.halt_epsilon)

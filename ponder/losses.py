@@ -20,12 +20,25 @@ Why the direction matters. Per input, the best halting distribution under each i
 All are computed from log p, so a p_n that underflows is finite in each.
 
 The caller applies beta: total = rec + beta * reg.
+
+What trains the answer heads and what trains the halting can be chosen apart (train_loss):
+    answer_loss "halting":  the paper's, one term L_rec = sum_n p_n L_n trains both
+    answer_loss "mean":     deep supervision, every step's answer with the fixed weight 1/N:
+                            L_ans = mean_b (1/N) sum_n L_n; the halting term then sees the L_n detached
+    halting_loss "ce":      sum_n p_n L_n (the paper's reconstruction, as a halting objective)
+    halting_loss "accuracy": -sum_n p_n (1[y_n right] - c n), the correctness detached: p_n is analytic in the
+                            lambdas, so this is the exact expected accuracy minus c times the expected steps of
+                            halting by p, what a halting policy is judged on; c (step_cost) traces the frontier
+    halting_loss "exit":    supervised exit (learning to exit, as in BERxiT): lambda_n is trained by binary cross-
+                            entropy towards "the answer at step n is right and stays right to step N" (detached),
+                            every step n < N whatever p is, so no step's lambda stops learning when its p_n is ~0
 """
 from __future__ import annotations
 
 import math
 
 import torch
+import torch.nn.functional as F
 
 # (1 - lambda_p) is clamped here so lambda_p = 1 gives a finite log-prior: the prior then
 # puts ~1e-6 of relative weight on step 2, instead of log 0 = -inf, which would make
@@ -103,3 +116,51 @@ def ponder_loss(step_losses: torch.Tensor, log_p: torch.Tensor, lambda_p: float,
     rec = reconstruction_loss(step_losses, log_p)
     reg = kl_to_prior(log_p, lambda_p, regulariser)
     return rec + beta * reg, rec, reg
+
+
+def accuracy_minus_compute(correct: torch.Tensor, log_p: torch.Tensor, step_cost: float) -> torch.Tensor:
+    """-mean_b sum_n p_n (1[y_n right] - c n): the halting loss "accuracy". correct [N, B] (bool or 0/1, no
+    gradient), log_p [N, B] -> scalar. Minimised, it moves each p's mass to the steps that are right, earlier
+    ones by c a step."""
+    n = torch.arange(1, log_p.shape[0] + 1, device=log_p.device, dtype=torch.float32).unsqueeze(1)   # [N, 1]
+    gain = correct.detach().float() - step_cost * n                                                  # [N, B]
+    return -(log_p.float().exp() * gain).sum(0).mean()
+
+
+def settled(correct: torch.Tensor) -> torch.Tensor:
+    """[N, B] bool: the answer at step n is right and right at every later step (to N)."""
+    return correct.bool().flip(0).cumprod(0).flip(0).bool()
+
+
+def exit_loss(correct: torch.Tensor, lambda_logits: torch.Tensor) -> torch.Tensor:
+    """mean over n < N and b of BCE(lambda_n, settled_n): the halting loss "exit". [N, B], [N, B] -> scalar."""
+    target = settled(correct.detach())[:-1].float()                                  # [N-1, B]
+    if target.numel() == 0:
+        return lambda_logits.float().sum() * 0.0                                     # N = 1: lambda_1 = 1
+    return F.binary_cross_entropy_with_logits(lambda_logits[:-1].float(), target)
+
+
+def train_loss(step_losses: torch.Tensor, correct: torch.Tensor, log_p: torch.Tensor, lambda_p: float,
+               beta: float, regulariser: str = "kl", answer_loss: str = "halting", halting_loss: str = "ce",
+               step_cost: float = 0.0, lambda_logits: torch.Tensor = None):
+    """(total, rec, reg): rec the answers' loss (sum_n p_n L_n, or (1/N) sum_n L_n under "mean"), reg the
+    regulariser; total = rec + (the halting term under "mean") + beta * reg. step_losses, correct, log_p,
+    lambda_logits (read by "exit") [N, B]."""
+    reg = kl_to_prior(log_p, lambda_p, regulariser)
+    if answer_loss == "halting":
+        if halting_loss != "ce":
+            raise ValueError("answer_loss 'halting' trains the answers with the halting term: halting_loss must be 'ce'")
+        rec = reconstruction_loss(step_losses, log_p)
+        return rec + beta * reg, rec, reg
+    if answer_loss != "mean":
+        raise ValueError(f"answer_loss must be 'halting' or 'mean', got {answer_loss!r}")
+    rec = step_losses.float().mean(0).mean()                                 # mean_b (1/N) sum_n L_n
+    if halting_loss == "ce":
+        halt = reconstruction_loss(step_losses.detach(), log_p)
+    elif halting_loss == "accuracy":
+        halt = accuracy_minus_compute(correct, log_p, step_cost)
+    elif halting_loss == "exit":
+        halt = exit_loss(correct, lambda_logits)
+    else:
+        raise ValueError(f"halting_loss must be 'ce', 'accuracy' or 'exit', got {halting_loss!r}")
+    return rec + halt + beta * reg, rec, reg

@@ -89,14 +89,14 @@ def parameter_count(cfg: TrainConfig) -> int:
 def _input_bytes(task, model_cfg, n: int) -> int:
     """Bytes one input adds to a no-grad forward of a model of model_cfg over n steps."""
     h = model_cfg.hidden
-    return int(FLOAT * (K_ENC_INFER * task.feature_floats(model_cfg) + n * (task.infer_states * h + K_HEAD_INFER) + 3 * h))
+    return int(FLOAT * (K_ENC_INFER * task.feature_floats(model_cfg, n) + n * (task.infer_states * h + K_HEAD_INFER) + 3 * h))
 
 
 def estimate(cfg: TrainConfig) -> MemoryEstimate:
     """The peak memory of ponder.train.train(cfg) (and of the evaluation after it), in bytes."""
     from .tasks import get_task
     task = get_task(cfg.task)
-    enc, n, h = task.feature_floats(task.model_config(cfg)), cfg.max_steps, cfg.hidden
+    enc, n, h = task.feature_floats(task.model_config(cfg), cfg.max_steps), cfg.max_steps, cfg.hidden
     train = int(FLOAT * cfg.batch_size * (K_ENC * enc + n * (K_STEP * h + K_HEAD)))
     infer = INFER_CHUNK * _input_bytes(task, task.model_config(cfg), n)
     return MemoryEstimate(params=5 * FLOAT * parameter_count(cfg), train=train, inference=infer, data=task.data_bytes)

@@ -16,7 +16,7 @@ import torch
 from .config import TrainConfig
 from .fastpath import GRADIENT, GRAPH_WARMUP, LOSS, DivergenceGuard, GraphedStep
 from .halting import PonderNet
-from .losses import ponder_loss
+from .losses import train_loss
 
 
 @dataclass
@@ -65,7 +65,11 @@ class Update:
             out = self.forward(x, halt_epsilon=cfg.halt_epsilon)              # N steps, fewer with halt_epsilon
         N, B = out.log_p.shape
         step_losses = self.model.step_fn.loss(out.y.flatten(0, 1), y.repeat(N)).view(N, B)   # [N, B]
-        loss, rec, reg = ponder_loss(step_losses, out.log_p, cfg.lambda_p, cfg.beta, cfg.regulariser)
+        correct = None
+        if cfg.halting_loss in ("accuracy", "exit"):                                          # [N, B] no gradient
+            correct = self.model.step_fn.probs(out.y.detach().flatten(0, 1)).argmax(-1).view(N, B) == y
+        loss, rec, reg = train_loss(step_losses, correct, out.log_p, cfg.lambda_p, cfg.beta, cfg.regulariser,
+                                    cfg.answer_loss, cfg.halting_loss, cfg.step_cost, out.lambda_logits)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)                   # 0-d, on the device

@@ -108,7 +108,7 @@ class Task:
         """(uint8 images, labels) that ponder.analysis.studies.rotation_study rotates; None: not an image task."""
         return None
 
-    def feature_floats(self, model_cfg) -> int:
+    def feature_floats(self, model_cfg, n_steps: int = 1) -> int:
         """Floats per sample of the encoder's input and feature maps for a model of model_cfg (ponder.memory);
         0: plain vectors."""
         return 0

@@ -15,7 +15,7 @@ from .. import data as D
 from ..config import TrainConfig, _check, _choice, finite, is_int
 from .base import Batches, EvalSet, Task, register
 
-MNIST_READERS = ("cnn", "rows", "coarse")
+MNIST_READERS = ("cnn", "rows", "coarse", "recall")
 # Per-reader model sizes over MnistConfig's: the row reader's fc sees a 14 x 7 map per channel, so
 # 16 second-layer channels keep it at 1568 x 128 weights (~1 MB a model, like the "cnn" reader's).
 READER_DEFAULTS = {"rows": dict(channels2=16)}
@@ -33,7 +33,9 @@ class MnistConfig:
     reader: str = "cnn"      # (a card without a reader is the article's design; new runs default to "rows",
                              # MnistTask.defaults) "cnn": the whole image at every step (step 1 is a full classifier);
                              # "rows": the first rows_per_step * n rows at step n (evidence grows);
-                             # "coarse": the image at a growing resolution, 2x2 ... 28x28
+                             # "coarse": the image at a growing resolution, 2x2 ... 28x28;
+                             # "recall": the whole image every step, a weight-tied conv block over a
+                             # channels1 x 14 x 14 state (ponder.tasks.mnist_recall; embed, hidden unused)
     rows_per_step: int = 2   # "rows" reader: image rows revealed per step (2 -> all 28 rows by step 14)
 
 
@@ -140,8 +142,11 @@ class MnistTask(Task):
         x[0], x[1] = 0, 255                   # a blank picture and an all-white one
         return D.mnist_inputs(x)              # [n, 1, 28, 28]
 
-    def feature_floats(self, m: MnistConfig) -> int:
-        """The CNN's input and conv outputs per image; 8 times that for the coarse reader (8 resolutions)."""
+    def feature_floats(self, m: MnistConfig, n_steps: int = 1) -> int:
+        """The CNN's input and conv outputs per image; 8 times that for the coarse reader (8 resolutions); the
+        recall step's input, its stem's output and per step its block's input, output and new state (5C x 14 x 14)."""
+        if m.reader == "recall":
+            return 28 * 28 + m.channels1 * 14 * 14 * (1 + 5 * n_steps)
         one = 28 * 28 + m.channels1 * 28 * 28 + m.channels2 * 14 * 14
         return one * (8 if m.reader == "coarse" else 1)
 

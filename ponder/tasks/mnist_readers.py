@@ -3,12 +3,14 @@
 All follow the StepFunction protocol of ponder.halting:
     encode(x) -> ctx, init_hidden(ctx) -> h_1, step(ctx, h_n, n) -> (y_n, h_{n+1}, lambda_logit_n)
 
-MNIST has three readers (MnistConfig.reader), which differ in what the cell sees at step n:
+MNIST has four step functions (MnistConfig.reader), which differ in what the cell sees at step n:
     "cnn"     MnistStep: the whole image's embedding at every step. Step 1 is already a complete
               classifier, so extra steps bring nothing and halting follows the prior.
     "rows"    RowReader: the first rows_per_step * n image rows. Evidence grows with the steps.
     "coarse"  CoarseReader: the image at a growing resolution (2x2, 3x3, ..., 28x28).
-Each has view(x, n): the image as step n sees it (the explorer draws it).
+    "recall"  RecallStep (ponder.tasks.mnist_recall): the whole image every step, a weight-tied conv block
+              that computes further on it each step; no view(), what grows is each position's receptive field.
+The readers have view(x, n): the image as step n sees it (the explorer draws it).
 """
 from __future__ import annotations
 
@@ -276,4 +278,6 @@ class CoarseReader(GrowingEvidence):
         return self.at_resolution(x, self.RESOLUTIONS[min(n, len(self.RESOLUTIONS) - 1)])
 
 
-MNIST_STEPS = {"cnn": MnistStep, "rows": RowReader, "coarse": CoarseReader}
+from .mnist_recall import RecallStep  # noqa: E402  (it imports nothing from here)
+
+MNIST_STEPS = {"cnn": MnistStep, "rows": RowReader, "coarse": CoarseReader, "recall": RecallStep}

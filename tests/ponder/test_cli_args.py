@@ -20,6 +20,8 @@ TRAIN_BAD = [
     (["--lr-schedule", "cosine"], "lr_schedule"), (["--steps-per-epoch", "0"], "steps_per_epoch"),
     (["--seed", str(2 ** 70)], "seed"), (["--seed", "abc"], "seed"), (["--halt-epsilon", "1"], "halt_epsilon"),
     (["--halt-epsilon", "0"], "halt_epsilon"), (["--halt-epsilon", "x"], "halt-epsilon"),
+    (["--halting-loss", "accuracy"], "halting_loss"), (["--step-cost", "2"], "step_cost"),
+    (["--answer-loss", "sum"], "answer-loss"), (["--reader", "glimpse"], "reader"),
 ]
 
 
@@ -46,3 +48,13 @@ def test_cli_evaluate_bad_values_one_line(tmp_path, capsys, args, needle):
     run, _ = save_tiny_run(tmp_path / "run")
     rc, _, err = run_cli(["evaluate", str(run), *args], capsys)
     assert_one_line_error(rc, err, needle)
+
+
+def test_the_halting_and_answer_flags_reach_the_config():
+    from ponder.cli_args import build_parser, config_from_args
+    cfg = config_from_args(build_parser().parse_args(
+        ["train", "--out", "x", "--reader", "recall", "--answer-loss", "mean", "--halting-loss", "accuracy",
+         "--step-cost", "0.004"]))
+    assert (cfg.reader, cfg.answer_loss, cfg.halting_loss, cfg.step_cost) == ("recall", "mean", "accuracy", 0.004)
+    plain = config_from_args(build_parser().parse_args(["train", "--out", "x"]))
+    assert (plain.answer_loss, plain.halting_loss, plain.step_cost) == ("halting", "ce", 0.0)

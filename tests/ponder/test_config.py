@@ -77,7 +77,8 @@ EDGES = [("lambda_p", 0.0), ("lambda_p", 1.0000001), ("beta", -1e-9), ("max_step
          ("hidden", 4097), ("batch_size", 65537), ("rotate_train", 180.001), ("seed", 2 ** 63), ("seed", -1),
          ("weight_decay", 1.01), ("weight_decay", 3e38), ("lambda_p", 10 ** 400), ("max_steps", True),
          ("device", "cuda:0;rm -rf /"), ("task", "MNIST"), ("compile", "false"), ("parity_preset", ("small",)),
-         ("halt_epsilon", 0.0), ("halt_epsilon", 1.0), ("halt_epsilon", True)]
+         ("halt_epsilon", 0.0), ("halt_epsilon", 1.0), ("halt_epsilon", True), ("step_cost", -1e-9),
+         ("step_cost", 1.0000001), ("answer_loss", "sum"), ("halting_loss", "kl")]
 
 
 @pytest.mark.parametrize("field,value", EDGES, ids=[f"{f}={v!r:.20}" for f, v in EDGES])
@@ -134,3 +135,10 @@ def test_a_training_config_without_halt_epsilon_unrolls_all_steps():
     d = TrainConfig().to_dict()
     del d["halt_epsilon"]
     assert validate(TrainConfig.from_dict(d)).halt_epsilon is None
+
+
+def test_the_accuracy_halting_loss_needs_deep_supervised_answers():
+    # it trains no answer head: with the paper's answer loss nothing would train the answers
+    with pytest.raises(ConfigError, match="^halting_loss must be 'ce' unless answer_loss is 'mean'"):
+        validate(TrainConfig(halting_loss="accuracy"))
+    assert validate(TrainConfig(halting_loss="accuracy", answer_loss="mean", step_cost=0.01)).step_cost == 0.01

@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
 from ponder.halting import halting_lambdas, halting_log_probs
-from ponder.losses import (kl_to_prior, kl_to_prior_per_sample, log_geometric_prior, ponder_loss,
-                           reconstruction_loss)
+from ponder.losses import (accuracy_minus_compute, exit_loss, kl_to_prior, settled, kl_to_prior_per_sample, log_geometric_prior, ponder_loss,
+                           reconstruction_loss, train_loss)
 
 
 def logit(p):
@@ -222,3 +222,88 @@ def test_both_are_divergences(lp, n, noise, seed):
 def test_unknown_regulariser_is_refused():
     with pytest.raises(ValueError, match="regulariser"):
         kl_to_prior(torch.zeros(3, 2), 0.5, "kl-backwards")
+
+
+# ----------------------------------------------------------------------------- train_loss: answers and halting apart
+
+def test_accuracy_minus_compute_by_hand():
+    # N = 2, lambda_1 = 0.5 -> p = (0.5, 0.5); step 1 wrong, step 2 right; c = 0.1
+    # gain = (0 - 0.1 * 1, 1 - 0.1 * 2) = (-0.1, 0.8); loss = -(0.5 * -0.1 + 0.5 * 0.8) = -0.35
+    # loss(l) = -(sigma(l) (-0.1) + (1 - sigma(l)) 0.8), d/dl = -sigma'(l) (-0.1 - 0.8) = 0.25 * 0.9 = 0.225 at l = 0:
+    # a positive gradient, so descent lowers lambda_1 and moves mass to the right step
+    l = torch.zeros(2, 1, requires_grad=True)
+    loss = accuracy_minus_compute(torch.tensor([[False], [True]]), halting_log_probs(l), 0.1)
+    loss.backward()
+    assert loss.item() == pytest.approx(-0.35)
+    assert l.grad[0, 0].item() == pytest.approx(0.225) and l.grad[1, 0].item() == 0.0   # lambda_N = 1 whatever l_N
+
+
+def test_accuracy_minus_compute_prices_steps_when_both_are_right():
+    # right at both steps, c = 0.1: gain (0.9, 0.8), loss -(0.5 * 0.9 + 0.5 * 0.8) = -0.85; d/dl = -0.25 * 0.1 < 0,
+    # so descent raises lambda_1: halting early is worth c
+    l = torch.zeros(2, 1, requires_grad=True)
+    loss = accuracy_minus_compute(torch.ones(2, 1, dtype=torch.bool), halting_log_probs(l), 0.1)
+    loss.backward()
+    assert loss.item() == pytest.approx(-0.85) and l.grad[0, 0].item() == pytest.approx(-0.025)
+
+
+@pytest.mark.parametrize("halting_loss", ["ce", "accuracy", "exit"])
+def test_deep_supervision_weighs_every_answer_1_over_n_and_the_halting_shapes_none(halting_loss):
+    # N = 3, B = 2: d total / d L_n,b = 1 / (N B) = 1/6 for every step, whatever p is
+    torch.manual_seed(0)
+    step_losses = torch.rand(3, 2, requires_grad=True)
+    logits = torch.randn(3, 2, requires_grad=True)
+    correct = torch.tensor([[False, True], [True, True], [True, False]])
+    total, rec, reg = train_loss(step_losses, correct, halting_log_probs(logits), 0.3, 0.01, "kl", "mean",
+                                 halting_loss, 0.05, logits)
+    total.backward()
+    assert torch.allclose(step_losses.grad, torch.full((3, 2), 1 / 6))
+    assert rec.item() == pytest.approx(step_losses.mean().item())
+    assert logits.grad[:2].abs().sum() > 0                       # the halting still learns
+
+
+def test_deep_supervised_ce_halting_is_the_papers_on_the_lambdas():
+    # answer_loss "mean", halting_loss "ce": the lambdas get the gradient of sum_n p_n L_n + beta KL, as in the paper
+    torch.manual_seed(1)
+    step_losses, logits = torch.rand(4, 3), torch.randn(4, 3, requires_grad=True)
+    train_loss(step_losses, None, halting_log_probs(logits), 0.3, 0.01, "kl", "mean", "ce")[0].backward()
+    ours = logits.grad.clone()
+    logits.grad = None
+    ponder_loss(step_losses, halting_log_probs(logits), 0.3, 0.01, "kl")[0].backward()
+    assert torch.allclose(ours, logits.grad, atol=1e-6)
+
+
+def test_the_papers_answer_loss_is_ponder_loss():
+    torch.manual_seed(2)
+    step_losses, log_p = torch.rand(4, 3), halting_log_probs(torch.randn(4, 3))
+    ours = train_loss(step_losses, None, log_p, 0.3, 0.05, "kl-both")
+    theirs = ponder_loss(step_losses, log_p, 0.3, 0.05, "kl-both")
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
+
+
+def test_train_loss_refuses_what_trains_no_answer():
+    z = torch.zeros(3, 2)
+    with pytest.raises(ValueError, match="halting_loss must be 'ce'"):
+        train_loss(z, z.bool(), z, 0.5, 0.0, "kl", "halting", "accuracy")
+    with pytest.raises(ValueError, match="answer_loss"):
+        train_loss(z, z.bool(), z, 0.5, 0.0, "kl", "sum", "ce")
+    with pytest.raises(ValueError, match="halting_loss"):
+        train_loss(z, z.bool(), z, 0.5, 0.0, "kl", "mean", "stop")
+
+
+def test_settled_is_right_from_step_n_to_the_end():
+    correct = torch.tensor([[1, 0, 1], [0, 1, 1], [1, 1, 1]]).bool()       # [N = 3, B = 3]
+    # input 0: right, wrong, right -> settled only at step 3; input 1: from step 2; input 2: from step 1
+    assert settled(correct).tolist() == [[False, False, True], [False, True, True], [True, True, True]]
+
+
+def test_exit_loss_by_hand():
+    # N = 3, B = 1, right at steps 2 and 3: targets for lambda_1, lambda_2 are (0, 1); step 3's lambda is 1 anyway.
+    # logits (0, 0): BCE = log 2 each, mean log 2; logits (-2, 2): BCE = log(1 + e^-2) each = 0.126928
+    correct = torch.tensor([[False], [True], [True]])
+    assert exit_loss(correct, torch.zeros(3, 1)).item() == pytest.approx(math.log(2))
+    assert exit_loss(correct, torch.tensor([[-2.0], [2.0], [-9.0]])).item() == pytest.approx(math.log(1 + math.exp(-2)))
+    # its gradient does not vanish where p_n is ~0: lambda_1 ~ 1 (p_2 ~ 0) still moves lambda_2 towards 1
+    l = torch.tensor([[20.0], [-3.0], [0.0]], requires_grad=True)
+    exit_loss(correct, l).backward()
+    assert halting_log_probs(l.detach()).exp()[1, 0] < 1e-8 and l.grad[1, 0].item() < -0.4

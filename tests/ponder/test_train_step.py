@@ -65,3 +65,19 @@ def test_without_the_skip_the_last_checked_weights_are_put_back_and_named():
     # the last check was at step 2, three steps before the bad one: its weights are kept and the reason says so
     assert reason == "loss became nan at step 5; the weights of step 2, the last check, are kept" and step == 2
     assert all(torch.equal(a, b) for a, b in zip(kept, update.params))
+
+
+def test_under_deep_supervision_the_halting_loss_leaves_the_answer_head_alone():
+    # the same batch and weights, halting trained by "ce", "accuracy" or "exit": the answer head's gradient is the
+    # deep-supervised one's either way, the lambda head's differs (no clipping, so the gradients are as computed)
+    grads = {}
+    for halting in ("ce", "accuracy", "exit"):
+        torch.manual_seed(0)
+        update, _, batches = make(answer_loss="mean", halting_loss=halting, step_cost=0.05, grad_clip=1e9)
+        out = update(*next(batches))
+        assert torch.isfinite(out.loss)
+        fn = update.model.step_fn
+        grads[halting] = (fn.out_head.weight.grad.clone(), fn.lambda_head.weight.grad.clone())
+    assert torch.allclose(grads["ce"][0], grads["accuracy"][0], atol=1e-7)
+    assert torch.allclose(grads["ce"][0], grads["exit"][0], atol=1e-7)
+    assert not torch.allclose(grads["ce"][1], grads["accuracy"][1]) and not torch.allclose(grads["ce"][1], grads["exit"][1])
