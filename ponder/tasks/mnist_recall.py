@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import init_lambda_head
+from .base import init_lambda_head
 
 if TYPE_CHECKING:
     from .mnist import MnistConfig
