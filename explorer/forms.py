@@ -70,7 +70,7 @@ REGULARISER_HELP = ("KL(p ‖ p_G), the paper's, lets p ≈ 0 on early steps (mo
                     "on every step (mass-covering); both adds the two, KL(p ‖ p_G) + KL(p_G ‖ p).")
 LAMBDA_INPUT_LABELS = {"hidden": "h (the paper's)", "confidence": "h + answer's confidence"}   # fit the sidebar
 READER_LABELS = {"rows": "rows: 2 more each step", "coarse": "coarse to fine",      # fit the sidebar's box
-                 "cnn": "cnn: whole image"}
+                 "cnn": "cnn: whole image", "recall": "recall: whole image, more"}
 # E[n] std over the test digits, 3-epoch runs (README's reader table; docs/results.md, "The default MNIST design")
 READER_NOTE = ("Which ponder: rows most (E[n] std ~1.6 steps over digits), coarse less (~1.0); cnn, the article's, "
                "sees the whole digit at step 1 and halts by the prior.")

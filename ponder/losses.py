@@ -146,12 +146,11 @@ def train_loss(step_losses: torch.Tensor, correct: torch.Tensor, log_p: torch.Te
     """(total, rec, reg): rec the answers' loss (sum_n p_n L_n, or (1/N) sum_n L_n under "mean"), reg the
     regulariser; total = rec + (the halting term under "mean") + beta * reg. step_losses, correct, log_p,
     lambda_logits (read by "exit") [N, B]."""
-    reg = kl_to_prior(log_p, lambda_p, regulariser)
-    if answer_loss == "halting":
+    if answer_loss == "halting":                    # the paper's loss
         if halting_loss != "ce":
             raise ValueError("answer_loss 'halting' trains the answers with the halting term: halting_loss must be 'ce'")
-        rec = reconstruction_loss(step_losses, log_p)
-        return rec + beta * reg, rec, reg
+        return ponder_loss(step_losses, log_p, lambda_p, beta, regulariser)
+    reg = kl_to_prior(log_p, lambda_p, regulariser)
     if answer_loss != "mean":
         raise ValueError(f"answer_loss must be 'halting' or 'mean', got {answer_loss!r}")
     rec = step_losses.float().mean(0).mean()                                 # mean_b (1/N) sum_n L_n
