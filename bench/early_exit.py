@@ -28,7 +28,8 @@ import torch.nn as nn
 
 from ponder import data as D
 from ponder.store.checkpoint import load_checkpoint
-from ponder.halting import PonderNet, draw_uniforms, first_true, halt_mask, ponder
+from ponder.halting import PonderNet, first_true, halt_mask
+from ponder.inference import draw_uniforms, ponder
 
 from . import common
 

@@ -7,7 +7,8 @@ from typing import Optional
 
 import streamlit as st
 
-from ponder.store.manage import delete_run, delete_sweep, run_identity
+from ponder.store.manage import delete_run, delete_sweep
+from ponder.store.runs import run_identity
 from ponder.store.runs import ModelEntry, runs_root
 
 from . import tables

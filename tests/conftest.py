@@ -30,7 +30,7 @@ def pytest_configure(config):
     from streamlit.components.v2 import manifest_scanner
     manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
     # AppTest waits for a script run by polling every 1 ms (local_script_runner.require_widgets_deltas): ~1,000
-    # wake-ups a second that take the GIL from the script thread (3.6 s of CPU over tests/app/test_pages.py).
+    # wake-ups a second that take the GIL from the script thread (3.6 s of CPU over the page tests, tests/app/test_*_page.py).
     # Waiting on the script thread ends at the same moment; a run past its timeout fails as before.
     from streamlit.testing.v1 import local_script_runner
     local_script_runner.require_widgets_deltas = functools.partial(_wait_for_script,

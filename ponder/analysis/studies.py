@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from .. import data as D
-from ..halting import PonderNet, expected_steps, ponder, step_probs
+from ..halting import PonderNet, expected_steps, step_probs
+from ..inference import ponder
 from ..losses import log_geometric_prior
 from ..tasks.parity import easy_hard
 from .unroll import by_k_rows, expected_steps_per_input, group_stats, summarize, unroll_stats

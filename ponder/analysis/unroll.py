@@ -14,7 +14,8 @@ from typing import Optional
 import torch
 
 from ..config import TrainConfig
-from ..halting import PonderNet, answer_mixture, expected_steps, first_true, halt_mask, draw_uniforms
+from ..halting import PonderNet, answer_mixture, expected_steps, first_true, halt_mask
+from ..inference import draw_uniforms
 from ..losses import log_geometric_prior
 from ..memory import measure_batch
 from ..tasks import TASKS, get_task

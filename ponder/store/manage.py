@@ -30,22 +30,13 @@ from ..journal import settle, settle_if_free, write_journal
 from .card import (CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_card, read_regular,
                    update_card)
 from .checkpoint import MAX_CHECKPOINT_BYTES
-from .runs import LOG, SWEEP, TABLE, TRASH, RunNameError, check_fits, inside, runs_root, safe_name
+from .runs import (LOG, SWEEP, TABLE, TRASH, RunNameError, _folder_name, check_fits, inside, run_identity, runs_root,
+                   safe_name)
 from .uploads import MAX_UPLOAD_BYTES, claim, import_checkpoint, upload_bytes, upload_size
 
 RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)
 LIMITS = {WEIGHTS: MAX_CHECKPOINT_BYTES, CARD: MAX_CARD_BYTES, HISTORY: MAX_HISTORY_BYTES}
 MAX_ZIP_ENTRIES = 16                          # an export holds 3; a zipped folder a few more
-
-
-def run_identity(path) -> Optional[str]:
-    """Which folder a run is, whatever its name: its device and inode ('dev:ino'). A rename keeps it; another
-    run renamed to the same name has another. None when there is no such folder."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return f"{st.st_dev}:{st.st_ino}"
 
 
 def _same_run(path: Path, name: str, identity: Optional[str]) -> None:
@@ -54,14 +45,6 @@ def _same_run(path: Path, name: str, identity: Optional[str]) -> None:
     if identity is not None and run_identity(path) != identity:
         raise RunNameError(f"runs/{name} is no longer the run you opened (another session deleted or replaced "
                            f"it meanwhile): nothing was changed; look at the list again")
-
-
-def _folder_name(name) -> bool:
-    """A plain folder name: not a path (in the OS's reading: on POSIX 'a\\b' is one name, and a run folder so
-    named is listed, so it can be renamed and deleted), not hidden, no NUL (which the OS calls refuse with a
-    ValueError, not an OSError)."""
-    return (isinstance(name, str) and bool(name) and name == Path(name).name and not name.startswith(".")
-            and "\0" not in name)
 
 
 def own_run(name: str, root: Optional[Path] = None) -> Path:

@@ -69,6 +69,24 @@ def run_path(root: Path, name: str) -> Path:
     return p
 
 
+def run_identity(path) -> Optional[str]:
+    """Which folder a run is, whatever its name: its device and inode ('dev:ino'). A rename keeps it; another
+    run renamed to the same name has another. None when there is no such folder."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def _folder_name(name) -> bool:
+    """A plain folder name: not a path (in the OS's reading: on POSIX 'a\\b' is one name, and a run folder so
+    named is listed, so it can be renamed and deleted), not hidden, no NUL (which the OS calls refuse with a
+    ValueError, not an OSError)."""
+    return (isinstance(name, str) and bool(name) and name == Path(name).name and not name.startswith(".")
+            and "\0" not in name)
+
+
 PATH_MAX = 4096                     # bytes in a path the OS accepts (Linux); a run's files must fit under it
 LONGEST_FILE = len(".model.safetensors.12345678.tmp")     # the longest name in a run folder: a temporary weights file
 

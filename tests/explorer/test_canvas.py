@@ -14,7 +14,7 @@ from helpers import encode_image, picture_in_mode, seven_picture, stroke
 from explorer import canvas
 from explorer.digits import example_digits
 from ponder import data as D
-from ponder.halting import ponder
+from ponder.inference import ponder
 from ponder.analysis.studies import trace_input
 
 

@@ -1,6 +1,6 @@
 """explorer/pickers.py: a model's label in the pickers, the model a task's picker starts on, and the picker
 itself under AppTest (the shipped models, a link's ?model=, a run that went away). The pages' use of the
-pickers: tests/app/test_pages.py."""
+pickers: tests/app/test_*_page.py."""
 from pathlib import Path
 
 import pytest

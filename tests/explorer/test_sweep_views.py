@@ -1,5 +1,5 @@
 """explorer/sweep_views.py: the λp sweep table's rows from a running sweep job (the charts and the table are
-drawn by the λp sweep page's AppTests in tests/app/test_pages.py)."""
+drawn by the λp sweep page's AppTests in tests/app/test_sweep_page.py)."""
 import json
 import time
 

@@ -1,5 +1,5 @@
 """explorer/worth.py: the "is the extra thought worth it?" section of the Compare page under AppTest (its numbers:
-tests/ponder/test_baselines.py; the pages' use of it: tests/app/test_pages.py)."""
+tests/ponder/test_baselines.py; the pages' use of it: tests/app/test_worth_it_panel.py)."""
 
 from helpers import APP_TIMEOUT, one_line_errors, save_tiny_run, shown
 from ponder.store.card import WEIGHTS

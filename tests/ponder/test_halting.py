@@ -1,5 +1,5 @@
-"""ponder/halting.py: full unroll vs early-exit inference, modes, replay, initialisation, inputs the
-model must survive (odd images, extreme values; NaN/inf refused), the paper's N (halt_epsilon) and caps past N."""
+"""ponder/halting.py and ponder/inference.py: full unroll vs early-exit inference, modes, replay, initialisation,
+inputs the model must survive (odd images, extreme values; NaN/inf refused), the paper's N (halt_epsilon) and caps past N."""
 import math
 
 import pytest
@@ -8,8 +8,9 @@ from hypothesis import assume, given, settings, strategies as st
 
 from helpers import tiny_model
 from ponder import data as D
-from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, confidence_features, draw_uniforms, expected_steps,
-                            first_true, halt_mask, halting_log_probs, ponder, with_max_steps)
+from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, confidence_features, expected_steps, first_true, halt_mask,
+                            halting_log_probs, with_max_steps)
+from ponder.inference import draw_uniforms, ponder
 from ponder.losses import kl_to_prior
 
 
@@ -259,7 +260,7 @@ def test_bad_mode():
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 @pytest.mark.parametrize("mode", ["sample", "deterministic", "expected"])
 def test_ponder_refuses_non_finite_inputs(bad, mode):
-    from ponder.halting import ponder
+    from ponder.inference import ponder
     model = tiny_model("mnist", max_steps=4).eval()
     x = torch.zeros(2, 1, 28, 28)
     x[1, 0, 5, 5] = bad

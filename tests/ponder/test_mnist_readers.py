@@ -10,7 +10,8 @@ from helpers import tiny_model
 from ponder import data as D
 from ponder.tasks.mnist import MnistConfig
 from ponder.config import TrainConfig
-from ponder.halting import expected_steps, first_true, halt_mask, ponder
+from ponder.halting import expected_steps, first_true, halt_mask
+from ponder.inference import ponder
 from ponder.tasks import mnist_readers
 from ponder.tasks.mnist_readers import GruUpdate, RowReader
 from ponder.tasks import build_model, model_config, validate

@@ -15,7 +15,8 @@ from ponder.files import SaveError, folder_lock
 from ponder.store.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
 from ponder.store.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
-from ponder.store.manage import delete_run, delete_sweep, export_run, import_zip, own_run, rename_run, run_identity
+from ponder.store.manage import delete_run, delete_sweep, export_run, import_zip, own_run, rename_run
+from ponder.store.runs import run_identity
 from ponder.store.runs import RunNameError, list_models, new_run_dir, safe_name
 from ponder.store.uploads import import_checkpoint
 

@@ -1,0 +1,156 @@
+"""PonderNet inference with per-sample early exit: ponder(model, x, mode) -> PonderResult.
+
+'sample' and 'deterministic' exit early per sample: halted samples leave the batch, only the still-active
+ones run the next step; 'expected' runs all N steps (PonderNet.forward) and answers the p-weighted mixture.
+The halting math (log p_n, lambda_N = 1, the modes) is ponder/halting.py's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from .halting import LOG_HALF, MODES, PonderNet, answer_mixture, expected_steps, step_probs
+
+
+@dataclass
+class PonderResult:
+    """Inference output.
+
+    probs      [B, C]  class probabilities of the answer
+    pred       [B]     predicted class
+    halt_step  [B]     1-based step whose output was used (N for 'expected')
+    steps_run  [B]     steps actually computed for each sample
+    expected_steps [B] sum_n n p_n ('expected' mode only, else None)
+    trace_probs  [N, B, C] per-step class probabilities, NaN after the sample halted (trace=True)
+    trace_lambda [N, B]    lambda_n, NaN after halting (trace=True)
+    trace_p      [N, B]    p_n, NaN after halting (trace=True)
+    """
+    probs: torch.Tensor
+    pred: torch.Tensor
+    halt_step: torch.Tensor
+    steps_run: torch.Tensor
+    expected_steps: Optional[torch.Tensor] = None
+    trace_probs: Optional[torch.Tensor] = None
+    trace_lambda: Optional[torch.Tensor] = None
+    trace_p: Optional[torch.Tensor] = None
+
+
+def draw_uniforms(max_steps: int, batch: int, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """The Bernoulli(lambda_n) draws of 'sample' mode as uniforms u [N, B] (CPU).
+
+    Drawn up front, one per (step, sample), so early exit and a full unroll see the
+    same draws and a seeded generator replays a result exactly.
+    """
+    return torch.rand(max_steps, batch, generator=generator)
+
+
+@torch.no_grad()
+def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
+           generator: Optional[torch.Generator] = None, trace: bool = False,
+           uniforms: Optional[torch.Tensor] = None) -> PonderResult:
+    """Inference. 'sample' and 'deterministic' exit early per sample; 'expected' runs all N.
+
+    sample:        at each step halt with probability lambda_n (u_n < lambda_n); answer y at the halt.
+    deterministic: halt at the median of the halting distribution (CDF >= 0.5).
+    expected:      answer sum_n p_n probs(y_n), the p-weighted mixture (no early exit).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+        # NaN would make every lambda_n NaN: no sample would ever halt and every answer is NaN
+        raise ValueError("the input contains NaN or infinite values")
+    N = model.max_steps
+    if mode == "expected":
+        return _ponder_expected(model, x, trace)
+    fn = model.step_fn
+    ctx = fn.encode(x)                                    # [B, ...] kept whole: each step gathers what it reads
+    at_step = getattr(fn, "at_step", lambda c, n: c)
+    h = fn.init_hidden(ctx)
+    B, dev = ctx.shape[0], ctx.device
+    if mode == "sample" and uniforms is None:
+        uniforms = draw_uniforms(N, B, generator)
+    if uniforms is not None:
+        uniforms = uniforms.to(dev)
+
+    idx = torch.arange(B, device=dev)                     # original index of each active sample
+    need_survive = trace or mode == "deterministic"       # sample mode needs only lambda_n
+    log_survive = torch.zeros(B, device=dev)              # log prod_{j<n}(1 - lambda_j), active only
+    halt_step = torch.full((B,), N, dtype=torch.long, device=dev)
+    out_y = None                                          # [B, ...] the output at each sample's halt
+    if trace:
+        t_lam = torch.full((N, B), float("nan"), device=dev)
+        t_p = torch.full((N, B), float("nan"), device=dev)
+        t_probs = None
+    prev = None                                           # P_{n-1} of the active samples (confidence head)
+    for n in range(N):
+        c = at_step(ctx, n)                                            # [B, ...] what step n reads
+        c = c if len(idx) == B else c.index_select(0, idx)             # [b, ...] of the inputs still running
+        y, h, l = fn.step(c, h, n)
+        l = l.float()
+        if out_y is None:
+            out_y = torch.zeros((B, *y.shape[1:]), device=dev)
+        if model.confidence_head is not None:
+            cur = fn.probs(y).float()                                  # [b, C]
+            if prev is None:
+                prev = torch.full_like(cur, 1.0 / cur.shape[1])        # P_0 uniform
+            l = l + model.confidence_logit(cur, prev)
+            prev = cur
+        last = n == N - 1
+        if need_survive:
+            log_not = F.logsigmoid(-l)                                 # log(1 - lambda_n)
+        if trace:
+            probs = cur if model.confidence_head is not None else fn.probs(y).float()   # [b, C]
+            if t_probs is None:
+                t_probs = torch.full((N, B, probs.shape[1]), float("nan"), device=dev)
+            lam = torch.ones_like(l) if last else torch.sigmoid(l)     # lambda_n, lambda_N = 1
+            log_lam = torch.zeros_like(l) if last else F.logsigmoid(l)
+            t_lam[n, idx] = lam
+            t_p[n, idx] = (log_lam + log_survive).exp()                # p_n
+            t_probs[n, idx] = probs
+        if last:
+            halt_now = torch.ones_like(l, dtype=torch.bool)
+        elif mode == "sample":
+            halt_now = uniforms[n, idx] < torch.sigmoid(l)             # u_n < lambda_n
+        else:
+            halt_now = log_survive + log_not <= LOG_HALF
+        if need_survive:
+            log_survive = log_survive + log_not
+        # the step's one host read: how many halt (none read at step N, where all do); the positions then come
+        # from nonzero_static, whose size is given, so no further sync
+        n_hit = len(idx) if last else int(halt_now.count_nonzero())
+        if n_hit:
+            hit = torch.nonzero_static(halt_now, size=n_hit).squeeze(1)           # positions in the active batch
+            done = idx[hit]
+            out_y[done] = y.index_select(0, hit).float()
+            halt_step[done] = n + 1
+            if n_hit == len(idx):
+                break
+            keep = torch.nonzero_static(~halt_now, size=len(idx) - n_hit).squeeze(1)   # the rest runs the next step
+            idx, h = idx[keep], h.index_select(0, keep)
+            if need_survive:
+                log_survive = log_survive[keep]
+            if prev is not None:
+                prev = prev[keep]
+    out_probs = fn.probs(out_y).float()                                # [B, C], once for all samples
+    res = PonderResult(probs=out_probs, pred=out_probs.argmax(1), halt_step=halt_step,
+                       steps_run=halt_step.clone())
+    if trace:
+        res.trace_probs, res.trace_lambda, res.trace_p = t_probs, t_lam, t_p
+    return res
+
+
+def _ponder_expected(model: PonderNet, x: torch.Tensor, trace: bool) -> PonderResult:
+    out = model(x)
+    probs = step_probs(model, out.y)                                    # [N, B, C]
+    p = out.log_p.exp()                                                 # [N, B]
+    mix = answer_mixture(probs, out.log_p)                              # [B, C]
+    B = mix.shape[0]
+    full = torch.full((B,), model.max_steps, dtype=torch.long, device=mix.device)
+    res = PonderResult(probs=mix, pred=mix.argmax(1), halt_step=full, steps_run=full.clone(),
+                       expected_steps=expected_steps(out.log_p))
+    if trace:
+        res.trace_probs, res.trace_lambda, res.trace_p = probs, out.lambdas, p
+    return res

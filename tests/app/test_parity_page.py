@@ -1,0 +1,69 @@
+"""The Parity page under AppTest: generated, typed and click-edited vectors, and the numbers of parity-15's card."""
+import pytest
+
+from helpers import ASSETS, charts, one_line_errors, open_app, run_ok, texts
+from ponder.store.card import read_card
+from explorer import inputs
+
+# under pytest-xdist one worker runs the page tests: their runs folders, the job registry and the pages' first
+# imports are set up once
+pytestmark = pytest.mark.xdist_group("pages")
+
+
+def test_parity_page_generated_and_typed_vectors(runs):
+    at = open_app(page="parity", model="runs/tiny-parity")         # a shared link: page and model in the URL
+    assert at.title[0].value == "Parity"
+    assert at.sidebar.selectbox(key="pick_model_parity").value == "runs/tiny-parity"
+    at.slider(key="par_k").set_value(3)
+    run_ok(at)
+    assert "3 non-zeros" in charts(at)[0]["layout"]["title"]["text"]
+    at.segmented_control(key="par_how").set_value("Type")
+    run_ok(at)
+    at.text_input(key="par_text").input("1 1 1 0 0 0 0 -1")
+    run_ok(at)
+    assert "3 of them +1" in charts(at)[0]["layout"]["title"]["text"]
+    assert {m.label for m in at.metric} >= {"Prediction", "E[n]"}
+    (bars,) = [f["data"][0] for f in charts(at) if f["data"][0].get("orientation") == "h"]     # both classes
+    assert len(bars["y"]) == 2 and "The answer's probability for each class (green: the true label)." in texts(at)
+    df = at.dataframe[0].value
+    assert len(df) == 2 and all(0 <= a <= 1 for a in df["accuracy"]) and all(1 <= e <= 5 for e in df["E[n]"])   # N = 5
+    at.text_input(key="par_text").input("1 0 1")
+    run_ok(at)
+    assert "takes 8 values" in at.error[0].value
+    assert len(at.dataframe[0].value) == 2 and len(charts(at)) == 4      # easy vs hard (and "worth it?") still show
+    at.text_input(key="par_text").set_value("1 " * 5_000_000 + "x" * 1000)   # 10 MB sent: cut to the widget's limit
+    run_ok(at)
+    assert len(at.text_input(key="par_text").value) == inputs.vector_chars(8)
+    (err,) = one_line_errors(at)
+    assert "takes 8 values" in err and len(err) < 200, err[:300]
+
+
+def test_a_click_on_a_parity_cell_changes_it_and_the_page_ponders_the_edited_vector(runs):
+    at = open_app(page="parity", model="runs/tiny-parity")
+    at.slider(key="par_k").set_value(3)
+    run_ok(at)
+    title = lambda a: charts(a)[0]["layout"]["title"]["text"]        # noqa: E731 - the input chart's
+    cells = [at.button(key=f"cell_{i}").label for i in range(8)]
+    assert sum(c != "0" for c in cells) == 3 and "3 non-zeros" in title(at)
+    zero = cells.index("0")
+    at.button(key=f"cell_{zero}").click()                               # 0 -> +1: one more non-zero, one more +1
+    run_ok(at)
+    assert at.button(key=f"cell_{zero}").label == "+" and at.segmented_control(key="par_how").value == "Type"
+    plus = sum(c == "+" for c in cells) + 1
+    assert at.text_input(key="par_text").value[zero] == "+" and f"{plus} of them +1" in title(at)
+    assert any(f".st-key-cell_{zero} button{{background:#E45756" in h.proto.body for h in at.get("html")) and not at.warning
+    at.button(key=f"cell_{zero}").click()                               # +1 -> −1
+    run_ok(at)
+    assert at.button(key=f"cell_{zero}").label == "−" and f"{plus - 1} of them +1" in title(at)
+
+
+def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
+    """The default parity model is the shipped n = 15 one; the page gives its card's E[n] gap, docs/findings.md's."""
+    at = open_app(page="parity")
+    assert at.sidebar.selectbox(key="pick_model_parity").value == "parity-15"
+    t = read_card(ASSETS / "parity-15")["metrics"]["test"]
+    gap = t["hard"]["expected_steps"] - t["easy"]["expected_steps"]
+    assert any(f"hard − easy {gap:+.2f}" in c.value and "10,000 problems" in c.value for c in at.caption)
+    # video-15's test sets are easy k 1–4 and hard k 11–15 (ponder.tasks.parity): the by-k chart's caption says
+    # why its lines break between them
+    assert any("No test set has k 5–10" in c.value for c in at.caption)
