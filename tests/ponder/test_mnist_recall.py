@@ -6,7 +6,8 @@ import torch
 
 from helpers import tiny_model
 from ponder.config import TrainConfig
-from ponder.halting import first_true, halt_mask, ponder
+from ponder.halting import first_true, halt_mask
+from ponder.inference import ponder
 from ponder.tasks import build_model, model_config, model_config_dict, validate
 from ponder.tasks.mnist_recall import RecallStep, receptive_field
 
