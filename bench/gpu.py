@@ -1,4 +1,4 @@
-"""Benchmark 5 (GPU only): ponder.train.train's two ways to run a step, side by side in one process.
+"""Benchmark 5 (GPU only): ponder.training.loop.train's two ways to run a step, side by side in one process.
 
     side by side      MNIST, N = 20, batch 128 / 512 / 2048: train images per second of
                       eager  TrainConfig.cuda_graph = False: forward, backward, clipping and the fused
@@ -31,7 +31,7 @@ from ponder.analysis.unroll import evaluate
 from ponder.config import TrainConfig
 from ponder.tasks import build_model, model_config, train_config
 from ponder.tasks.parity import PARITY_PRESETS
-from ponder.train import device_name
+from ponder.training.loop import device_name
 
 from . import common
 from .throughput import time_train
@@ -127,7 +127,7 @@ def run(cfg: GpuConfig, mnist=None, data_dir: Optional[str] = None, out=None, qu
                       cfg.throughput_batches, cfg.warm, cfg.steps, cfg.rounds, mnist=mnist)
     keys = [str(b) for b in cfg.throughput_batches]
     speedup = {k: mn["graph"][k]["images_per_s"] / mn["eager"][k]["images_per_s"] for k in keys}
-    sbs = {loop: {"loop": f"ponder.train.train, cuda_graph={LOOPS[loop]['cuda_graph']}",
+    sbs = {loop: {"loop": f"ponder.training.loop.train, cuda_graph={LOOPS[loop]['cuda_graph']}",
                   "images_per_s": {k: mn[loop][k]["images_per_s"] for k in keys},
                   "ms_per_step": {k: mn[loop][k]["ms_per_step"] for k in keys},
                   "step_mode": {k: mn[loop][k]["step_mode"] for k in keys},

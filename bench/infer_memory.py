@@ -1,5 +1,5 @@
 """Peak memory of a test unroll (ponder.analysis.unroll.unroll_stats) for wide MNIST models, against
-ponder.memory.input_bytes: the table beside ponder.memory.MEASURE_MARGIN.
+ponder.training.memory.input_bytes: the table beside ponder.training.memory.MEASURE_MARGIN.
 
     python -m bench.infer_memory            # each config in a fresh process, one torch thread (about a minute)
 
@@ -30,7 +30,7 @@ def measure_one(over: dict, batch: int) -> dict:
     import torch
     torch.set_num_threads(1)
     from bench.train_memory import status_bytes
-    from ponder import memory
+    from ponder.training import memory
     from ponder.analysis.unroll import unroll_stats
     from ponder.tasks import build_model, get_task
     model = build_model("mnist", get_task("mnist").model_config_cls(**over), 20, 0.2)

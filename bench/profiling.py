@@ -1,11 +1,11 @@
 """Where the time of one training step goes (the profile behind the optimisations).
 
 Two views of the default model's training step (N = 20, batch 128):
-  phases  the step of ponder/train.py written out with a clock between its parts: batch, CNN
+  phases  the step of ponder/training/loop.py written out with a clock between its parts: batch, CNN
           embedding forward, the N recurrent steps forward, halting + loss, backward, gradient
           clipping, Adam, the finite-weights safety copy. Also for (a)'s CNN as a plain
           classifier, so the pondering overhead shows phase by phase.
-  ops     torch.profiler over the real ponder.train.train loop: the top operators by self time.
+  ops     torch.profiler over the real ponder.training.loop.train loop: the top operators by self time.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from ponder.halting import halting_log_probs
 from ponder.losses import ponder_loss
 from ponder.tasks import build_model, model_config
 from ponder.tasks.mnist import MnistBatches
-from ponder.train import train
+from ponder.training.loop import train
 
 from . import common
 from .throughput import classifier_model
@@ -47,9 +47,9 @@ class ProfileConfig:
 
 
 def phase_times(model, batches, cfg: ProfileConfig) -> dict:
-    """ms per step of each phase, the step of ponder/train.py written out with clocks in between."""
+    """ms per step of each phase, the step of ponder/training/loop.py written out with clocks in between."""
     fn = model.step_fn
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)     # as ponder/train.py on CPU
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)     # as ponder/training/loop.py on CPU
     params = list(model.parameters())
     good = [p.detach().clone() for p in params]
     totals = dict.fromkeys(PHASES, 0.0)

@@ -149,7 +149,7 @@ def throughput_section(d: dict) -> str:
     if "e_over_a" in ratio:
         text.append(f"- torch.compile: (e) / (a) = {f(ratio['e_over_a'])}× on this CPU, after a compilation that "
                     "takes about a minute, so it stays off by default (`TrainConfig.compile`).")
-    text += ["", "What the variants are: (a) `TrainConfig()`'s model trained by `ponder.train.train`; (b) "
+    text += ["", "What the variants are: (a) `TrainConfig()`'s model trained by `ponder.training.loop.train`; (b) "
              "`bench/reference.py`, the article's design in a plain loop (no PyTorch Lightning overhead charged): "
              "conv 10→20, Dropout2d, a 64-d embedding and an MLP cell, the CNN re-run at every one of the N + 1 "
              "cell applications, a `DataLoader` over torchvision's MNIST with per-image PIL → ToTensor → Normalize; "
@@ -305,7 +305,7 @@ def profile_section(d: dict, tp: Optional[dict]) -> str:
     over = a["total"] - dd["total"]
     lay = r.get("layout") or {}
     text = [f"One training step of (a) and (d), batch {d['config']['batch_size']}, written out with a clock between "
-            f"the parts of `ponder/train.py`'s step ({d['config']['steps']} steps after {d['config']['warm']} untimed):", "",
+            f"the parts of `ponder/training/loop.py`'s step ({d['config']['steps']} steps after {d['config']['warm']} untimed):", "",
             table(["phase", "(a) ms / step", "(d) ms / step", "share of (a)"], rows), "",
             f"The pondering overhead, (a) − (d) = {f(over)} ms per step: the {d['config']['max_steps']} recurrent steps "
             f"forward {f(a['recurrent_fwd'] - dd['recurrent_fwd'])} ms, their backward {f(a['backward'] - dd['backward'])} ms, "
@@ -313,7 +313,7 @@ def profile_section(d: dict, tp: Optional[dict]) -> str:
             f"parameters {f(a['adam'] + a['clip'] + a['safety'] - dd['adam'] - dd['clip'] - dd['safety'])} ms. "
             f"The backward pass is {100 * a['backward'] / a['total']:.0f}% of (a)'s step.", "",
             f"Top operators by self CPU time (torch.profiler over {d['config']['profiled_steps']} steps of the real "
-            "`ponder.train.train` loop):", "", table(["operator", "calls / step", "self ms / step", "share"], ops), ""]
+            "`ponder.training.loop.train` loop):", "", table(["operator", "calls / step", "self ms / step", "share"], ops), ""]
     text += ["What the profile showed, and what was changed (`ponder/tasks/mnist_readers.py`, `ponder/halting.py`):", "",
              "1. **max-pool on NCHW tensors is slow on CPU.** Before, `aten::max_pool2d_with_indices` was among the "
              "top operators, costlier than both convolutions' forward passes. oneDNN's channels-last kernels are faster"
@@ -367,7 +367,7 @@ def gpu_section(docs: dict, hist: Optional[dict]) -> str:
         prow = [[k, f(par["eager_ms_per_step"][k]), f(par["graph_ms_per_step"][k]), par["graph_step_mode"][k]]
                 for k in par["graph_ms_per_step"]]
         text += [f"Measured on {m.get('device_name') or m.get('gpu')} on {m.get('date')} (`{m.get('command')}`): "
-                 "`ponder.train.train`'s two ways to run a step, side by side in one process: *eager* "
+                 "`ponder.training.loop.train`'s two ways to run a step, side by side in one process: *eager* "
                  "(`cuda_graph = False`: kernels launched one by one, no per-step host sync) and *graph* (the default: "
                  "the whole step captured in a CUDA graph and replayed).", "",
                  table(["batch", "eager ms / step", "graph ms / step", "eager images / s", "graph images / s",
@@ -381,7 +381,7 @@ def gpu_section(docs: dict, hist: Optional[dict]) -> str:
     else:
         text += ["**Not measured in this session: no GPU was available; the GPU figures are still to be measured.** "
                  "`python -m bench gpu` runs there (it exits with a message where CUDA is absent). In one process it "
-                 "times `ponder.train.train`'s two ways to run a step side by side: *eager* (`cuda_graph = False`: "
+                 "times `ponder.training.loop.train`'s two ways to run a step side by side: *eager* (`cuda_graph = False`: "
                  "forward, backward, clipping and the fused Adam launched kernel by kernel, no per-step host sync) and "
                  "*graph* (the default: the whole step — forward, backward, clipping, capturable fused Adam — captured "
                  "in a CUDA graph and replayed): MNIST train images/s at N = 20 for batch 128, 512 and 2048, and parity "
@@ -409,7 +409,7 @@ def gpu_section(docs: dict, hist: Optional[dict]) -> str:
                      f"lies somewhere after {f(prev['elapsed'] if prev else 0.0, 1)} s). At batch {hist['batch_size']} a GPU "
                      "step is bound by kernel launches (N = 20 sequential small steps forward and backward), not by "
                      "arithmetic, and by the host waiting on the GPU several times a step. What would close it: the "
-                     "training step of ponder/fastpath.py (no per-step host sync, the whole step captured in a CUDA graph and "
+                     "training step of ponder/training/fastpath.py (no per-step host sync, the whole step captured in a CUDA graph and "
                      "replayed), fewer operators per step (the changes above), and a larger batch with a scaled "
                      "learning rate (`--batch-size 512 --lr 4e-3`), all to be measured with `python -m bench gpu`."]
     return "\n".join(text)

@@ -1,7 +1,7 @@
 """Benchmark 1: training throughput (train images per second), MNIST, N = 20, batch 128.
 
     (a) default     the project's default model (CNN 16->32 ch, 128-d embedding once, GRU 64)
-                    trained by ponder.train.train, the loop every run uses
+                    trained by ponder.training.loop.train, the loop every run uses
     (b) reference   the MNIST article's design (bench/reference.py): CNN 10->20 ch, 64-d, MLP
                     cell 64, the embedding recomputed at every step, DataLoader + per-image PIL
     (c) same-size   the project's design at (b)'s sizes (10->20 ch, 64-d embedding, hidden 64):
@@ -37,7 +37,7 @@ from ponder.halting import PonderNet
 from ponder.tasks import count_parameters
 from ponder.tasks.mnist_readers import MnistStep
 from ponder.tasks import build_model, model_config
-from ponder.train import train
+from ponder.training.loop import train
 
 from . import common
 from .reference import ReferenceConfig, build_reference, article_loader, reference_train_step
@@ -120,12 +120,12 @@ def before_model(cfg: MnistConfig, max_steps: int, lambda_p: float) -> PonderNet
 # ----------------------------------------------------------------------------- timing
 
 def time_project(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: int) -> float:
-    """Seconds for `steps` optimiser steps of ponder.train.train after `warm` untimed ones."""
+    """Seconds for `steps` optimiser steps of ponder.training.loop.train after `warm` untimed ones."""
     return time_train(cfg, mnist, model, warm, steps)[0]
 
 
 def time_train(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: int):
-    """(seconds, TrainResult): `steps` optimiser steps of ponder.train.train after `warm` untimed ones.
+    """(seconds, TrainResult): `steps` optimiser steps of ponder.training.loop.train after `warm` untimed ones.
 
     The train callback fires every log_every steps; the clock is read there after a device sync,
     and the run is cancelled once the timed steps are done.

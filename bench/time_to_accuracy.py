@@ -26,7 +26,7 @@ from ponder import data as D
 from ponder.config import TrainConfig
 from ponder.analysis.unroll import evaluate
 from ponder.tasks import build_model, model_config, train_config
-from ponder.train import train
+from ponder.training.loop import train
 
 from . import common
 

@@ -1,4 +1,4 @@
-"""Peak memory of ponder.train.train for a few configs, against ponder.memory.estimate.
+"""Peak memory of ponder.training.loop.train for a few configs, against ponder.training.memory.estimate.
 
     python -m bench.train_memory            # the calibration configs, one fresh process each (about a minute)
     python -m bench.train_memory --one '{"task": "parity", "hidden": 64}'   # one config, JSON printed
@@ -29,7 +29,7 @@ CONFIGS = [    # sizes around the defaults, each changing one of batch / N / hid
     dict(task="mnist", hidden=64, max_steps=20, batch_size=128, reader="coarse"),
     dict(task="parity", hidden=512, max_steps=100, batch_size=64),
     dict(task="parity", hidden=256, max_steps=100, batch_size=1024),
-    dict(task="parity", hidden=256, max_steps=50, batch_size=256),      # tests/ponder/test_memory.py's
+    dict(task="parity", hidden=256, max_steps=50, batch_size=256),      # tests/ponder/training/test_memory.py's
     dict(task="parity", hidden=16, max_steps=5, batch_size=8),          # what does not grow: OVERHEAD
 ]
 
@@ -52,8 +52,8 @@ def measure_one(over: dict, reset_peak: bool = False) -> dict:
     torch.set_num_threads(1)
     from ponder import data as D
     from ponder.tasks import train_config
-    from ponder.memory import estimate
-    from ponder.train import train
+    from ponder.training.memory import estimate
+    from ponder.training.loop import train
     cfg = train_config(over["task"], device="cpu", log_every=10_000, **{k: v for k, v in over.items() if k != "task"})
     g = torch.Generator().manual_seed(0)
     mnist = None

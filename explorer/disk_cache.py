@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Callable, Optional
 
-from ponder.progress import intra_op_threads
+from ponder.training.progress import intra_op_threads
 from ponder.journal import atomic_write_bytes
 from ponder.store.runs import runs_root
 

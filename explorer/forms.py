@@ -14,8 +14,8 @@ from ponder.tasks.mnist import MNIST_READERS
 from ponder.store.manage import import_zip
 from ponder.store.runs import RunNameError, safe_name, unused_name
 from ponder.store.uploads import IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, import_checkpoint
-from ponder.sweep_plan import Plan
-from ponder.train import trains_on
+from ponder.sweeps.plan import Plan
+from ponder.training.loop import trains_on
 
 from . import tables
 from .ui import USER_ERRORS, one_line
@@ -59,7 +59,7 @@ def preset_label(name: str) -> str:
 
 # What one web user can ask for (hidden 1024, batch 4096, N 200 would need ~40 GB and get the server
 # OOM-killed). With these the largest run, the coarse reader at all three maxima, needs ~2.3 GB at its
-# peak by ponder.memory.estimate (cnn reader 1.5 GB, parity 1.4 GB); JobRegistry.submit still refuses a run
+# peak by ponder.training.memory.estimate (cnn reader 1.5 GB, parity 1.4 GB); JobRegistry.submit still refuses a run
 # that does not fit in the memory free when it starts.
 MAX_STEPS, MAX_HIDDEN, MAX_BATCH = IMPORT_MAX_STEPS, IMPORT_MAX_HIDDEN, 512   # an import is held to the same sizes
 SIZE_HELP = "The form's limits keep a run under ~2.5 GB of memory; a run that does not fit in the memory free now is refused."
@@ -81,7 +81,7 @@ SWEEP_CHOICES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)    # λp in 
 
 def sweep_form_ui(reader: str = "cnn") -> Optional[tuple]:
     """λp values, seeds and a short config per trial (MNIST or parity). Returns (sweep folder name, Plan)
-    on submit: the trials train through ponder.sweep into runs/<name>/, as `python -m ponder sweep` does.
+    on submit: the trials train through ponder.sweeps.run into runs/<name>/, as `python -m ponder sweep` does.
     reader: what each MNIST step sees by default (the shipped sweep's, so a sweep of one's own compares with it)."""
     with st.form("sweep_form", enter_to_submit=False):
         values = st.multiselect("λp values to train", SWEEP_CHOICES, default=[0.1, 0.3, 0.5, 0.9], key="sw_values")

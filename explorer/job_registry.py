@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ponder.files import SaveError, check_writable
-from ponder.memory import fit_message
+from ponder.training.memory import fit_message
 from ponder.store.runs import runs_root
-from ponder.sweep_plan import Plan
+from ponder.sweeps.plan import Plan
 from ponder.tasks import validate
 
 from .jobs import EVAL_LIMIT, Job
@@ -65,14 +65,14 @@ class JobRegistry:
                root: Optional[Path] = None, plan: Optional[Plan] = None, watch=None) -> Job:
         """Start a job training [(name, TrainConfig), ...] one after the other, each into a fresh
         folder in root (default: the runs folder). With a sweep `plan`, specs are ignored: the plan's
-        trials train through ponder.sweep into the sweep folder `root`. watch: (one input, where it is from) whose
+        trials train through ponder.sweeps.run into the sweep folder `root`. watch: (one input, where it is from) whose
         halting each run records as it trains (explorer.watch).
 
         Raises ConfigError for a bad config, JobLimitError when this session already has a job
         running, the machine is at its limit, the runs folder cannot be written or a run's estimated
-        peak memory (ponder.memory.estimate) does not fit in the memory free. When the save
+        peak memory (ponder.training.memory.estimate) does not fit in the memory free. When the save
         fails after training all the same (a full disk), the run is saved in a temporary folder
-        instead and its reason says where (ponder.lifecycle.run's rescue).
+        instead and its reason says where (ponder.training.lifecycle.run's rescue).
         """
         if plan is not None:
             specs = [(t.name, t.config) for t in plan.trials()]

@@ -32,7 +32,7 @@ def _fmt_s(s: Optional[float]) -> str:
 AGO = "{ago}"           # in a job's note: 'N s ago', counted when it is shown
 
 AFTER_TRAINING = {"validating": "the final validation pass", "saving": "saving the run",
-                  "evaluating": "measuring it on test data"}      # phases after the training loop (ponder.lifecycle)
+                  "evaluating": "measuring it on test data"}      # phases after the training loop (ponder.training.lifecycle)
 
 
 def run_progress_ui(run: RunState, key: str, watch: tuple = (None, "")) -> None:

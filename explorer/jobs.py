@@ -1,10 +1,10 @@
 """Background training jobs for the explorer: a Job trains its runs in a daemon thread.
 
 A Job trains one or more configs one after the other (a sweep is a queue of short runs) in a daemon
-thread that never calls st.*. Each run is one call of ponder.lifecycle.run (train, save, measure,
+thread that never calls st.*. Each run is one call of ponder.training.lifecycle.run (train, save, measure,
 record): it reports progress and its phase through callbacks into the job's buffer, behind a
 threading.Lock. Pages read snapshots (JobView, plain copies) and poll them. A sweep job (a Plan) hands
-its plan to ponder.sweep.run_sweep instead, the code `python -m ponder sweep` runs: the trials land in
+its plan to ponder.sweeps.run.run_sweep instead, the code `python -m ponder sweep` runs: the trials land in
 the sweep folder with its sweep.json, and a trial completed there before is not trained again.
 
 Cancel sets the job's StopFlag, which train() checks every step, from any session; what was trained
@@ -28,15 +28,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ponder import lifecycle
+from ponder.training import lifecycle
 from ponder.config import TrainConfig
 from ponder.store.card import CARD, WEIGHTS
 from ponder.store.record import RunRecord, new_record
 from ponder.store.runs import new_run_dir
-from ponder.sweep import run_sweep
-from ponder.sweep_plan import Plan
-from ponder.progress import intra_op_threads
-from ponder.train import Progress
+from ponder.sweeps.run import run_sweep
+from ponder.sweeps.plan import Plan
+from ponder.training.progress import intra_op_threads
+from ponder.training.loop import Progress
 
 from .limits import StopFlag, job_threads_from_env
 from .watch import MAX_SNAPSHOTS, Watcher
@@ -191,7 +191,7 @@ class Job:
                 self.finished = time.time()
 
     def _train_one(self, run: RunState) -> None:
-        """One run through ponder.lifecycle.run: train, save in the runs folder, measure, record."""
+        """One run through ponder.training.lifecycle.run: train, save in the runs folder, measure, record."""
         self._set(run, status="running", phase="starting", started=time.time())
         t0 = time.time()
         watcher = Watcher(self.watch, run.config.task) if self.watch is not None else None
@@ -228,7 +228,7 @@ class Job:
             run.phase = "training"
 
     def _train_sweep(self) -> None:
-        """A sweep: ponder.sweep.run_sweep trains the plan's trials here, one after the other, into the
+        """A sweep: ponder.sweeps.run.run_sweep trains the plan's trials here, one after the other, into the
         sweep folder (sweep.json, sweep.md, a run folder per trial); trials it completed before are kept."""
         runs = {r.name: r for r in self.runs}
 

@@ -7,7 +7,7 @@ import time
 from typing import Optional
 
 from ponder.env import EnvError, env_number
-from ponder.progress import Cancel
+from ponder.training.progress import Cancel
 
 MAX_JOB_SECONDS = 1800.0   # a web job's time cap: 30 min, 40x the default MNIST run ($PONDER_MAX_JOB_SECONDS)
 
@@ -53,7 +53,7 @@ def fmt_duration(s: float) -> str:
 
 class StopFlag(Cancel):
     """A job's stop flag, which train() checks every step: set by Cancel (from any session), and by
-    itself once the job's time cap has passed. `why` (ponder.progress.Cancel) says which, in words
+    itself once the job's time cap has passed. `why` (ponder.training.progress.Cancel) says which, in words
     train() puts before 'at step n' in the run's reason."""
 
     def __init__(self, cap: Optional[float] = None):

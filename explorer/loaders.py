@@ -14,8 +14,8 @@ import streamlit as st
 from ponder.store.card import CARD, WEIGHTS, read_history, test_metrics as card_test_metrics
 from ponder.store.checkpoint import Checkpoint, load_checkpoint
 from ponder.config import TrainConfig
-from ponder.lifecycle import QUICK_TEST_ITEMS, card_metrics, measure
-from ponder.memory import measure_batch
+from ponder.training.lifecycle import QUICK_TEST_ITEMS, card_metrics, measure
+from ponder.training.memory import measure_batch
 from ponder.tasks import get_task
 from ponder.tasks.parity import fitted_preset
 from ponder.store.runs import ModelEntry, list_models, models_stamp
@@ -157,7 +157,7 @@ def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int
 
 @st.cache_data(max_entries=64, show_spinner="Measuring the model on test data (cached afterwards)…")
 def measured_metrics(path: str, file_stamp: tuple, limit: int = QUICK_TEST_ITEMS) -> dict:
-    """Test metrics for a run whose card has none (e.g. an imported one), as ponder.lifecycle measures
+    """Test metrics for a run whose card has none (e.g. an imported one), as ponder.training.lifecycle measures
     a run (the first `limit` test items), less the breakdowns. {} if it cannot be measured here."""
     ck = _checkpoint(path, file_stamp)
     cfg = TrainConfig.from_dict(ck.card["train"])

@@ -8,7 +8,7 @@ import streamlit as st
 
 from ponder.store.card import CheckpointError, test_metrics
 from ponder.config import ConfigError
-from ponder.sweep_record import SweepError, SweepRecord, read_sweep
+from ponder.sweeps.record import SweepError, SweepRecord, read_sweep
 from ponder.store.runs import list_sweeps
 from ponder.tasks import step_meaning
 

@@ -100,7 +100,7 @@ def training_eta(row: dict, now: float, shown: Optional[tuple] = None) -> tuple[
     that report, so start-up is not mistaken for training. Steps are limited by the epochs and,
     when there is one, by the time budget: the run ends at whichever comes first. With a budget that
     may end it first the step count is "about" the library's forecast (row['forecast_steps'],
-    ponder.progress.StepForecast: it never rises above what it said before and never falls below the
+    ponder.training.progress.StepForecast: it never rises above what it said before and never falls below the
     step), "at most" the epochs' steps before there is a forecast, and the time left is never more than
     the budget's. shown: (seconds left, time.time()) as shown before for this run: the time left never
     rises above that, counted down.

@@ -11,7 +11,7 @@ from ponder.halting import LAMBDA_INPUTS
 from ponder.store.runs import RunNameError, safe_name, unused_name
 from ponder.tasks import get_task, train_config, validate
 from ponder.tasks.mnist import MNIST_READERS
-from ponder.train import trains_on
+from ponder.training.loop import trains_on
 
 from . import tables
 from .forms import (LAMBDA_INPUT_LABELS, MAX_BATCH, MAX_HIDDEN, MAX_STEPS, READER_LABELS, READER_NOTE,

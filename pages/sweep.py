@@ -25,7 +25,7 @@ with c2:
 
 st.subheader("Train a sweep")
 st.caption("Short runs (MNIST or parity), one per λp and seed, trained one after the other in the background (your "
-           "one job) by ponder.sweep into a sweep folder in the runs folder, as `python -m ponder sweep` does (which "
+           "one job) by ponder.sweeps.run into a sweep folder in the runs folder, as `python -m ponder sweep` does (which "
            "also runs on Ray); a run that diverges is shown as failed with the reason, and the sweep goes on. The job "
            f"stops at the server's cap of {fmt_duration(registry.max_seconds)} (PONDER_MAX_JOB_SECONDS); a reload "
            "comes back to it, and every tab shows the machine's running sweep, which anyone can cancel.")

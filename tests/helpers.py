@@ -80,7 +80,7 @@ def edit_card(run_dir, edit) -> dict:
 
 
 def fake_history(n=6):
-    """n progress rows as ponder.train reports them (for charts of a saved run)."""
+    """n progress rows as ponder.training.loop reports them (for charts of a saved run)."""
     return [dict(step=10 * i, total_steps=10 * n, epoch=i / n, loss=1.0 / i, rec=0.9 / i, reg=0.05, accuracy=0.5 + i / 20,
                  mean_steps=3.0, elapsed=float(i), lr=1e-3, halting=[0.4, 0.3, 0.2, 0.05, 0.05],
                  val_accuracy=0.8 if i == n else None) for i in range(1, n + 1)]
@@ -96,7 +96,7 @@ def assert_one_line(e, needle=""):
 
 def run_cli(argv, capsys):
     """python -m ponder, in process: (exit code, stdout, stderr)."""
-    from ponder.cli import main
+    from ponder.cli.main import main
     try:
         rc = main(argv)
     except SystemExit as e:           # argparse errors

@@ -10,7 +10,7 @@ import tomllib
 
 import pytest
 
-import ponder.cli
+import ponder.cli.main
 from helpers import ROOT
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -24,9 +24,9 @@ def requirements(name):
 
 def test_the_ponder_command_runs_the_main_that_python_m_ponder_runs(monkeypatch):
     entry = importlib.metadata.EntryPoint("ponder", PROJECT["scripts"]["ponder"], "console_scripts")
-    assert entry.load() is ponder.cli.main
+    assert entry.load() is ponder.cli.main.main
     called = []
-    monkeypatch.setattr(ponder.cli, "main", lambda argv=None: called.append(argv) or 7)
+    monkeypatch.setattr(ponder.cli.main, "main", lambda argv=None: called.append(argv) or 7)
     monkeypatch.delitem(sys.modules, "ponder.__main__", raising=False)
     with pytest.raises(SystemExit) as exit_:
         runpy.run_module("ponder", run_name="__main__")             # python -m ponder

@@ -17,7 +17,7 @@ from ..config import TrainConfig
 from ..halting import PonderNet, answer_mixture, expected_steps, first_true, halt_mask
 from ..inference import draw_uniforms
 from ..losses import log_geometric_prior
-from ..memory import measure_batch
+from ..training.memory import measure_batch
 from ..tasks import TASKS, get_task
 from .baselines import quartile_groups
 from .equal_steps import worth_it
@@ -30,7 +30,7 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
 
     Returns tensors (CPU): pred, halt_step (float: E[n] for 'expected'), correct, confidence,
     per_step_correct [N, B], per_step_confidence [N, B] (the top class's probability at step n), p [N, B].
-    Batches are cut to what fits in the measurement's memory budget (ponder.memory.measure_batch: every model
+    Batches are cut to what fits in the measurement's memory budget (ponder.training.memory.measure_batch: every model
     the explorer trains fits batch_size 1000); MeasureMemoryError when not one input fits.
     """
     batch_size = measure_batch(model, batch_size)

@@ -1,7 +1,7 @@
 """One run's record: the schema of a run card (run.json) as a dataclass.
 
-Training fills in how the run ended (ponder.train.train: status, reason, steps, seconds, device), the
-lifecycle adds the name and the test metrics (ponder.lifecycle.run), save_run writes it as the card
+Training fills in how the run ended (ponder.training.loop.train: status, reason, steps, seconds, device), the
+lifecycle adds the name and the test metrics (ponder.training.lifecycle.run), save_run writes it as the card
 (to_card) and read_record reads it back (from_card of the checked card: ponder.store.card.read_card).
 Sweeps, the explorer's jobs and reproduce show the same record.
 """
@@ -36,7 +36,7 @@ class RunRecord:
     device: str = "cpu"                    # where it trained: 'cpu', 'cuda (NVIDIA H100 80GB HBM3)'
     train_seconds: float = 0.0             # the training loop's seconds (the time budget's clock)
     steps: int = 0                         # optimiser steps done (after a failure: those of the weights kept)
-    metrics: dict = field(default_factory=dict)   # {'test': test metrics, ...} (ponder.lifecycle.card_metrics)
+    metrics: dict = field(default_factory=dict)   # {'test': test metrics, ...} (ponder.training.lifecycle.card_metrics)
     created: str = ""                      # when it was saved, ISO 8601 local time
     ponder_version: str = __version__      # the library that wrote it
     extra: dict = field(default_factory=dict)     # card fields this schema does not name, kept as they are

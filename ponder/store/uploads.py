@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..env import MAX_MB, env_number
-from ..memory import MeasureMemoryError, measure_batch
+from ..training.memory import MeasureMemoryError, measure_batch
 from ..files import _UMASK, STALE_SECONDS, SaveError, folder_lock, remove_if_empty, remove_stale_tmp
 from ..journal import JOURNAL, settle
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, update_card
@@ -124,7 +124,7 @@ def _land(root: Path, label: str, weights: bytes, card: bytes, history: Optional
 def _check_import_size(ck, label: str) -> None:
     """CheckpointError unless an imported run is no larger than what the explorer's Train form trains, so one
     upload cannot make every page that shows it run for minutes, and unless one input of it can be measured
-    within the measurement's memory budget (ponder.memory.measure_batch)."""
+    within the measurement's memory budget (ponder.training.memory.measure_batch)."""
     hidden = ck.card["model"].get("hidden", 0)
     params = count_parameters(ck.model)
     if ck.card["train"]["max_steps"] > IMPORT_MAX_STEPS or hidden > IMPORT_MAX_HIDDEN or params > IMPORT_MAX_PARAMS:

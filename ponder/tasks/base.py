@@ -53,8 +53,8 @@ class Task:
     shown_groups: tuple = ("E[n] Q", "by quartile of E[n] (Q1: the quarter of inputs it ponders least)")
                                     # per-step accuracy by group on its pages: a name prefix (or names), in words
     budget_seconds: int = 60        # the training form's default time budget
-    data_bytes: int = 0             # bytes of data the training loop holds (ponder.memory's estimate)
-    infer_states: int = 0           # floats per hidden unit and step a no-grad unroll keeps alive (ponder.memory)
+    data_bytes: int = 0             # bytes of data the training loop holds (ponder.training.memory's estimate)
+    infer_states: int = 0           # floats per hidden unit and step a no-grad unroll keeps alive (ponder.training.memory)
 
     def load_data(self, data_dir: Optional[str] = None):
         """The task's data set (None when it generates its data)."""
@@ -109,7 +109,7 @@ class Task:
         return None
 
     def feature_floats(self, model_cfg, n_steps: int = 1) -> int:
-        """Floats per sample of the encoder's input and feature maps for a model of model_cfg (ponder.memory);
+        """Floats per sample of the encoder's input and feature maps for a model of model_cfg (ponder.training.memory);
         0: plain vectors."""
         return 0
 
@@ -134,7 +134,7 @@ def init_lambda_head(head: torch.nn.Linear, lambda_p: float) -> None:
 
     Small weights and bias = logit(lambda_p); an untrained net does not halt at step 1.
     """
-    if head.weight.is_meta:       # shapes only (ponder.memory counts parameters there): no values to set, and
+    if head.weight.is_meta:       # shapes only (ponder.training.memory counts parameters there): no values to set, and
         return                    # normal_ on the meta device imports torch._dynamo (1.7 s of a process's start)
     lp = min(max(lambda_p, 1e-4), 1 - 1e-4)
     torch.nn.init.normal_(head.weight, std=1e-3)

@@ -8,7 +8,7 @@ from helpers import fake_history, save_tiny_run, tiny_config, tiny_model
 from ponder.store.card import WEIGHTS
 from ponder.store.checkpoint import save_run
 from ponder.analysis.unroll import measure_test
-from ponder.lifecycle import card_metrics
+from ponder.training.lifecycle import card_metrics
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def runs(tmp_path_factory, mnist):
 def slow_steps(monkeypatch):
     """Training steps that wait 20 ms each (at each progress report): a long job that leaves the CPU (and
     the GIL) to the pages under test, as a job on a bigger model would."""
-    from ponder import lifecycle
+    from ponder.training import lifecycle
     real = lifecycle.train
 
     def slow(cfg, callback=None, **kw):

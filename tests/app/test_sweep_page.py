@@ -41,7 +41,7 @@ def test_sweep_page_prior_follows_lambda_p_and_a_two_value_sweep_runs(runs):
     assert list(acc["x"]) == [0.3, 0.6]
     assert list(df["run"]) == ["runs/sweep-mnist/lambda_p0.3-seed0", "runs/sweep-mnist/lambda_p0.6-seed0"]
     assert [t["status"] for t in json.loads((runs / "sweep-mnist" / "sweep.json").read_text())["trials"]] == \
-        ["completed", "completed"]                                     # ponder.sweep's folder, as the CLI writes it
+        ["completed", "completed"]                                     # ponder.sweeps.run's folder, as the CLI writes it
     # the form's reader is the shipped sweep's (the whole image), so the two sweeps teach the same lesson, and the
     # page says which reader each used
     assert read_card(runs / "sweep-mnist" / "lambda_p0.3-seed0")["train"]["reader"] == "cnn"
@@ -121,8 +121,8 @@ def test_the_sweep_page_shows_the_machines_running_sweep_and_anyone_can_cancel_i
 
 
 def test_sweep_page_shows_a_sweep_folder_and_compare_adds_it_as_one_group(runs):
-    from ponder.sweep import run_sweep
-    from ponder.sweep_plan import Plan, parse_grid
+    from ponder.sweeps.run import run_sweep
+    from ponder.sweeps.plan import Plan, parse_grid
     tiny = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, device="cpu")
     run_sweep(Plan("parity", tiny, parse_grid(["lambda_p=0.2,0.5"]), [0]), runs / "cli-sweep", eval_limit=200)
     at = open_app("pages/sweep.py")

@@ -14,7 +14,7 @@ from ponder.store.card import read_card
 from ponder.store.checkpoint import load_checkpoint
 from ponder.config import TrainConfig
 from ponder.tasks import validate
-from ponder.train import trains_on
+from ponder.training.loop import trains_on
 from page_helpers import DIVERGING, LONG, _progress, idle_registry
 
 # under pytest-xdist one worker runs the page tests: their runs folders, the job registry and the pages' first
@@ -181,7 +181,7 @@ def test_the_train_and_sweep_forms_cannot_ask_for_more_memory_than_fits(runs, mo
     hidden 512, batch 512 (those larger values, forced in, fall back to the defaults), and
     a run that does not fit in the memory free is refused with one line naming its estimate and the limit."""
     from explorer import forms
-    from ponder.memory import estimate
+    from ponder.training.memory import estimate
     idle_registry()
     at = open_app("pages/train.py")
     for task in ("mnist", "parity"):

@@ -12,7 +12,7 @@ from bench.__main__ import main
 from explorer import ood
 from ponder.tasks.parity import PARITY_PRESETS
 from ponder.config import TrainConfig
-from ponder.train import train
+from ponder.training.loop import train
 
 pytestmark = pytest.mark.xdist_group("bench")       # under pytest-xdist: one worker runs the module's fixtures once
 

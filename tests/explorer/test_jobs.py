@@ -1,4 +1,4 @@
-"""explorer/jobs.py: background training jobs (each run through ponder.lifecycle.run), cancel within a
+"""explorer/jobs.py: background training jobs (each run through ponder.training.lifecycle.run), cancel within a
 second, the time cap, queued sweeps, failures kept, no threads left behind. The registry's limits and
 lookups: test_job_registry.py."""
 import threading
@@ -59,7 +59,7 @@ def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tm
 
 
 def test_a_sweep_plan_trains_through_ponder_sweep_into_its_folder_and_resumes(registry, tmp_path):
-    from ponder.sweep_plan import Plan, parse_grid
+    from ponder.sweeps.plan import Plan, parse_grid
     base = {k: v for k, v in TINY.items() if k != "task"}
     plan = Plan("parity", base, parse_grid(["lambda_p=0.3,0.6", "beta=0.01,1e38"]), [0])
     job = registry.submit("s1", [], kind="sweep", root=tmp_path / "sw", plan=plan)
@@ -78,8 +78,8 @@ def test_a_sweep_plan_trains_through_ponder_sweep_into_its_folder_and_resumes(re
 
 
 def test_a_diverging_run_is_saved_as_failed_with_its_reason(registry, tmp_path, monkeypatch):
-    from ponder import lifecycle
-    from ponder.train import TrainResult, train as real_train
+    from ponder.training import lifecycle
+    from ponder.training.loop import TrainResult, train as real_train
 
     def diverging(cfg, **kw):                 # train a little, then report the non-finite loss train() reports
         res = real_train(cfg, **kw)

@@ -108,7 +108,7 @@ def test_a_sweep_folders_trials_without_card_metrics_are_shown_not_measured(tmp_
     """A sweep folder anyone can write may hold 1,000 trials whose cards have no numbers: the page measured each
     on 2,000 test items for the first visitor (cached afterwards)."""
     from explorer import loaders, sweep_views
-    from ponder.sweep_record import read_sweep
+    from ponder.sweeps.record import read_sweep
     root = tmp_path / "runs"
     monkeypatch.setenv("PONDER_RUNS", str(root))
     for i in range(3):

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from ponder.config import ConfigError, TrainConfig
 from ponder.tasks import model_config_from_dict, validate
-from ponder.train import train
+from ponder.training.loop import train
 
 
 NAN, INF = float("nan"), float("inf")

@@ -147,7 +147,7 @@ def test_float_infinity_card_values_never_written(tmp_path):
 
 @pytest.mark.skipif(A.fcntl is None or not hasattr(os, "fork"), reason="needs flock and fork")
 def test_folder_lock_holds_across_processes_and_goes_with_a_killed_holder(tmp_path):
-    """What two trainings into one folder meet (test_cli.py checks, in one process, that `train --out`
+    """What two trainings into one folder meet (cli/test_main.py checks, in one process, that `train --out`
     refuses a held folder): a lock another process holds refuses this one at once; kill -9 of the holder
     frees the folder."""
     folder = tmp_path / "run"

@@ -15,7 +15,7 @@ from ponder.inference import ponder
 from ponder.tasks import mnist_readers
 from ponder.tasks.mnist_readers import GruUpdate, RowReader
 from ponder.tasks import build_model, model_config, validate
-from ponder.train import train
+from ponder.training.loop import train
 
 
 def test_mnist_step_equals_grucell_and_unroll_equals_steps():

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
 from helpers import run_cli, tiny_model
-from ponder import lifecycle
+from ponder.training import lifecycle
 from ponder.analysis.studies import parity_sets
 from ponder.analysis.unroll import measure_test
 from ponder.config import ConfigError, TrainConfig
@@ -228,7 +228,7 @@ def test_the_parity_card_line_and_charts_name_the_same_ranges(preset):
     """What the Parity page shows: the card line (tables.parity_card_line, from the test metrics the run was
     saved with) and the charts' test sets (loaders.parity_results: parity_sets of the fitted preset)."""
     from explorer.tables import parity_card_line
-    from ponder.lifecycle import card_metrics
+    from ponder.training.lifecycle import card_metrics
     n = PARITY_PRESETS[preset]["n_elems"]
     model = tiny_model("parity", max_steps=3, n_elems=n)
     cfg = TrainConfig(task="parity", parity_preset=preset)

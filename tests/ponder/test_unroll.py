@@ -9,7 +9,7 @@ from helpers import tiny_model
 from ponder import data as D
 from ponder.analysis.unroll import by_k_rows, group_stats, measure_test, near_chance, per_step_accuracy, summarize
 from ponder.config import TrainConfig
-from ponder.train import train
+from ponder.training.loop import train
 
 MNIST = TrainConfig()
 

@@ -10,7 +10,7 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers import ASSETS, ShellPayload, assert_one_line, lock_held_elsewhere, save_tiny_run
-from ponder import lifecycle
+from ponder.training import lifecycle
 from ponder.files import SaveError, folder_lock
 from ponder.store.card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card, read_history
 from ponder.store.checkpoint import load_checkpoint
@@ -266,9 +266,9 @@ def test_a_sweep_being_written_is_not_deleted(tmp_path, held):
 
 
 def test_a_running_sweep_holds_its_folder(tmp_path):
-    """ponder.sweep.run_sweep holds the sweep folder's lock while it trains: the Runs page cannot delete it."""
-    from ponder.sweep import run_sweep
-    from ponder.sweep_plan import Plan
+    """ponder.sweeps.run.run_sweep holds the sweep folder's lock while it trains: the Runs page cannot delete it."""
+    from ponder.sweeps.run import run_sweep
+    from ponder.sweeps.plan import Plan
     root = tmp_path / "runs"
     tries = []
 

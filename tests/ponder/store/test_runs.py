@@ -14,7 +14,7 @@ from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 from ponder.store.runs import MAX_NAME, RunNameError, list_models, new_run_dir, run_path, safe_name, unreadable_runs
 from ponder.store.uploads import import_checkpoint
-from ponder.train import train
+from ponder.training.loop import train
 
 
 SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
