@@ -31,7 +31,8 @@ USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtons": [["toImage"]],     # one button: the chart as a PNG
                  "toImageButtonOptions": {"format": "png", "scale": 2, "filename": "ponder-chart"}}
 MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inference; a seeded draw). "
-             "deterministic: halt at the median of the halting distribution (first n with P(halted by n) ≥ 0.5). "
+             "deterministic: the Q-exit, the same λ's used without a draw: halt at the first n with P(halted by n) ≥ q "
+             "(q = 0.5: the median of the halting distribution; a larger q spends more steps). "
              "expected: run all N steps and answer the p-weighted mixture Σ p_n · y_n.")
 
 
@@ -164,6 +165,14 @@ def mode_ui(key: str = "mode") -> str:
     mode = st.segmented_control("Halting mode", MODES, key=key, required=True, help=MODE_HELP,
                                 on_change=remember_widget_state, args=(key,))
     return mode or "sample"
+
+
+def q_ui(key: str = "q") -> float:
+    """The Q-exit's q of deterministic mode: it halts at the first step where P(halted by n) reaches q."""
+    keep_widget_state(key, 0.5)
+    return float(st.slider("Q-exit q", 0.0, 1.0, step=0.05, key=key, on_change=remember_widget_state, args=(key,),
+                           help="Deterministic mode halts at the first step where P(halted by n) = Σ_{j≤n} p_j "
+                                "reaches q: 0.5 is the median step, a larger q waits longer."))
 
 
 def _new_seed(key: str) -> None:

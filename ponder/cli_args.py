@@ -49,6 +49,26 @@ def _positive_int(s: str) -> int:
     return v
 
 
+def _unit(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {s!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {s!r}")
+    return v
+
+
+def _budget(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a mean number of steps >= 1, got {s!r}") from None
+    if not (math.isfinite(v) and v >= 1.0):
+        raise argparse.ArgumentTypeError(f"expected a mean number of steps >= 1, got {s!r}")
+    return v
+
+
 MAX_EVAL_ITEMS = 1_000_000      # --limit: parity draws that many problems (10,000 by default; ~30 MB at n = 30)
 
 
@@ -116,7 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw")
     e.add_argument("--rotations", type=_floats, default=[], help="fixed angles, e.g. 0,22.5,45,67.5,90")
     e.add_argument("--uniform", type=_ranges, default=[], help="uniform ranges +-d, e.g. 22.5,45")
-    e.add_argument("--mode", default="sample", choices=["sample", "deterministic", "expected"])
+    e.add_argument("--mode", default="sample", choices=["sample", "deterministic", "expected"],
+                   help="sample: halt with probability lambda_n; deterministic: the Q-exit, halt at the first step "
+                        "whose halting CDF sum_{j<=n} p_j reaches --q (or the q of --budget); expected: the "
+                        "p-weighted answer of all N steps (default sample)")
+    e.add_argument("--q", type=_unit, default=None, help="deterministic mode: the Q-exit's q in [0, 1] (default 0.5, "
+                   "the median step)")
+    e.add_argument("--budget", type=_budget, default=None, metavar="STEPS",
+                   help="deterministic mode at a compute budget: q chosen on the validation set (never trained on) "
+                        "so that its mean steps there are STEPS; the result's `budget` says the q and the steps")
     e.add_argument("--limit", type=_eval_items, default=None,
                    help=f"only the first N test items (MNIST; parity draws N problems), at most {MAX_EVAL_ITEMS:,}")
     e.add_argument("--max-steps", type=_eval_steps, default=None, metavar="CAP",

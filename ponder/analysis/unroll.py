@@ -21,12 +21,14 @@ from ..memory import measure_batch
 from ..tasks import TASKS, get_task
 from .baselines import quartile_groups
 from .equal_steps import worth_it
+from .policies import q_exit_steps, q_for_steps
 
 
 @torch.no_grad()
 def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: str = "sample",
-                 batch_size: int = 1000, seed: int = 0) -> dict:
-    """Per-sample results for inputs x [B, ...] and labels [B] (tensors on the model's device).
+                 batch_size: int = 1000, seed: int = 0, q: float = 0.5) -> dict:
+    """Per-sample results for inputs x [B, ...] and labels [B] (tensors on the model's device); q: the Q-exit's
+    of 'deterministic' mode.
 
     Returns tensors (CPU): pred, halt_step (float: E[n] for 'expected'), correct, confidence,
     per_step_correct [N, B], per_step_confidence [N, B] (the top class's probability at step n), p [N, B].
@@ -51,7 +53,7 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
             steps = expected_steps(out.log_p)
         else:
             u = draw_uniforms(N, B, g) if mode == "sample" else None
-            steps = first_true(halt_mask(out.lambda_logits, mode, u))               # [B] 1-based
+            steps = first_true(halt_mask(out.lambda_logits, mode, u, q))               # [B] 1-based
             final = probs.gather(0, (steps - 1).view(1, B, 1).expand(1, B, probs.shape[2]))[0]
         conf, pred = final.max(1)
         rows["pred"].append(pred.cpu())
@@ -149,21 +151,38 @@ def evaluate(model: PonderNet, x: torch.Tensor, y: torch.Tensor, mode: str = "sa
 
 
 def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[int] = None, mode: str = "sample",
-                 seed: int = 0, batch_size: Optional[int] = None) -> dict:
+                 seed: int = 0, batch_size: Optional[int] = None, q: float = 0.5,
+                 budget: Optional[float] = None) -> dict:
     """The standard test measurement of a run of cfg: its task's test set (the first `limit` items when given;
     `n` in the result says how many), summarize()'s metrics, `mode`, the task's info (split / test_k), a
     block per difficulty group (parity's easy and hard), a row per value of its breakdown (by_class, by_k), and
     ponder.analysis.equal_steps.worth_it over those groups and the quartiles of E[n] (baselines, settle,
     per_step_accuracy_by_group), with the operating points chosen on the task's validation set (its first `limit`
     items too) and the shifted test items (parity's unseen k) compared at them. data: the task's data set (MNIST)
-    when it uses one."""
+    when it uses one. 'deterministic' mode is the Q-exit at q, or at a compute budget (a mean number of steps: q
+    chosen on the validation set to spend it there, `budget` in the result says which q and what it spent)."""
     task = get_task(cfg.task)
     ts = task.test_set(model, cfg, data, limit)
-    stats = unroll_stats(model, ts.x, ts.y, mode, batch_size or ts.batch_size, seed)
     vs = task.validation_set(model, cfg, data, limit)
-    val = None if vs is None else unroll_stats(model, vs.x, vs.y, mode, batch_size or vs.batch_size, seed)
+    val = None if vs is None else unroll_stats(model, vs.x, vs.y, mode, batch_size or vs.batch_size, seed, q)
+    chosen = None
+    if budget is not None:
+        if mode != "deterministic" or val is None:
+            raise ValueError("a compute budget sets the q of 'deterministic' mode on a validation set: "
+                             f"{'the task has none' if val is None else 'mode ' + repr(mode) + ' has no q'}")
+        if not 1 <= budget <= model.max_steps:
+            raise ValueError(f"a budget is a mean number of steps in [1, N = {model.max_steps}], got {budget:g}")
+        q = q_for_steps(val["p"], budget)
+        val_steps = q_exit_steps(val["p"], q).double().mean().item()
+        chosen = {"steps": budget, "q": q, "validation_mean_steps": val_steps, "tuned_on": {"set": "validation",
+                                                                                           "n": len(vs.y)}}
+    stats = unroll_stats(model, ts.x, ts.y, mode, batch_size or ts.batch_size, seed, q)
     res = summarize(stats, ts.y, model.lambda_p, by_class=False)
     res["mode"] = mode
+    if mode == "deterministic":
+        res["q"] = q
+    if chosen is not None:
+        res["budget"] = chosen
     res.update(ts.info)
     for name, (extra, mask) in ts.blocks.items():
         res[name] = {**extra, **group_stats(stats, mask)}
