@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from ponder.analysis.equal_steps import worth_it
-from ponder.analysis.pays import KEYS, MARKS, marks, over_seeds, pays
+from ponder.analysis.pays import KEYS, MARKS, marks, over_seeds, pays, seed_interval
 
 
 def toy_result():
@@ -60,6 +60,19 @@ def test_over_seeds_by_hand():
     assert (s["learned"]["min"], s["learned"]["max"], s["learned"]["n"]) == (0.97, 0.99, 3)
     assert s["needed"] is None                                # no run measured it
     assert over_seeds([{**dict.fromkeys(KEYS), "learned": 0.5}])["learned"]["std"] == 0.0
+
+
+def test_the_interval_over_seeds_by_hand():
+    # 0.97, 0.98, 0.99: mean 0.98, std 0.01, n 3: t(2) = 4.303, half-width 4.303 · 0.01 / √3 = 0.024844
+    rows = [{**dict.fromkeys(KEYS), "learned_q_minus_fixed": v} for v in (0.97, 0.98, 0.99)]
+    s = over_seeds(rows)["learned_q_minus_fixed"]
+    assert s["ci95"] == pytest.approx([0.955156, 1.004844], abs=1e-6)
+    # five seeds 0.01, 0.02, 0.03, 0.04, 0.05: mean 0.03, std 0.015811, t(4) = 2.776: half-width 0.019630
+    five = over_seeds([{**dict.fromkeys(KEYS), "learned": v / 100} for v in range(1, 6)])["learned"]
+    assert five["ci95"] == pytest.approx([0.010370, 0.049630], abs=1e-6)
+    assert seed_interval({"mean": 0.5, "std": 0.0, "n": 1}) is None and over_seeds(rows[:1])["learned_q_minus_fixed"]["ci95"] is None
+    # 14 seeds: 13 degrees of freedom have no row of their own and take 12's wider 2.179
+    assert seed_interval({"mean": 0, "std": 1, "n": 14}) == pytest.approx([-2.179 / 14 ** 0.5, 2.179 / 14 ** 0.5])
 
 
 @given(st.lists(st.floats(-1, 1), min_size=1, max_size=8))
