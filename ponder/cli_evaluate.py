@@ -9,7 +9,7 @@ from .store.card import two_decimals
 
 
 def cmd_evaluate(args) -> int:
-    from .analysis.baselines import summary_lines
+    from .analysis.baselines import differences_table, summary_lines
     from .analysis.equal_steps import ops_from, shift_comparison
     from .analysis.studies import rotation_label, rotation_study
     from .analysis.unroll import measure_test
@@ -79,6 +79,8 @@ def cmd_evaluate(args) -> int:
               f"{row['std_steps']:.2f}  E[n] {row['expected_steps']:.2f}")
     for text in summary_lines(res["baselines"]):
         print(text)
+    for row in differences_table({ck.name: res}):       # the Compare page's table, one row
+        print("at equal steps: " + "; ".join(f"{k} {v}" for k, v in row.items() if k != "model"))
     st = res["settle"]
     print(f"settle step (answers right from then on): mean {two_decimals(st['mean_settle_step'])}, E[n] - settle "
           f"{two_decimals(st['mean_expected_minus_settle'])}, never settled {st['never_settled']}")

@@ -3,7 +3,7 @@ merge_evaluations (what `python -m ponder reproduce --merge FOLDER` does): evalu
 from __future__ import annotations
 
 
-from .analysis.baselines import worth_sentence
+from .analysis.baselines import difference_text, worth_sentence
 from .store.card import two_decimals
 
 
@@ -33,10 +33,7 @@ def merge_evaluations(results: dict, measured: dict) -> list:
     return done
 
 
-def _ci(at: dict, a: str, b: str) -> str:
-    """'+0.0001 [−0.0007, +0.0010]' of a − b from a comparison's policies and ci95."""
-    lo, hi = at["ci95"][f"{a}-{b}"]
-    return f"{at['policies'][a]['accuracy'] - at['policies'][b]['accuracy']:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+_ci = difference_text
 
 
 def _acc(p: dict, k: str) -> str:

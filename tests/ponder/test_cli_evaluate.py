@@ -49,6 +49,7 @@ def test_train_then_evaluate_json_and_text(tmp_path, capsys):
     assert f"learned_q - confidence_exit: " in out and f"(95% interval {lo:+.4f} to {hi:+.4f})" in out
     assert f"fixed depth:      accuracy {at['fixed_depth']:.4f}" in out
     assert f"confidence exit:  accuracy {at['confidence_exit']:.4f}" in out
+    assert "at equal steps: test items 500; tuned on validation (500); mean steps " in out and "; sampled − Q-exit " in out
 
 
 def test_expected_mode_says_all_steps_run_and_labels_e_n(tmp_path, capsys):
