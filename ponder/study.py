@@ -15,7 +15,7 @@ from typing import Optional
 
 import numpy as np
 
-from .analysis.pays import over_seeds, pays, seed_interval
+from .analysis.pays import MARKS, choose_setting, over_seeds, pays, seed_interval, seed_rank
 from .analysis.unroll import measure_test
 from .config import ConfigError
 from .lifecycle import card_metrics
@@ -27,6 +27,7 @@ from .sweep_record import SweepError, read_sweep, trial_folder
 from .tasks import get_task
 
 STUDY, STUDY_TABLE = "study.json", "study.md"
+RANKED = ("accuracy", "learned_q_minus_confidence", "learned_q_minus_fixed")   # where a shipped seed's rank is said
 MIN_SEEDS = 5                   # fewer seeds than this: a setting's spread and intervals say little
 CURVE_GROUPS = ("easy", "hard", "E[n] Q1", "E[n] Q4")      # the per-step accuracy curves a study keeps
 
@@ -41,7 +42,8 @@ def measure_trial(folder: Path, data=None, device: str = "cpu") -> dict:
     update_card(folder, metrics=card_metrics(res))
     at = res["baselines"]["at_equal_steps"]
     return {"pays": pays(res), "curves": {g: c for g, c in res["per_step_accuracy_by_group"].items() if g in CURVE_GROUPS},
-            "tuned_on": at["tuned_on"], "ci95": at["ci95"], "n": res["n"]}
+            "tuned_on": at["tuned_on"], "ci95": at["ci95"], "n": res["n"],
+            "validation": pays(res["validation"]) if "validation" in res else None}
 
 
 def check_trial(sw, t) -> Path:
@@ -62,9 +64,13 @@ LABEL_KEYS = ("regulariser", "lambda_p", "beta", "hidden", "lambda_input", "epoc
               "reader", "rows_per_step", "parity_preset")    # the config fields a setting is named by
 
 
-def study(folders, data_dir: Optional[str] = None, device: str = "cpu", log=print) -> dict:
+def study(folders, data_dir: Optional[str] = None, device: str = "cpu", log=print, ship: Optional[str] = None) -> dict:
     """Measure the completed trials of the sweeps in `folders` (one task) and summarise them per setting (see the
-    module). A setting: the config fields of LABEL_KEYS its task reads, and its grid values; its seeds are pooled."""
+    module). A setting: the config fields of LABEL_KEYS its task reads, and its grid values; its seeds are pooled.
+    ship: a model name with marks (ponder.analysis.pays.MARKS): `ship` in the result is the setting chosen for it on
+    the validation set (choose_setting) and where its shipped seed ranks among its seeds on the test set."""
+    if ship is not None and ship not in MARKS:
+        raise ConfigError(f"--ship {ship}: no marks to choose it by (models with marks: {', '.join(MARKS)})")
     folders = [Path(f) for f in ([folders] if isinstance(folders, (str, Path)) else folders)]
     if len({f.resolve() for f in folders}) < len(folders):
         raise ConfigError("a sweep folder is given twice: its trials would count twice among the seeds")
@@ -99,10 +105,16 @@ def study(folders, data_dir: Optional[str] = None, device: str = "cpu", log=prin
             cs = [tr["curves"][g] for tr in p["trials"] if g in tr["curves"]]
             if cs:
                 curves[g] = np.mean(np.array(cs, np.float64), 0).tolist()      # [N] mean over seeds
+        val = [tr["validation"] for tr in p["trials"] if tr.get("validation")]
         out["settings"].append({"setting": p["setting"], "seeds": [tr["seed"] for tr in p["trials"]],
                                 "over_seeds": over_seeds([tr["pays"] for tr in p["trials"]]),
+                                **({"validation_over_seeds": over_seeds(val)} if val else {}),
                                 "curves": curves, "trials": [{k: tr[k] for k in ("name", "seed", "pays", "n", "tuned_on",
-                                                                                 "ci95")} for tr in p["trials"]]})
+                                                                                 "ci95", "validation")}
+                                                             for tr in p["trials"]]})
+    if ship is not None and (chosen := choose_setting(out["settings"], ship)) is not None:
+        trials = out["settings"][chosen["index"]]["trials"]
+        out["ship"] = {"name": ship, **chosen, "rank": {k: seed_rank(trials, chosen["seed"], k) for k in RANKED}}
     if len(folders) == 1:
         atomic_write_json(folders[0] / STUDY, out)
         atomic_write_bytes(folders[0] / STUDY_TABLE, study_markdown(out).encode())
@@ -172,6 +184,12 @@ def study_markdown(s: dict, title: Optional[str] = None) -> str:
                   "interval over the seeds, Student's t, paired: each seed measures both policies on the same test "
                   "items] (min to max).", ""] + policies
     lines += _table(settings, label, COLUMNS)
+    if sh := s.get("ship"):
+        ranks = "; ".join(f"{k} {r[0]} of {r[1]}" for k, r in sh["rank"].items() if r)
+        lines += [f"Chosen on the validation set to ship as {sh['name']}: {label[id(settings[sh['index']])]} (its means "
+                  f"over seeds there meet {len(sh['met'])} of the {sh['of']} marks: {', '.join(sh['met']) or 'none'}); "
+                  f"its seed {sh['seed']} ships (the default seed, not the best), ranked among its seeds on the test "
+                  f"set (1: highest): {ranks or '-'}.", ""]
     few = [label[id(st)] for st in settings if len(st["seeds"]) < MIN_SEEDS]
     if few:
         lines += [f"Fewer than {MIN_SEEDS} seeds (their spread and intervals say little): {'; '.join(few)}.", ""]

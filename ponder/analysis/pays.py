@@ -112,3 +112,43 @@ def marks(name: str, p: Optional[dict]) -> list:
         ok = v is not None and math.isfinite(v) and (v >= mark if op == ">=" else v <= mark)
         rows.append({"key": key, "what": what, "op": op, "mark": mark, "value": v, "met": ok})
     return rows
+
+
+DEFAULT_SEED = 0      # the seed a chosen setting ships: never the best of its seeds
+
+
+def choose_setting(settings: list, name: str) -> Optional[dict]:
+    """The setting to ship as `name`, chosen on validation data only (the test set unread): of the settings whose
+    trials were measured on a validation set (setting["validation_over_seeds"], over_seeds of each trial's
+    pays(result["validation"])), the one whose means over seeds meet the most of MARKS[name]; a tie goes to the
+    higher mean validation accuracy of Q-exit at equal steps, then to the first. Its DEFAULT_SEED ships (its lowest
+    seed where it has no seed 0). Returns {index, setting, met, of, seed, on: 'validation'}; None when no setting
+    has validation numbers or `name` has no marks."""
+    if name not in MARKS:
+        return None
+    scored = []
+    for i, st in enumerate(settings):
+        vo = st.get("validation_over_seeds")
+        if not vo:
+            continue
+        means = {k: (v or {}).get("mean") for k, v in vo.items()}
+        met = [m["key"] for m in marks(name, means) if m["met"]]
+        scored.append((len(met), means.get("learned_q") or -math.inf, -i, met))
+    if not scored:
+        return None
+    n_met, _, neg_i, met = max(scored)
+    st = settings[-neg_i]
+    seeds = [s for s in st["seeds"] if s is not None]
+    return {"index": -neg_i, "setting": st["setting"], "met": met, "of": len(MARKS[name]),
+            "seed": DEFAULT_SEED if DEFAULT_SEED in seeds or not seeds else min(seeds), "on": "validation"}
+
+
+def seed_rank(trials: list, seed, key: str) -> Optional[tuple]:
+    """(rank, of): where `seed`'s test value of pays key `key` ranks among the trials of its setting, 1 the
+    highest; None when it has none."""
+    vals = [(t["pays"] or {}).get(key) for t in trials]
+    mine = next(((t["pays"] or {}).get(key) for t in trials if t["seed"] == seed), None)
+    vals = [v for v in vals if v is not None]
+    if mine is None:
+        return None
+    return 1 + sum(v > mine for v in vals), len(vals)

@@ -160,7 +160,9 @@ def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[
     per_step_accuracy_by_group), with the operating points chosen on the task's validation set (its first `limit`
     items too) and the shifted test items (parity's unseen k) compared at them. data: the task's data set (MNIST)
     when it uses one. 'deterministic' mode is the Q-exit at q, or at a compute budget (a mean number of steps: q
-    chosen on the validation set to spend it there, `budget` in the result says which q and what it spent)."""
+    chosen on the validation set to spend it there, `budget` in the result says which q and what it spent).
+    `validation`: the same numbers on the validation set itself (VALIDATION_KEYS; its policies tuned there), what
+    ponder.analysis.pays.choose_setting chooses a shipped setting by, the test set unread."""
     task = get_task(cfg.task)
     ts = task.test_set(model, cfg, data, limit)
     vs = task.validation_set(model, cfg, data, limit)
@@ -183,15 +185,29 @@ def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[
         res["q"] = q
     if chosen is not None:
         res["budget"] = chosen
-    res.update(ts.info)
-    for name, (extra, mask) in ts.blocks.items():
+    res.update(_measured(stats, ts, val, task.shifted(model, cfg, ts.rows[2]) if ts.rows is not None else {}))
+    if val is not None:                                  # what a setting or a shipped seed is chosen by
+        v = {**summarize(val, vs.y, model.lambda_p, by_class=False), **_measured(val, vs, val, {}, lean=True)}
+        v["baselines"] = {"tuned_on": v["baselines"]["tuned_on"], "at_equal_steps": v["baselines"]["at_equal_steps"]}
+        res["validation"] = {k: v[k] for k in VALIDATION_KEYS if k in v}
+    return res
+
+
+VALIDATION_KEYS = ("n", "accuracy", "mean_steps", "expected_steps", "baselines", "settle", "easy", "hard",
+                   "per_step_accuracy_by_group", "learned_by_group")      # what ponder.analysis.pays reads
+
+
+def _measured(stats: dict, es, val: Optional[dict], shifted: dict, lean: bool = False) -> dict:
+    """The info, blocks, rows and worth_it of one unroll of an EvalSet (the policies tuned on `val`; lean: see
+    worth_it)."""
+    res = dict(es.info)
+    for name, (extra, mask) in es.blocks.items():
         res[name] = {**extra, **group_stats(stats, mask)}
-    groups = {name: mask for name, (_, mask) in ts.blocks.items()}        # per-step accuracy by these groups
-    if ts.rows is not None:
-        name, key, values = ts.rows
+    groups = {name: mask for name, (_, mask) in es.blocks.items()}        # per-step accuracy by these groups
+    if es.rows is not None:
+        name, key, values = es.rows
         res[name] = rows_by(stats, values, key)
-        groups.update({ts.row_group.format(key=key, value=int(v)): values == v for v in values.unique()})
+        groups.update({es.row_group.format(key=key, value=int(v)): values == v for v in values.unique()})
     groups.update(quartile_groups(expected_steps_per_input(stats)))
-    shifted = task.shifted(model, cfg, ts.rows[2]) if ts.rows is not None else {}
-    res.update(worth_it(stats, groups, val, shifted))    # the policies at equal steps, settle steps
+    res.update(worth_it(stats, groups, val, shifted, lean))    # the policies at equal steps, settle steps
     return res

@@ -39,6 +39,9 @@ def test_train_then_evaluate_json_and_text(tmp_path, capsys):
     assert len(b["frontier"]["learned_q"]) >= 10 and {"q", "mean_steps", "accuracy"} == set(b["frontier"]["learned_q"][0])
     assert {"confidence_exit", "fixed_depth"} <= set(b["frontier"])
     assert b["shift"] == []                  # the small preset tests the k it trained on
+    v = res["validation"]                    # the same numbers on the validation vectors: what a setting is chosen by
+    assert v["n"] == 500 and v["baselines"]["tuned_on"] == {"set": "validation", "n": 500}
+    assert {"easy", "hard", "settle", "expected_steps"} <= set(v) and "ci95" not in v["baselines"]["at_equal_steps"]
     groups = res["per_step_accuracy_by_group"]
     assert {"easy", "hard", "k=1"} <= set(groups) and all(len(v) == 6 for v in groups.values())
     rc, out, _ = run_cli(["evaluate", str(run), "--limit", "500"], capsys)

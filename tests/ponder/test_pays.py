@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from ponder.analysis.equal_steps import worth_it
-from ponder.analysis.pays import KEYS, MARKS, marks, over_seeds, pays, seed_interval
+from ponder.analysis.pays import KEYS, MARKS, choose_setting, marks, over_seeds, pays, seed_interval, seed_rank
 
 
 def toy_result():
@@ -94,3 +94,37 @@ def test_marks():
     assert not marks("parity-15", {**r, "accuracy": math.nan})[0]["met"]
     assert not marks("mnist-adaptive", {**r, "expected_minus_settle": 2.51})[3]["met"]
     assert marks("a-model-without-marks", r) == []
+
+
+def _val_setting(test: dict, val: dict, seeds=(0, 1, 2)) -> dict:
+    means = lambda d: {k: None if d.get(k) is None else {"mean": d[k], "std": 0.0, "min": d[k], "max": d[k], "n": 3}  # noqa: E731
+                       for k in KEYS}
+    return {"setting": {"beta": test["beta"]}, "seeds": list(seeds), "over_seeds": means(test),
+            **({"validation_over_seeds": means(val)} if val else {})}
+
+
+def test_a_setting_is_chosen_on_validation_numbers_and_ships_its_default_seed():
+    # mnist-adaptive's marks: accuracy >= 0.990, E[n] std >= 1.5, learned − confidence >= −0.002, E[n] − settle <= 2.5.
+    # β 0.01 meets all four on the test set but two on validation; β 0.02 three on validation: β 0.02 is chosen
+    a = _val_setting({"beta": 0.01, "accuracy": 0.992, "en_std": 1.8, "learned_minus_confidence": 0.0,
+                      "expected_minus_settle": 2.0},
+                     {"accuracy": 0.991, "en_std": 1.8, "learned_minus_confidence": -0.003, "expected_minus_settle": 3.0})
+    b = _val_setting({"beta": 0.02, "accuracy": 0.985, "en_std": 1.2, "learned_minus_confidence": -0.004,
+                      "expected_minus_settle": 3.0},
+                     {"accuracy": 0.991, "en_std": 1.6, "learned_minus_confidence": -0.001, "expected_minus_settle": 3.0},
+                     seeds=(1, 2, 3))
+    unmeasured = _val_setting({"beta": 0.05, "accuracy": 1.0}, None)
+    c = choose_setting([unmeasured, a, b], "mnist-adaptive")
+    assert c == {"index": 2, "setting": {"beta": 0.02}, "met": ["accuracy", "en_std", "learned_minus_confidence"],
+                 "of": 4, "seed": 1, "on": "validation"}                     # no seed 0 there: its lowest seed
+    # a tie in marks goes to the higher validation Q-exit accuracy, then to the first
+    a["validation_over_seeds"]["learned_q"] = {"mean": 0.99, "std": 0.0, "min": 0.99, "max": 0.99, "n": 3}
+    a["validation_over_seeds"]["learned_minus_confidence"]["mean"] = 0.0
+    assert choose_setting([a, b], "mnist-adaptive")["index"] == 0
+    assert choose_setting([unmeasured], "mnist-adaptive") is None and choose_setting([a], "mnist-default") is None
+
+
+def test_where_a_seed_ranks_among_its_setting():
+    trials = [{"seed": s, "pays": {"accuracy": a}} for s, a in ((0, 0.991), (1, 0.995), (2, 0.990), (3, None))]
+    assert seed_rank(trials, 0, "accuracy") == (2, 3) and seed_rank(trials, 1, "accuracy") == (1, 3)
+    assert seed_rank(trials, 3, "accuracy") is None and seed_rank(trials, 9, "accuracy") is None

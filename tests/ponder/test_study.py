@@ -48,7 +48,7 @@ def test_a_study_summarises_each_setting_over_its_seeds(swept, tmp_path, capsys)
 
 
 def test_a_study_reports_the_policies_with_their_intervals_and_where_they_were_tuned(swept):
-    s = study(swept, log=lambda *_: None)
+    s = study(swept, log=lambda *_: None, ship="parity-15")
     for st in s["settings"]:
         for tr in st["trials"]:               # each trial: tuned on its validation vectors, item bootstrap intervals
             assert tr["tuned_on"]["set"] == "validation" and tr["tuned_on"]["n"] > 0
@@ -56,7 +56,14 @@ def test_a_study_reports_the_policies_with_their_intervals_and_where_they_were_t
         o = st["over_seeds"]["learned_q_minus_fixed"]
         lo, hi = o["ci95"]
         assert o["n"] == 2 and lo <= o["mean"] <= hi
+    # the setting to ship is chosen on the validation vectors' numbers (each trial's pays of them), its seed 0 ships
+    assert all(tr["validation"]["learned_q"] is not None for st in s["settings"] for tr in st["trials"])
+    sh = s["ship"]
+    assert sh["on"] == "validation" and sh["seed"] == 0 and sh["of"] == 5 and sh["setting"] in [
+        st["setting"] for st in s["settings"]] and set(sh["rank"]) == {"accuracy", "learned_q_minus_confidence",
+                                                                       "learned_q_minus_fixed"}
     md = study_markdown(s)
+    assert "Chosen on the validation set to ship as parity-15: lambda_p " in md and "its seed 0 ships" in md
     assert "| setting | seeds | sampled | Q-exit | confidence exit | fixed depth | Q-exit − confidence | " in md
     assert "operating points chosen on the validation set" in md
     assert "Fewer than 5 seeds (their spread and intervals say little): lambda_p 0.3; lambda_p 0.5." in md
@@ -76,6 +83,11 @@ def test_a_study_table_of_five_seeds_by_hand():
     md = study_markdown(s)
     assert "| - | 0, 1, 2, 3, 4 | 0.9300 ± 0.0158 (0.9100 to 0.9500) | +0.0300 [+0.0104, +0.0496] (+0.0100 to +0.0500) |" in md
     assert "Fewer than" not in md
+
+
+def test_a_study_ships_only_a_model_with_marks(swept):
+    with pytest.raises(ConfigError, match="no marks"):
+        study(swept, ship="mnist-default")
 
 
 def test_a_folder_without_a_sweep_is_refused(tmp_path):
