@@ -183,7 +183,10 @@ def study_markdown(s: dict, title: Optional[str] = None) -> str:
                   "the sampled policy's E[n]): mean ± std (min to max) over the seeds; a difference: mean [95 % "
                   "interval over the seeds, Student's t, paired: each seed measures both policies on the same test "
                   "items] (min to max).", ""] + policies
-    lines += _table(settings, label, COLUMNS)
+    other = _table(settings, label, COLUMNS)
+    if other:
+        lines += ["The other measures: mean ± std (min to max) over the seeds; a difference (E[n] − settle, hard − "
+                  "easy): mean [95 % interval over the seeds] (min to max).", ""] + other
     if sh := s.get("ship"):
         ranks = "; ".join(f"{k} {r[0]} of {r[1]}" for k, r in sh["rank"].items() if r)
         lines += [f"Chosen on the validation set to ship as {sh['name']}: {label[id(settings[sh['index']])]} (its means "
