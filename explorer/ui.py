@@ -212,8 +212,8 @@ def rotation_table_ui(labels: Sequence[str], rows: Sequence[dict]) -> None:
 
 
 def rotation_settings_ui() -> tuple:
-    """The Rotation page's settings form: (fixed angles, uniform ranges, test images, halting mode, full set);
-    a bad angle list is one red line and stops the page."""
+    """The Rotation page's settings form: (fixed angles, uniform ranges, test images, halting mode, full set, the
+    Q-exit's q of deterministic mode); a bad angle list is one red line and stops the page."""
     with st.form("rotation_settings"):
         c1, c2, c3, c4 = st.columns([2, 1.3, 1, 1])
         angles_text = c1.text_input("Fixed angles θ (degrees)", ", ".join(str(a) for a in inputs.DEFAULT_ANGLES),
@@ -223,10 +223,12 @@ def rotation_settings_ui() -> tuple:
         limit = c3.number_input("Test images", 100, 10000, 2000, 100, key="rot_limit")
         mode = c4.selectbox("Halting mode", MODES, key="rot_mode", help=MODE_HELP)
         full = st.checkbox("Use the full 10,000-image test set (slower)", key="rot_full")
+        q = c4.number_input("Q-exit q", 0.0, 1.0, 0.5, 0.05, key="rot_q", help="Deterministic mode only: halt at the "
+                            "first step where P(halted by n) reaches q (0.5: the median step).")
         st.form_submit_button("Evaluate", key="rot_go")
     try:
         angles, ranges = inputs.rotation_sets(angles_text, ranges_text)
     except ValueError as e:
         st.error(str(e))
         st.stop()
-    return angles, ranges, limit, mode, full
+    return angles, ranges, limit, mode, full, float(q)
