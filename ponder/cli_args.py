@@ -39,34 +39,27 @@ def _ranges(s: str):
     return vals
 
 
-def _positive_int(s: str) -> int:
+def _number(s: str, cast, ok, what: str):
+    """s read by cast and checked by ok; one line saying `what` was expected otherwise."""
     try:
-        v = int(s)
+        v = cast(s)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {s!r}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {s!r}") from None
+    if not ok(v):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {s!r}")
     return v
+
+
+def _positive_int(s: str) -> int:
+    return _number(s, int, lambda v: v >= 1, "a whole number >= 1")
 
 
 def _unit(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {s!r}") from None
-    if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {s!r}")
-    return v
+    return _number(s, float, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]")
 
 
 def _budget(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a mean number of steps >= 1, got {s!r}") from None
-    if not (math.isfinite(v) and v >= 1.0):
-        raise argparse.ArgumentTypeError(f"expected a mean number of steps >= 1, got {s!r}")
-    return v
+    return _number(s, float, lambda v: math.isfinite(v) and v >= 1.0, "a mean number of steps >= 1")
 
 
 MAX_EVAL_ITEMS = 1_000_000      # --limit: parity draws that many problems (10,000 by default; ~30 MB at n = 30)
