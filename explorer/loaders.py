@@ -104,29 +104,35 @@ def history(entry: ModelEntry) -> list:
 
 @st.cache_data(max_entries=32, show_spinner="Evaluating the model on rotated digits (cached afterwards)…")
 def rotation_results(path: str, file_stamp: tuple, angles: tuple, ranges: tuple, limit: Optional[int],
-                     mode: str, seed: int) -> list:
+                     mode: str, seed: int, q: float = 0.5) -> list:
     def compute():
         ck = _checkpoint(path, file_stamp)
         data, _ = mnist()
         x, y = data.test_x, data.test_y
         if limit:
             x, y = x[:limit], y[:limit]
-        return rotation_study(ck.model, x, y, angles, ranges, mode, seed, per_sample=True)
-    settings = dict(angles=list(angles), ranges=list(ranges), limit=limit, mode=mode, seed=seed)
-    return disk_cache.cached("rotation", path, file_stamp, settings, compute)
+        return rotation_study(ck.model, x, y, angles, ranges, mode, seed, per_sample=True, q=q)
+    return disk_cache.cached("rotation", path, file_stamp, _rotation_settings(angles, ranges, limit, mode, seed, q),
+                             compute)
+
+
+def _rotation_settings(angles, ranges, limit, mode, seed, q) -> dict:
+    """What a rotation study's disk cache is keyed by (q only where it changes the halting)."""
+    out = dict(angles=list(angles), ranges=list(ranges), limit=limit, mode=mode, seed=seed)
+    return {**out, "q": q} if mode == "deterministic" and q != 0.5 else out
 
 
 FIRST_PASS = 200      # test images of the rotation study's first pass, shown while the rest is measured
 
 
 def rotation_first(path: str, file_stamp: tuple, angles: tuple, ranges: tuple, limit: Optional[int],
-                   mode: str, seed: int) -> tuple[list, bool]:
+                   mode: str, seed: int, q: float = 0.5) -> tuple[list, bool]:
     """(rows, whole): the study on all its images when they are kept (memory or disk) or few, else a first
     pass on the first FIRST_PASS images (whole False: the page measures the rest after showing it)."""
-    settings = dict(angles=list(angles), ranges=list(ranges), limit=limit, mode=mode, seed=seed)
+    settings = _rotation_settings(angles, ranges, limit, mode, seed, q)
     if (limit or 10**9) <= FIRST_PASS or disk_cache.read("rotation", path, file_stamp, settings) is not None:
-        return rotation_results(path, file_stamp, angles, ranges, limit, mode, seed), True
-    return rotation_results(path, file_stamp, angles, ranges, FIRST_PASS, mode, seed), False
+        return rotation_results(path, file_stamp, angles, ranges, limit, mode, seed, q), True
+    return rotation_results(path, file_stamp, angles, ranges, FIRST_PASS, mode, seed, q), False
 
 
 @st.cache_data(max_entries=16, show_spinner="Finding the test digits it ponders least and most (cached afterwards)…")

@@ -31,7 +31,8 @@ USER_ERRORS = (CheckpointError, SaveError, RunNameError, ConfigError)
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtons": [["toImage"]],     # one button: the chart as a PNG
                  "toImageButtonOptions": {"format": "png", "scale": 2, "filename": "ponder-chart"}}
 MODE_HELP = ("sample: halt at step n with probability λ_n (the paper's inference; a seeded draw). "
-             "deterministic: halt at the median of the halting distribution (first n with P(halted by n) ≥ 0.5). "
+             "deterministic: the Q-exit, the same λ's used without a draw: halt at the first n with P(halted by n) ≥ q "
+             "(q = 0.5: the median of the halting distribution; a larger q spends more steps). "
              "expected: run all N steps and answer the p-weighted mixture Σ p_n · y_n.")
 
 
@@ -166,6 +167,14 @@ def mode_ui(key: str = "mode") -> str:
     return mode or "sample"
 
 
+def q_ui(key: str = "q") -> float:
+    """The Q-exit's q of deterministic mode: it halts at the first step where P(halted by n) reaches q."""
+    keep_widget_state(key, 0.5)
+    return float(st.slider("Q-exit q", 0.0, 1.0, step=0.05, key=key, on_change=remember_widget_state, args=(key,),
+                           help="Deterministic mode halts at the first step where P(halted by n) = Σ_{j≤n} p_j "
+                                "reaches q: 0.5 is the median step, a larger q waits longer."))
+
+
 def _new_seed(key: str) -> None:
     st.session_state[key] = random.randrange(100000)
     remember_widget_state(key)
@@ -203,8 +212,8 @@ def rotation_table_ui(labels: Sequence[str], rows: Sequence[dict]) -> None:
 
 
 def rotation_settings_ui() -> tuple:
-    """The Rotation page's settings form: (fixed angles, uniform ranges, test images, halting mode, full set);
-    a bad angle list is one red line and stops the page."""
+    """The Rotation page's settings form: (fixed angles, uniform ranges, test images, halting mode, full set, the
+    Q-exit's q of deterministic mode); a bad angle list is one red line and stops the page."""
     with st.form("rotation_settings"):
         c1, c2, c3, c4 = st.columns([2, 1.3, 1, 1])
         angles_text = c1.text_input("Fixed angles θ (degrees)", ", ".join(str(a) for a in inputs.DEFAULT_ANGLES),
@@ -214,10 +223,12 @@ def rotation_settings_ui() -> tuple:
         limit = c3.number_input("Test images", 100, 10000, 2000, 100, key="rot_limit")
         mode = c4.selectbox("Halting mode", MODES, key="rot_mode", help=MODE_HELP)
         full = st.checkbox("Use the full 10,000-image test set (slower)", key="rot_full")
+        q = c4.number_input("Q-exit q", 0.0, 1.0, 0.5, 0.05, key="rot_q", help="Deterministic mode only: halt at the "
+                            "first step where P(halted by n) reaches q (0.5: the median step).")
         st.form_submit_button("Evaluate", key="rot_go")
     try:
         angles, ranges = inputs.rotation_sets(angles_text, ranges_text)
     except ValueError as e:
         st.error(str(e))
         st.stop()
-    return angles, ranges, limit, mode, full
+    return angles, ranges, limit, mode, full, float(q)

@@ -53,7 +53,8 @@ def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None
         text = (f"Sampled with seed **{tr.seed}**: at each step it halted with probability λ_n; the draw "
                 f"stopped it at step **{tr.halt_step}**, answering **{class_names[tr.pred]}**{conf}.{verdict}")
     elif tr.mode == "deterministic":
-        text = (f"Deterministic: it halts at the first step where P(halted by n) ≥ 0.5, step "
+        text = (f"Deterministic: the Q-exit at q = {tr.q:g} halts at the first step where P(halted by n) ≥ "
+                f"{tr.q:g}, step "
                 f"**{tr.halt_step}**, answering **{class_names[tr.pred]}**{conf}.{verdict}")
     else:
         text = (f"Expected: it ran all {tr.max_steps} steps and answers the p-weighted mixture of every "

@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 import streamlit as st
 
-from ponder.analysis.baselines import worth_sentence
+from ponder.analysis.baselines import differences_table, worth_sentence
 from ponder.analysis.equal_steps import ops_from, shift_comparison
 from ponder.analysis.studies import Trace, rotation_label, rotation_study
 from ponder.analysis.unroll import measure_test
@@ -148,6 +148,10 @@ def compare_ui(entries: Sequence[ModelEntry], key: str = "compare_worth") -> Non
     ui.chart(worth_fig(shown), CAPTION + f" Each model on its first {ITEMS:,} test items; a colour per model.",
              key=key)
     st.markdown("\n".join(f"- **{tables.plain(s['name'])}**: {worth_sentence(s['at'])}" for s in shown))
+    st.dataframe(differences_table({n: r for n, r in got.items() if r is not None}), hide_index=True)
+    st.caption("Test accuracy differences at equal steps (each model's sampled mean E[n] on its validation items), "
+               "with 95 % intervals from 1,000 paired bootstrap resamples of its test items (their number: test "
+               "items); \"matches\" exactly when the interval holds 0. The same table as `python -m ponder evaluate`.")
     if missing := [n for n, r in got.items() if r is None]:
         st.caption("Not measured (needs the MNIST test set): " + ", ".join(tables.plain(n) for n in missing))
 

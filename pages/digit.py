@@ -24,8 +24,9 @@ with right:
         st.stop()
     x = canvas.model_input(digit, angle)
     mode = ui.mode_ui()
+    q = ui.q_ui() if mode == "deterministic" else 0.5
     seed = ui.seed_ui(enabled=mode == "sample")
-    trace = trace_input(model, x, mode, seed)
+    trace = trace_input(model, x, mode, seed, q)
     answer.markdown(views.answer_line(trace, CLASSES, truth))
     c1, c2 = st.columns([0.8, 2.4])
     with c1:
@@ -39,7 +40,7 @@ shown = [(entry.name, model, trace)]                 # the models answering, [(n
 if second is not None:
     with ui.user_errors(stop=False):
         other = loaders.checkpoint(second).model
-        shown.append((second.name, other, trace_input(other, x, mode, seed)))
+        shown.append((second.name, other, trace_input(other, x, mode, seed, q)))
         digit_page.side_by_side_ui([(name, tr) for name, _, tr in shown], CLASSES, truth)
 name, stepped, tr = digit_page.stepped_model_ui(shown)
 seen = seen_at_steps(stepped, x)

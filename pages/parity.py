@@ -29,11 +29,12 @@ with c1:
         vseed = st.number_input("Vector seed", 0, 10**9, 0, key="par_vseed", help="Change it for another vector.")
         x = inputs.parity_vector(n, k, vseed)
     mode = ui.mode_ui("par_mode")
+    q = ui.q_ui("par_q") if mode == "deterministic" else 0.5
     seed = ui.seed_ui("par_seed", enabled=mode == "sample", stacked=True)
 if x is not None:
     st.session_state["_parity_vector"] = x              # a Train run watches it learn (explorer.watch_views)
     truth = int(parity_target(x)[0])
-    trace = trace_input(ck.model, x, mode, seed)
+    trace = trace_input(ck.model, x, mode, seed, q)
     with c2:
         ui.chart(study_figures.parity_input_fig(x[0].tolist()), "The input: red +1, blue −1, grey 0; the target is "
                  "whether the number of +1s is odd.", key="par_input")

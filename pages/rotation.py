@@ -18,10 +18,11 @@ if entry is None:
     st.stop()
 pickers.rotated_model_hint_ui(entry, TASK)
 
-angles, ranges, limit, mode, full = ui.rotation_settings_ui()
+angles, ranges, limit, mode, full, q = ui.rotation_settings_ui()
 
 asked = 10000 if full else int(limit)
-study = (str(entry.path), loaders.stamp(entry.path), tuple(angles), tuple(ranges), None if full else int(limit), mode, 0)
+study = (str(entry.path), loaders.stamp(entry.path), tuple(angles), tuple(ranges), None if full else int(limit), mode, 0,
+         q if mode == "deterministic" else 0.5)
 with ui.user_errors():
     rows, whole = loaders.rotation_first(*study)   # a first pass on a few images unless all were measured before
 n_images = int(rows[0]["n"]) if rows else 0
@@ -35,7 +36,8 @@ st.subheader("Does it ponder longer on harder inputs?")
 c1, c2 = st.columns(2)
 with c1:
     ui.chart(study_figures.rotation_accuracy_fig(rows), f"Accuracy of {entry.name} on {n_images:,} test images "
-             f"rotated by exactly θ (line) or each by its own angle in ±d (diamonds), {mode} mode.")
+             f"rotated by exactly θ (line) or each by its own angle in ±d (diamonds), {mode} mode"
+             f"{f' (Q-exit at q = {q:g})' if mode == 'deterministic' else ''}.")
 with c2:
     ui.chart(study_figures.rotation_steps_fig(rows), "Spread of the halting step per rotation: boxes span the "
              "quartiles, whiskers 1.5 IQR, the dotted line joins the means.")

@@ -32,7 +32,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 MODES = ("sample", "deterministic", "expected")
-LOG_HALF = math.log(0.5)
 LAMBDA_INPUTS = ("hidden", "confidence")     # what the lambda head reads (PonderNet.lambda_input)
 
 
@@ -76,12 +75,32 @@ def first_true(mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask, steps, n + 1).min(0).values               # [B]
 
 
-def halt_mask(lambda_logits: torch.Tensor, mode: str, uniforms: Optional[torch.Tensor] = None) -> torch.Tensor:
+def check_q(q: float) -> float:
+    """q of the Q-exit as a float in [0, 1]; ValueError otherwise."""
+    q = float(q)
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be in [0, 1], got {q:g}")
+    return q
+
+
+def q_exit_halted(cdf: torch.Tensor, q: float) -> torch.Tensor:
+    """The Q-exit rule: halted by step n once the halting CDF sum_{j<=n} p_j reaches q (PALBERT's rule; q = 0.5 is
+    the median step, the 'deterministic' mode). cdf [...] -> bool [...]; step N halts whatever it says (lambda_N = 1).
+    The one definition: early-exit inference, halt_mask and ponder.analysis.policies all call it."""
+    return cdf >= q
+
+
+def cdf_from_log_survive(log_survive: torch.Tensor) -> torch.Tensor:
+    """sum_{j<=n} p_j = 1 - prod_{j<=n}(1 - lambda_j), from log prod_{j<=n}(1 - lambda_j)."""
+    return -torch.expm1(log_survive)
+
+
+def halt_mask(lambda_logits: torch.Tensor, mode: str, uniforms: Optional[torch.Tensor] = None,
+              q: float = 0.5) -> torch.Tensor:
     """Where each sample would halt, for a full unroll. [N, B] -> [N, B] bool.
 
     sample:        halt at n if u_n < lambda_n (u_n ~ U(0,1) given in `uniforms` [N, B]).
-    deterministic: halt at the first n where the CDF sum_{j<=n} p_j >= 0.5, i.e.
-                   sum_{j<=n} log(1 - lambda_j) <= log 0.5 (the median step).
+    deterministic: Q-exit at q: halt at the first n where the CDF sum_{j<=n} p_j >= q (q = 0.5: the median step).
     The last row is always True (lambda_N = 1).
     """
     l = lambda_logits.float()
@@ -90,7 +109,7 @@ def halt_mask(lambda_logits: torch.Tensor, mode: str, uniforms: Optional[torch.T
             raise ValueError("mode 'sample' needs uniforms [N, B]")
         mask = uniforms.to(l.device) < torch.sigmoid(l)
     elif mode == "deterministic":
-        mask = F.logsigmoid(-l).cumsum(0) <= LOG_HALF
+        mask = q_exit_halted(cdf_from_log_survive(F.logsigmoid(-l).cumsum(0)), check_q(q))
     else:
         raise ValueError(f"halt_mask: mode must be 'sample' or 'deterministic', got {mode!r}")
     mask[-1] = True

@@ -12,7 +12,9 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from .halting import LOG_HALF, MODES, PonderNet, answer_mixture, expected_steps, step_probs
+from .analysis.policies import q_for_steps
+from .halting import (MODES, PonderNet, answer_mixture, cdf_from_log_survive, check_q, expected_steps, q_exit_halted,
+                      step_probs)
 
 
 @dataclass
@@ -50,15 +52,17 @@ def draw_uniforms(max_steps: int, batch: int, generator: Optional[torch.Generato
 @torch.no_grad()
 def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
            generator: Optional[torch.Generator] = None, trace: bool = False,
-           uniforms: Optional[torch.Tensor] = None) -> PonderResult:
+           uniforms: Optional[torch.Tensor] = None, q: float = 0.5) -> PonderResult:
     """Inference. 'sample' and 'deterministic' exit early per sample; 'expected' runs all N.
 
     sample:        at each step halt with probability lambda_n (u_n < lambda_n); answer y at the halt.
-    deterministic: halt at the median of the halting distribution (CDF >= 0.5).
+    deterministic: Q-exit at q: halt at the first step whose CDF sum_{j<=n} p_j reaches q (halting.q_exit_halted;
+                   q = 0.5, the median step, by default; budget_q picks the q that spends a mean number of steps).
     expected:      answer sum_n p_n probs(y_n), the p-weighted mixture (no early exit).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    q = check_q(q)
     if x.is_floating_point() and not bool(torch.isfinite(x).all()):
         # NaN would make every lambda_n NaN: no sample would ever halt and every answer is NaN
         raise ValueError("the input contains NaN or infinite values")
@@ -115,7 +119,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
         elif mode == "sample":
             halt_now = uniforms[n, idx] < torch.sigmoid(l)             # u_n < lambda_n
         else:
-            halt_now = log_survive + log_not <= LOG_HALF
+            halt_now = q_exit_halted(cdf_from_log_survive(log_survive + log_not), q)
         if need_survive:
             log_survive = log_survive + log_not
         # the step's one host read: how many halt (none read at step N, where all do); the positions then come
@@ -140,6 +144,18 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
     if trace:
         res.trace_probs, res.trace_lambda, res.trace_p = t_probs, t_lam, t_p
     return res
+
+
+@torch.no_grad()
+def budget_q(model: PonderNet, x_val: torch.Tensor, budget: float, batch_size: int = 1000) -> float:
+    """Q-exit at a compute budget: the q whose 'deterministic' mode spends about `budget` steps on average over
+    x_val, validation inputs never trained on (ponder.analysis.policies.q_for_steps on their full unroll). The
+    mean steps it spends on other inputs follow from their own halting distributions."""
+    if not 1 <= budget <= model.max_steps:
+        raise ValueError(f"a budget is a mean number of steps in [1, N = {model.max_steps}], got {budget:g}")
+    model.eval()
+    p = torch.cat([model(x_val[i:i + batch_size]).log_p.exp().cpu() for i in range(0, len(x_val), batch_size)], 1)
+    return q_for_steps(p, budget)                                       # p [N, B_val]
 
 
 def _ponder_expected(model: PonderNet, x: torch.Tensor, trace: bool) -> PonderResult:

@@ -162,6 +162,39 @@ def verdict(diff: float, ci) -> str:
     return f"is {abs(diff):.4f} {'above' if diff > 0 else 'below'}"
 
 
+HEADLINE = (("learned_q", "confidence_exit"), ("learned_q", "fixed_depth"), ("sampled", "learned_q"))
+SHORT = {"sampled": "sampled", "learned_q": "Q-exit", "confidence_exit": "confidence", "fixed_depth": "fixed depth"}
+
+
+def difference(at: dict, a: str, b: str) -> tuple:
+    """(a − b in test accuracy, its 95 % interval [lo, hi]) from a comparison (policies, ci95)."""
+    return at["policies"][a]["accuracy"] - at["policies"][b]["accuracy"], at["ci95"][f"{a}-{b}"]
+
+
+def difference_text(at: dict, a: str, b: str) -> str:
+    """'+0.0001 [−0.0007, +0.0010]': a − b with its 95 % interval."""
+    d, (lo, hi) = difference(at, a, b)
+    return f"{d:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+
+
+def differences_table(results: dict) -> list:
+    """One row per model of the headline differences at equal steps: {model, test items, tuned on, mean steps,
+    'Q-exit − confidence', 'Q-exit − fixed depth', 'sampled − Q-exit'} (each 'd [lo, hi]: verdict'), from
+    {name: measure_test result}; a result measured without intervals has '-' there. The CLI prints it, the Compare
+    page shows it."""
+    rows = []
+    for name, res in results.items():
+        at = res["baselines"]["at_equal_steps"]
+        t = at.get("tuned_on")
+        row = {"model": name, "test items": res["n"], "tuned on": f"{t['set']} ({t['n']:,})" if t else "-",
+               "mean steps": round(at["target_steps"] if "target_steps" in at else at["mean_steps"], 2)}
+        for a, b in HEADLINE:
+            row[f"{SHORT[a]} − {SHORT[b]}"] = ("-" if "ci95" not in at else f"{difference_text(at, a, b)}: "
+                                              f"{verdict(*difference(at, a, b)).removeprefix('is ')}")
+        rows.append(row)
+    return rows
+
+
 def _versus(at: dict, a: str, b: str) -> str:
     pol, (lo, hi) = at["policies"], at["ci95"][f"{a}-{b}"]
     d = pol[a]["accuracy"] - pol[b]["accuracy"]
@@ -216,6 +249,5 @@ def summary_lines(baselines: dict) -> list:
 
 
 def _diff_lines(at: dict) -> list:
-    pol = at["policies"]
-    return [f"  {a} - {b}: {pol[a]['accuracy'] - pol[b]['accuracy']:+.4f} (95% interval {lo:+.4f} to {hi:+.4f})"
-            for key, (lo, hi) in at["ci95"].items() for a, b in [key.split("-")]]
+    return [f"  {a} - {b}: {d:+.4f} (95% interval {lo:+.4f} to {hi:+.4f})"
+            for key in at["ci95"] for a, b in [key.split("-")] for d, (lo, hi) in [difference(at, a, b)]]

@@ -41,11 +41,14 @@ def scored(stats: dict, ops: dict) -> dict:
 
 
 def comparison(stats: dict, ops: dict, resamples: int = RESAMPLES, seed: int = BOOT_SEED) -> dict:
-    """{policies: {name: {mean_steps, accuracy}}, ci95: {"a-b": [lo, hi]}} on `stats` at the operating points."""
+    """{policies: {name: {mean_steps, accuracy}}, ci95: {"a-b": [lo, hi]}} on `stats` at the operating points
+    (no ci95 for resamples = 0)."""
     pts = scored(stats, ops)
-    return {"n": int(stats["p"].shape[1]),
-            "policies": {k: {"mean_steps": v.mean_steps, "accuracy": v.accuracy} for k, v in pts.items()},
-            "ci95": paired_bootstrap({k: v.per_item for k, v in pts.items()}, list(PAIRS), resamples, seed)}
+    out = {"n": int(stats["p"].shape[1]),
+           "policies": {k: {"mean_steps": v.mean_steps, "accuracy": v.accuracy} for k, v in pts.items()}}
+    if resamples:
+        out["ci95"] = paired_bootstrap({k: v.per_item for k, v in pts.items()}, list(PAIRS), resamples, seed)
+    return out
 
 
 def _minus_settle(conf, correct, op: Operating) -> Optional[float]:
@@ -117,28 +120,29 @@ def ops_from(at: dict) -> dict:
 
 
 def worth_it(stats: dict, groups: Optional[dict] = None, val: Optional[dict] = None,
-             shifted: Optional[dict] = None) -> dict:
+             shifted: Optional[dict] = None, lean: bool = False) -> dict:
     """The policies at equal steps, settle steps, per-step accuracy and the learned halting (mean E[n], expected
     accuracy) by group of one unroll (ponder.analysis.unroll.unroll_stats: per_step_correct, per_step_confidence,
     p [N, B]; correct [B] of the mode's own halting). groups: {name: bool mask [B]}; empty groups are left out.
     val: the unroll of the validation set, where operating points are chosen (ponder.analysis.equal_steps; the
     test set itself when None, and `tuned_on` says so). shifted: {name: mask [B]} of test items under a shift,
-    compared at the same operating points. JSON-ready."""
+    compared at the same operating points. lean: the numbers a setting is chosen by only (ponder.analysis.pays), no
+    frontiers and no intervals. JSON-ready."""
     correct, conf, p = stats["per_step_correct"], stats["per_step_confidence"], stats["p"]
     groups = {k: m for k, m in (groups or {}).items() if m.any()}
     fd = fixed_depth(correct).tolist()
     ln = learned(correct, p, stats.get("correct"))
     t = tune(val if val is not None else stats)
     at = {"mean_steps": ln["mean_steps"], "learned": ln["accuracy"], "learned_interval": ln["interval"],
-          "sampled": ln["accuracy"], **at_equal_steps(stats, val, tuned=t)}
+          "sampled": ln["accuracy"], **at_equal_steps(stats, val, resamples=0 if lean else RESAMPLES, tuned=t)}
     if "sampled_accuracy" in ln:
         at["learned_sampled"] = ln["sampled_accuracy"]
     ops = t["ops"]
     sub = lambda m: {k: stats[k][:, m] for k in ("per_step_correct", "per_step_confidence", "p")}  # noqa: E731
-    front = frontiers(stats)                   # the confidence exit's is confidence_curve's
+    front = {} if lean else frontiers(stats)   # the confidence exit's is confidence_curve's
     return {
         "baselines": {"fixed_depth": [{"steps": n, "accuracy": a} for n, a in enumerate(fd, 1)],
-                      "confidence_exit": front["confidence_exit"],
+                      "confidence_exit": front.get("confidence_exit", []),
                       "tuned_on": at["tuned_on"], "at_equal_steps": at, "frontier": front,
                       "shift": shift_rows({k: sub(m) for k, m in (shifted or {}).items() if m.any()}, ops)},
         "settle": {**settle(correct, p), "by_group": {k: settle(correct[:, m], p[:, m]) for k, m in groups.items()}},

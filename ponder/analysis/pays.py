@@ -58,14 +58,34 @@ def pays(res: dict) -> Optional[dict]:
     return out
 
 
+# Student's t 0.975 quantiles by degrees of freedom (a table, as numpy has none); between two rows the lower row's
+# (larger, so wider) value is used
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
+
+
+def seed_interval(s: Optional[dict]) -> Optional[list]:
+    """95 % interval [lo, hi] of a mean over seeds ({mean, std, n}): mean ± t(n − 1)·std/√n. For a difference of
+    two policies that each seed measured on the same test items (the *_minus_* keys) it is the paired interval over
+    seeds: it holds the training seeds' spread, not the test items' (each trial's bootstrap has those). None for
+    fewer than 2 seeds."""
+    if not s or s["n"] < 2:
+        return None
+    t = T975[max(k for k in T975 if k <= s["n"] - 1)]
+    half = t * s["std"] / math.sqrt(s["n"])
+    return [s["mean"] - half, s["mean"] + half]
+
+
 def over_seeds(rows: list) -> dict:
-    """{key: {mean, std, min, max, n}} of each pays() key over runs (e.g. the seeds of one setting); std is
-    the sample std (n - 1), 0 for one run; keys with no value in any run are None."""
+    """{key: {mean, std, min, max, n, ci95}} of each pays() key over runs (e.g. the seeds of one setting); std is
+    the sample std (n - 1), 0 for one run; ci95: seed_interval; keys with no value in any run are None."""
     out = {}
     for k in KEYS:
         v = np.array([r[k] for r in rows if r and r.get(k) is not None], np.float64)
         out[k] = None if not len(v) else {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
                                           "min": float(v.min()), "max": float(v.max()), "n": int(len(v))}
+        if out[k] is not None:
+            out[k]["ci95"] = seed_interval(out[k])
     return out
 
 
@@ -92,3 +112,43 @@ def marks(name: str, p: Optional[dict]) -> list:
         ok = v is not None and math.isfinite(v) and (v >= mark if op == ">=" else v <= mark)
         rows.append({"key": key, "what": what, "op": op, "mark": mark, "value": v, "met": ok})
     return rows
+
+
+DEFAULT_SEED = 0      # the seed a chosen setting ships: never the best of its seeds
+
+
+def choose_setting(settings: list, name: str) -> Optional[dict]:
+    """The setting to ship as `name`, chosen on validation data only (the test set unread): of the settings whose
+    trials were measured on a validation set (setting["validation_over_seeds"], over_seeds of each trial's
+    pays(result["validation"])), the one whose means over seeds meet the most of MARKS[name]; a tie goes to the
+    higher mean validation accuracy of Q-exit at equal steps, then to the first. Its DEFAULT_SEED ships (its lowest
+    seed where it has no seed 0). Returns {index, setting, met, of, seed, on: 'validation'}; None when no setting
+    has validation numbers or `name` has no marks."""
+    if name not in MARKS:
+        return None
+    scored = []
+    for i, st in enumerate(settings):
+        vo = st.get("validation_over_seeds")
+        if not vo:
+            continue
+        means = {k: (v or {}).get("mean") for k, v in vo.items()}
+        met = [m["key"] for m in marks(name, means) if m["met"]]
+        scored.append((len(met), means.get("learned_q") or -math.inf, -i, met))
+    if not scored:
+        return None
+    n_met, _, neg_i, met = max(scored)
+    st = settings[-neg_i]
+    seeds = [s for s in st["seeds"] if s is not None]
+    return {"index": -neg_i, "setting": st["setting"], "met": met, "of": len(MARKS[name]),
+            "seed": DEFAULT_SEED if DEFAULT_SEED in seeds or not seeds else min(seeds), "on": "validation"}
+
+
+def seed_rank(trials: list, seed, key: str) -> Optional[tuple]:
+    """(rank, of): where `seed`'s test value of pays key `key` ranks among the trials of its setting, 1 the
+    highest; None when it has none."""
+    vals = [(t["pays"] or {}).get(key) for t in trials]
+    mine = next(((t["pays"] or {}).get(key) for t in trials if t["seed"] == seed), None)
+    vals = [v for v in vals if v is not None]
+    if mine is None:
+        return None
+    return 1 + sum(v > mine for v in vals), len(vals)

@@ -26,6 +26,7 @@ from typing import Callable
 
 import torch
 
+from ..halting import first_true, q_exit_halted
 from .baselines import candidates, default_thresholds, exit_steps, settle_steps
 
 Q_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999, 1.0)
@@ -59,9 +60,11 @@ def sampled(correct: torch.Tensor, p: torch.Tensor) -> Point:
 
 
 def q_exit_steps(p: torch.Tensor, q: float) -> torch.Tensor:
-    """1-based first step n with Σ_{j≤n} p_j ≥ q; N where the sum stays below q (rounding at q = 1). [B]"""
-    cdf = p.double().cumsum(0)                                                  # [N, B] nondecreasing in n
-    return ((cdf < q).sum(0) + 1).clamp(max=p.shape[0])
+    """1-based first step n with Σ_{j≤n} p_j ≥ q (ponder.halting.q_exit_halted, the rule early-exit inference
+    follows); N where the sum stays below q (rounding at q = 1). [B]"""
+    halted = q_exit_halted(p.double().cumsum(0), q)                            # [N, B]
+    halted[-1] = True                                                           # λ_N = 1
+    return first_true(halted)
 
 
 def fixed_steps(correct: torch.Tensor, depth: float) -> torch.Tensor:
@@ -86,14 +89,18 @@ class Policy:
     frontier_knobs: Callable[[], list]
 
 
+def q_policy(p: torch.Tensor) -> Policy:
+    """Q-exit on the halting distributions p [N, B]: its knobs are 0 and every value the CDFs take."""
+    return Policy("learned_q", "q", lambda q: q_exit_steps(p, q),
+                  lambda: [0.0, *p.double().cumsum(0).flatten().unique().tolist()], lambda: list(Q_GRID))
+
+
 def policies(correct: torch.Tensor, conf: torch.Tensor, p: torch.Tensor) -> dict:
     """{name: Policy} of the three deterministic policies on one unroll."""
     N = correct.shape[0]
     peak = conf.cummax(0).values                                                # [N, B]
     return {
-        "learned_q": Policy("learned_q", "q", lambda q: q_exit_steps(p, q),
-                            lambda: [0.0, *p.double().cumsum(0).flatten().unique().tolist()],
-                            lambda: list(Q_GRID)),
+        "learned_q": q_policy(p),
         "confidence_exit": Policy("confidence_exit", "threshold", lambda t: exit_steps(conf, t, peak),
                                   lambda: candidates(conf).tolist(), lambda: default_thresholds(conf, correct)),
         "fixed_depth": Policy("fixed_depth", "steps", lambda d: fixed_steps(correct, d),
@@ -132,6 +139,14 @@ def match(policy: Policy, correct: torch.Tensor, mean_steps: float) -> Operating
             hi, m_hi = mid, m
     w = 0.0 if m_hi == m_lo else (mean_steps - m_lo) / (m_hi - m_lo)
     return Operating(knobs[lo], knobs[hi], w)
+
+
+def q_for_steps(p: torch.Tensor, mean_steps: float) -> float:
+    """The one q whose Q-exit spends about `mean_steps` on average over the inputs of p [N, B] (a validation set's
+    unroll): of the two knob values match() mixes, the one with the larger weight (the inference mode
+    'deterministic' at a compute budget; mean steps move by at most one input's step between neighbouring knobs)."""
+    op = match(q_policy(p), p, mean_steps)
+    return min(1.0, op.hi if op.w >= 0.5 else op.lo)           # a CDF may round past 1
 
 
 def score(policy: Policy, correct: torch.Tensor, op: Operating) -> Point:

@@ -58,6 +58,7 @@ class Trace:
     answer_probs: np.ndarray   # [C] probabilities of the answer
     lambda_p: float            # the model's prior parameter
     max_steps: int             # N
+    q: float = 0.5             # the Q-exit's q ('deterministic' mode)
 
     @property
     def confidence(self) -> float:
@@ -77,7 +78,7 @@ def trace_rows(tr: Trace, class_names: Sequence[str]) -> list:
 
 
 @torch.no_grad()
-def trace_input(model: PonderNet, x: torch.Tensor, mode: str = "sample", seed: int = 0) -> Trace:
+def trace_input(model: PonderNet, x: torch.Tensor, mode: str = "sample", seed: int = 0, q: float = 0.5) -> Trace:
     """x: one input with a batch dimension ([1, 1, 28, 28] or [1, n]).
 
     The charts come from a full unroll (what it would do at every step); the decision comes
@@ -88,12 +89,12 @@ def trace_input(model: PonderNet, x: torch.Tensor, mode: str = "sample", seed: i
     n = out.log_p.shape[0]
     probs = step_probs(model, out.y)[:, 0]                                                     # [N, C]
     p = out.log_p.exp()[:, 0]                                                                  # [N]
-    res = ponder(model, x, mode, generator=torch.Generator().manual_seed(int(seed)))
+    res = ponder(model, x, mode, generator=torch.Generator().manual_seed(int(seed)), q=q)
     f64 = lambda t: t.numpy().astype(np.float64)          # noqa: E731
     return Trace(probs=f64(probs), lambdas=f64(out.lambdas[:, 0]), p=f64(p), cdf=f64(p.cumsum(0)),
                  expected_steps=float(expected_steps(out.log_p)[0]), mode=mode, seed=int(seed),
                  halt_step=int(res.halt_step[0]), pred=int(res.pred[0]), answer_probs=f64(res.probs[0]),
-                 lambda_p=model.lambda_p, max_steps=model.max_steps)
+                 lambda_p=model.lambda_p, max_steps=model.max_steps, q=float(q))
 
 
 @torch.no_grad()
@@ -159,7 +160,7 @@ def all_seen_step(model: PonderNet, x: torch.Tensor) -> Optional[torch.Tensor]:
 
 def rotation_study(model: PonderNet, x_uint8: torch.Tensor, y: torch.Tensor, angles: Sequence[float] = (),
                    ranges: Sequence[float] = (), mode: str = "sample", seed: int = 0,
-                   per_sample: bool = False, batch_size: int = 1000, compare=None) -> list:
+                   per_sample: bool = False, batch_size: int = 1000, compare=None, q: float = 0.5) -> list:
     """One row per fixed angle θ (every image rotated by θ), then per range d (each image by its own
     angle ~ U(−d, d), drawn with seed + 1).
 
@@ -167,7 +168,7 @@ def rotation_study(model: PonderNet, x_uint8: torch.Tensor, y: torch.Tensor, ang
     [N] (mean p_n), per_step_accuracy [N]; all_seen_step, the mean step by which a reader whose input grows with
     the steps has seen the whole rotated image, for such a model. per_sample adds steps, confidence, correct
     (lists) and q1, q3, lo, hi (box). compare: stats -> dict (ponder.analysis.equal_steps.comparison at clean
-    operating points), kept as row["policies"].
+    operating points), kept as row["policies"]. q: the Q-exit's of 'deterministic' mode.
     """
     rows = []
     for kind, a in [("fixed", float(a)) for a in angles] + [("uniform", float(d)) for d in ranges]:
@@ -175,7 +176,7 @@ def rotation_study(model: PonderNet, x_uint8: torch.Tensor, y: torch.Tensor, ang
             x = D.mnist_inputs(x_uint8, angle=a)
         else:
             x = D.mnist_inputs(x_uint8, angles=D.uniform_angles(len(y), a, torch.Generator().manual_seed(seed + 1)))
-        stats = unroll_stats(model, x, y, mode, batch_size, seed)
+        stats = unroll_stats(model, x, y, mode, batch_size, seed, q)
         s = summarize(stats, y, model.lambda_p, by_class=False)
         row = dict(kind=kind, angle=a, expected_steps=s["expected_steps"]["mean"],
                    **{k: s[k] for k in ("n", "accuracy", "mean_steps", "median_steps", "std_steps", "halting_distribution",

@@ -21,12 +21,14 @@ from ..training.memory import measure_batch
 from ..tasks import TASKS, get_task
 from .baselines import quartile_groups
 from .equal_steps import worth_it
+from .policies import q_exit_steps, q_for_steps
 
 
 @torch.no_grad()
 def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: str = "sample",
-                 batch_size: int = 1000, seed: int = 0) -> dict:
-    """Per-sample results for inputs x [B, ...] and labels [B] (tensors on the model's device).
+                 batch_size: int = 1000, seed: int = 0, q: float = 0.5) -> dict:
+    """Per-sample results for inputs x [B, ...] and labels [B] (tensors on the model's device); q: the Q-exit's
+    of 'deterministic' mode.
 
     Returns tensors (CPU): pred, halt_step (float: E[n] for 'expected'), correct, confidence,
     per_step_correct [N, B], per_step_confidence [N, B] (the top class's probability at step n), p [N, B].
@@ -51,7 +53,7 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
             steps = expected_steps(out.log_p)
         else:
             u = draw_uniforms(N, B, g) if mode == "sample" else None
-            steps = first_true(halt_mask(out.lambda_logits, mode, u))               # [B] 1-based
+            steps = first_true(halt_mask(out.lambda_logits, mode, u, q))               # [B] 1-based
             final = probs.gather(0, (steps - 1).view(1, B, 1).expand(1, B, probs.shape[2]))[0]
         conf, pred = final.max(1)
         rows["pred"].append(pred.cpu())
@@ -149,30 +151,63 @@ def evaluate(model: PonderNet, x: torch.Tensor, y: torch.Tensor, mode: str = "sa
 
 
 def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[int] = None, mode: str = "sample",
-                 seed: int = 0, batch_size: Optional[int] = None) -> dict:
+                 seed: int = 0, batch_size: Optional[int] = None, q: float = 0.5,
+                 budget: Optional[float] = None) -> dict:
     """The standard test measurement of a run of cfg: its task's test set (the first `limit` items when given;
     `n` in the result says how many), summarize()'s metrics, `mode`, the task's info (split / test_k), a
     block per difficulty group (parity's easy and hard), a row per value of its breakdown (by_class, by_k), and
     ponder.analysis.equal_steps.worth_it over those groups and the quartiles of E[n] (baselines, settle,
     per_step_accuracy_by_group), with the operating points chosen on the task's validation set (its first `limit`
     items too) and the shifted test items (parity's unseen k) compared at them. data: the task's data set (MNIST)
-    when it uses one."""
+    when it uses one. 'deterministic' mode is the Q-exit at q, or at a compute budget (a mean number of steps: q
+    chosen on the validation set to spend it there, `budget` in the result says which q and what it spent).
+    `validation`: the same numbers on the validation set itself (VALIDATION_KEYS; its policies tuned there), what
+    ponder.analysis.pays.choose_setting chooses a shipped setting by, the test set unread."""
     task = get_task(cfg.task)
     ts = task.test_set(model, cfg, data, limit)
-    stats = unroll_stats(model, ts.x, ts.y, mode, batch_size or ts.batch_size, seed)
     vs = task.validation_set(model, cfg, data, limit)
-    val = None if vs is None else unroll_stats(model, vs.x, vs.y, mode, batch_size or vs.batch_size, seed)
+    val = None if vs is None else unroll_stats(model, vs.x, vs.y, mode, batch_size or vs.batch_size, seed, q)
+    chosen = None
+    if budget is not None:
+        if mode != "deterministic" or val is None:
+            raise ValueError("a compute budget sets the q of 'deterministic' mode on a validation set: "
+                             f"{'the task has none' if val is None else 'mode ' + repr(mode) + ' has no q'}")
+        if not 1 <= budget <= model.max_steps:
+            raise ValueError(f"a budget is a mean number of steps in [1, N = {model.max_steps}], got {budget:g}")
+        q = q_for_steps(val["p"], budget)
+        val_steps = q_exit_steps(val["p"], q).double().mean().item()
+        chosen = {"steps": budget, "q": q, "validation_mean_steps": val_steps, "tuned_on": {"set": "validation",
+                                                                                           "n": len(vs.y)}}
+    stats = unroll_stats(model, ts.x, ts.y, mode, batch_size or ts.batch_size, seed, q)
     res = summarize(stats, ts.y, model.lambda_p, by_class=False)
     res["mode"] = mode
-    res.update(ts.info)
-    for name, (extra, mask) in ts.blocks.items():
+    if mode == "deterministic":
+        res["q"] = q
+    if chosen is not None:
+        res["budget"] = chosen
+    res.update(_measured(stats, ts, val, task.shifted(model, cfg, ts.rows[2]) if ts.rows is not None else {}))
+    if val is not None:                                  # what a setting or a shipped seed is chosen by
+        v = {**summarize(val, vs.y, model.lambda_p, by_class=False), **_measured(val, vs, val, {}, lean=True)}
+        v["baselines"] = {"tuned_on": v["baselines"]["tuned_on"], "at_equal_steps": v["baselines"]["at_equal_steps"]}
+        res["validation"] = {k: v[k] for k in VALIDATION_KEYS if k in v}
+    return res
+
+
+VALIDATION_KEYS = ("n", "accuracy", "mean_steps", "expected_steps", "baselines", "settle", "easy", "hard",
+                   "per_step_accuracy_by_group", "learned_by_group")      # what ponder.analysis.pays reads
+
+
+def _measured(stats: dict, es, val: Optional[dict], shifted: dict, lean: bool = False) -> dict:
+    """The info, blocks, rows and worth_it of one unroll of an EvalSet (the policies tuned on `val`; lean: see
+    worth_it)."""
+    res = dict(es.info)
+    for name, (extra, mask) in es.blocks.items():
         res[name] = {**extra, **group_stats(stats, mask)}
-    groups = {name: mask for name, (_, mask) in ts.blocks.items()}        # per-step accuracy by these groups
-    if ts.rows is not None:
-        name, key, values = ts.rows
+    groups = {name: mask for name, (_, mask) in es.blocks.items()}        # per-step accuracy by these groups
+    if es.rows is not None:
+        name, key, values = es.rows
         res[name] = rows_by(stats, values, key)
-        groups.update({ts.row_group.format(key=key, value=int(v)): values == v for v in values.unique()})
+        groups.update({es.row_group.format(key=key, value=int(v)): values == v for v in values.unique()})
     groups.update(quartile_groups(expected_steps_per_input(stats)))
-    shifted = task.shifted(model, cfg, ts.rows[2]) if ts.rows is not None else {}
-    res.update(worth_it(stats, groups, val, shifted))    # the policies at equal steps, settle steps
+    res.update(worth_it(stats, groups, val, shifted, lean))    # the policies at equal steps, settle steps
     return res

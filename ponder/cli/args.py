@@ -39,14 +39,27 @@ def _ranges(s: str):
     return vals
 
 
-def _positive_int(s: str) -> int:
+def _number(s: str, cast, ok, what: str):
+    """s read by cast and checked by ok; one line saying `what` was expected otherwise."""
     try:
-        v = int(s)
+        v = cast(s)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {s!r}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {s!r}") from None
+    if not ok(v):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {s!r}")
     return v
+
+
+def _positive_int(s: str) -> int:
+    return _number(s, int, lambda v: v >= 1, "a whole number >= 1")
+
+
+def _unit(s: str) -> float:
+    return _number(s, float, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]")
+
+
+def _budget(s: str) -> float:
+    return _number(s, float, lambda v: math.isfinite(v) and v >= 1.0, "a mean number of steps >= 1")
 
 
 MAX_EVAL_ITEMS = 1_000_000      # --limit: parity draws that many problems (10,000 by default; ~30 MB at n = 30)
@@ -116,7 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw")
     e.add_argument("--rotations", type=_floats, default=[], help="fixed angles, e.g. 0,22.5,45,67.5,90")
     e.add_argument("--uniform", type=_ranges, default=[], help="uniform ranges +-d, e.g. 22.5,45")
-    e.add_argument("--mode", default="sample", choices=["sample", "deterministic", "expected"])
+    e.add_argument("--mode", default="sample", choices=["sample", "deterministic", "expected"],
+                   help="sample: halt with probability lambda_n; deterministic: the Q-exit, halt at the first step "
+                        "whose halting CDF sum_{j<=n} p_j reaches --q (or the q of --budget); expected: the "
+                        "p-weighted answer of all N steps (default sample)")
+    e.add_argument("--q", type=_unit, default=None, help="deterministic mode: the Q-exit's q in [0, 1] (default 0.5, "
+                   "the median step)")
+    e.add_argument("--budget", type=_budget, default=None, metavar="STEPS",
+                   help="deterministic mode at a compute budget: q chosen on the validation set (never trained on) "
+                        "so that its mean steps there are STEPS; the result's `budget` says the q and the steps")
     e.add_argument("--limit", type=_eval_items, default=None,
                    help=f"only the first N test items (MNIST; parity draws N problems), at most {MAX_EVAL_ITEMS:,}")
     e.add_argument("--max-steps", type=_eval_steps, default=None, metavar="CAP",
@@ -133,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw")
     s.add_argument("--device", default="cpu", choices=DEVICES)
     s.add_argument("--to", default=None, help="also write study.json here (docs/studies/NAME.json: results.md reads it)")
+    s.add_argument("--ship", default=None, metavar="NAME", help="choose the setting to ship as NAME (a model with "
+                   "marks: mnist-adaptive, parity-15) on the validation set: the most of its marks met by the means "
+                   "over seeds there; its default seed 0 ships")
 
     r = sub.add_parser("reproduce", help="retrain or re-evaluate the shipped models; write results.md/json")
     r.add_argument("--quick", action="store_true", help="small settings, under 5 minutes on 2 CPU cores")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from ..config import TrainConfig
+from ..config import ConfigError, TrainConfig
 from ..store.card import two_decimals
 
 
 def cmd_evaluate(args) -> int:
-    from ..analysis.baselines import summary_lines
+    from ..analysis.baselines import differences_table, summary_lines
     from ..analysis.equal_steps import ops_from, shift_comparison
     from ..analysis.studies import rotation_label, rotation_study
     from ..analysis.unroll import measure_test
@@ -19,17 +19,28 @@ def cmd_evaluate(args) -> int:
     from ..halting import with_max_steps
     from ..training.loop import pick_device
 
+    q, budget = getattr(args, "q", None), getattr(args, "budget", None)
+    if (q is not None or budget is not None) and args.mode != "deterministic":
+        raise ConfigError(f"--{'q' if q is not None else 'budget'} sets the Q-exit of --mode deterministic, "
+                          f"not of --mode {args.mode}")
+    if q is not None and budget is not None:
+        raise ConfigError("give --q or --budget (which chooses q), not both")
     ck = load_checkpoint(args.run, device=pick_device(args.device))
     task = get_task(ck.task)
     data = task.load_data(args.data_dir)
     trained_n = ck.model.max_steps
     # --max-steps: the same weights run up to the cap (lambda_N = 1 only there), past the N it trained with
     model = with_max_steps(ck.model, args.max_steps) if args.max_steps else ck.model
-    res = measure_test(model, TrainConfig.from_dict(ck.card["train"]), data, args.limit, args.mode, args.seed)
+    try:
+        res = measure_test(model, TrainConfig.from_dict(ck.card["train"]), data, args.limit, args.mode, args.seed,
+                           q=0.5 if q is None else q, budget=budget)
+    except ValueError as e:                 # a budget where the task has no validation set, or outside [1, N]
+        raise ConfigError(str(e)) from None
+    q = res.get("q", 0.5)
     res["max_steps"], res["trained_max_steps"] = model.max_steps, trained_n
     images = task.rotation_inputs(data, args.limit)
     ops = ops_from(res["baselines"]["at_equal_steps"])     # chosen on the clean validation set
-    rows = rotation_study(model, *images, args.rotations, args.uniform, args.mode, args.seed,
+    rows = rotation_study(model, *images, args.rotations, args.uniform, args.mode, args.seed, q=q,
                           compare=lambda stats: shift_comparison(stats, ops)) if images else []
     res["baselines"]["shift"] += [{"name": f"rotation {rotation_label(r)}", **r.pop("policies")} for r in rows]
     res["rotations"] = [r for r in rows if r["kind"] == "fixed"]
@@ -40,7 +51,13 @@ def cmd_evaluate(args) -> int:
         print(json.dumps(jsonable(res), allow_nan=False))
         return 0
     cap = f"N={model.max_steps}" + (f" (trained with N={trained_n})" if model.max_steps != trained_n else "")
-    print(f"{ck.name} ({ck.task}, {cap}, lambda_p={model.lambda_p}), mode {args.mode}, n={res['n']}")
+    how = ""
+    if args.mode == "deterministic":
+        b = res.get("budget")
+        how = (f" (Q-exit at q = {q:.4g}" + (f", chosen on {b['tuned_on']['n']:,} validation items to spend "
+                                              f"{b['steps']:g} steps: {b['validation_mean_steps']:.2f} there" if b else "")
+               + ")")
+    print(f"{ck.name} ({ck.task}, {cap}, lambda_p={model.lambda_p}), mode {args.mode}{how}, n={res['n']}")
     if args.mode == "expected":             # every sample runs all N steps; E[n] is what varies
         print(f"accuracy {res['accuracy']:.4f}   steps run: {model.max_steps} (all)   expected steps E[n] "
               f"mean {res['mean_steps']:.2f} median {res['median_steps']:.2f} std {res['std_steps']:.2f}")
@@ -62,6 +79,8 @@ def cmd_evaluate(args) -> int:
               f"{row['std_steps']:.2f}  E[n] {row['expected_steps']:.2f}")
     for text in summary_lines(res["baselines"]):
         print(text)
+    for row in differences_table({ck.name: res}):       # the Compare page's table, one row
+        print("at equal steps: " + "; ".join(f"{k} {v}" for k, v in row.items() if k != "model"))
     st = res["settle"]
     print(f"settle step (answers right from then on): mean {two_decimals(st['mean_settle_step'])}, E[n] - settle "
           f"{two_decimals(st['mean_expected_minus_settle'])}, never settled {st['never_settled']}")

@@ -175,7 +175,7 @@ def cmd_study(args) -> int:
     from ..sweeps.study import STUDY, study, study_markdown
     if len(args.folders) > 1 and not args.to:
         raise ConfigError("a study of several sweep folders is written where --to says (e.g. docs/studies/NAME.json)")
-    s = study(args.folders, data_dir=args.data_dir, device=args.device)
+    s = study(args.folders, data_dir=args.data_dir, device=args.device, ship=getattr(args, "ship", None))
     print(study_markdown(s), end="")
     if args.to:
         Path(args.to).parent.mkdir(parents=True, exist_ok=True)

@@ -272,12 +272,15 @@ def studies_section(studies: dict) -> list:
     if not studies:
         return []
     lines = ["## What makes halting pay: the studies", "",
-             "Each row is one setting trained with 3 seeds or more (`python -m ponder sweep ... --seeds 0,1,2`, then "
-             "`python -m ponder study DIR --to docs/studies/NAME.json`), measured on the full test set: accuracy "
-             "(sampled halting), mean E[n] and its std over the inputs, the learned halting's expected accuracy minus a "
-             "confidence exit's and a fixed depth's at the same mean steps, mean E[n] − settle step, and for parity "
+             "Each row is one setting trained with several seeds (`python -m ponder sweep ... --seeds 0,1,2,3,4`, then "
+             "`python -m ponder study DIR --to docs/studies/NAME.json`), measured on the full test set. The first "
+             "table: the halting policies at equal steps (sampled, Q-exit, confidence exit, fixed depth; operating "
+             "points chosen on the validation set), their differences with a 95 % interval over the seeds; studies "
+             "measured before Q-exit was measured show only the sampled policy's differences. The second: accuracy "
+             "(sampled halting), mean E[n] and its std over the inputs, mean E[n] − settle step, and for parity "
              "hard − easy E[n] and 'needed on hard' (the hard vectors' accuracy under the learned halting minus their "
-             "accuracy at a fixed depth equal to the easy vectors' mean E[n]).", ""]
+             "accuracy at a fixed depth equal to the easy vectors' mean E[n]). A setting with fewer than 5 seeds is "
+             "named under its table.", ""]
     for name, s in studies.items():
         lines += study_markdown(s, title=name).splitlines() + [""]
     return lines

@@ -3,7 +3,7 @@ merge_evaluations (what `python -m ponder reproduce --merge FOLDER` does): evalu
 from __future__ import annotations
 
 
-from ..analysis.baselines import worth_sentence
+from ..analysis.baselines import difference_text, worth_sentence
 from ..store.card import two_decimals
 
 
@@ -33,10 +33,7 @@ def merge_evaluations(results: dict, measured: dict) -> list:
     return done
 
 
-def _ci(at: dict, a: str, b: str) -> str:
-    """'+0.0001 [−0.0007, +0.0010]' of a − b from a comparison's policies and ci95."""
-    lo, hi = at["ci95"][f"{a}-{b}"]
-    return f"{at['policies'][a]['accuracy'] - at['policies'][b]['accuracy']:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+_ci = difference_text
 
 
 def _acc(p: dict, k: str) -> str:
@@ -75,15 +72,20 @@ def worth_section(models: dict) -> list:
                   "it; the last two columns match the confidence exit and the fixed depth on the shifted items "
                   "themselves to the steps Q-exit spends there (tuned where Q-exit is not, which favours them).", "",
                   "| model | inputs | sampled | Q-exit | confidence exit | fixed depth | Q-exit − confidence | "
-                  "Q-exit − confidence, Q-exit's steps | Q-exit − fixed depth, Q-exit's steps |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "sampled − Q-exit | Q-exit − confidence, Q-exit's steps | Q-exit − fixed depth, Q-exit's steps |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for name, r in shifted:
             p, eq = r["policies"], r.get("at_q_steps")
             tail = (f"{_ci(eq, 'learned_q', 'confidence_exit')} | {_ci(eq, 'learned_q', 'fixed_depth')}" if eq
                     else "- | -")
             lines.append(f"| {name} | {r['name']} ({r['n']:,}) | {_acc(p, 'sampled')} | {_acc(p, 'learned_q')} | "
                          f"{_acc(p, 'confidence_exit')} | {_acc(p, 'fixed_depth')} | "
-                         f"{_ci(r, 'learned_q', 'confidence_exit')} | {tail} |")
+                         f"{_ci(r, 'learned_q', 'confidence_exit')} | {_ci(r, 'sampled', 'learned_q')} | {tail} |")
+        unshifted = [n for n, t in rows if not t["baselines"].get("shift")]
+        if unshifted:
+            lines += ["", "No shifted inputs for " + ", ".join(
+                f"{n} ({'a parity model whose test k all lie in its trained range' if 'test_k' in t else 'measured without --rotations'})"
+                for n, t in rows if n in unshifted) + "."]
     lines += ["", "Settle step: the first step from which every later answer is right. It is an oracle (it reads the "
               "later answers and the label): no rule that stops as it goes can reach it.", "",
               "| model | settle step (oracle) | E[n] − settle | confidence exit − settle | never settled |",

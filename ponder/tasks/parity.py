@@ -164,11 +164,14 @@ class ParityTask(Task):
 
     def validation_set(self, model, cfg: TrainConfig, data=None, limit: Optional[int] = None) -> EvalSet:
         """TEST_SIZE (or `limit`) held-out validation vectors (never trained on, never in a test set) of the
-        trained range of k: where operating points are chosen, before the test set (with its unseen k) is read."""
+        trained range of k: where operating points are chosen, before the test set (with its unseen k) is read; the
+        easy and hard blocks of the test set where they hold validation vectors (a setting is chosen by them)."""
         preset = fitted_preset(cfg.parity_preset, model.step_fn.cfg.n_elems)
         x, y, k = D.parity_eval_set(preset["n_elems"], *preset["train_k"], limit or TEST_SIZE, seed=D.EVAL_SEED + 2,
                                     held_out=D.VAL_CLASS)
-        return EvalSet(x, y, info={"k": list(preset["train_k"])}, batch_size=2000)
+        blocks = {name: ({"k_range": [a, b]}, m) for name, (a, b) in zip(("easy", "hard"), easy_hard(preset))
+                  for m in [(k >= a) & (k <= b)] if m.any()}
+        return EvalSet(x, y, info={"k": list(preset["train_k"])}, blocks=blocks, batch_size=2000)
 
     def shifted(self, model, cfg: TrainConfig, k: torch.Tensor) -> dict:
         """{name: mask [M]} of the test items outside the trained range of k (the unseen k), when there are any."""

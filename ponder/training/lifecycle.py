@@ -25,7 +25,7 @@ from ..tasks import get_task, model_config_dict
 from .loop import Progress, TrainResult, train
 
 BREAKDOWNS = ("by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group",   # in results, not in a card
-              "learned_by_group")
+              "learned_by_group", "validation")
 QUICK_TEST_ITEMS = 2000    # test items measured where the whole test set would keep a person waiting: a run the
                            # explorer trains, and a run listed there whose card has no test metrics
 

@@ -31,6 +31,11 @@ def test_compare_page_overlays_two_runs(runs):
     columns = json.loads(table.proto.columns)              # a missing value shows as "—", numbers stay numbers
     assert table.proto.placeholder == "—" and columns["accuracy"]["type_config"]["format"] == "%.4f"
     assert at.query_params["models"] == ["runs/tiny-mnist", "runs/tiny-mnist-b"]
+    # the differences at equal steps with their intervals and each model's test-set size (differences_table)
+    diffs = next(d.value for d in at.dataframe if "Q-exit − confidence" in d.value)
+    assert list(diffs["model"]) == ["runs/tiny-mnist", "runs/tiny-mnist-b"] and list(diffs["test items"]) == [2000, 2000]
+    assert {"Q-exit − fixed depth", "sampled − Q-exit", "tuned on"} <= set(diffs.columns)
+    assert all(" [" in v and "]: " in v for v in diffs["sampled − Q-exit"])
 
 
 def _run_files(root, name="tiny-mnist"):

@@ -67,3 +67,15 @@ def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
     # video-15's test sets are easy k 1–4 and hard k 11–15 (ponder.tasks.parity): the by-k chart's caption says
     # why its lines break between them
     assert any("No test set has k 5–10" in c.value for c in at.caption)
+
+
+def test_deterministic_mode_halts_where_the_q_exit_says(runs):
+    # q = 0: the CDF reaches 0 at step 1; q = 1: only at step N (5); the sentence names the q it used
+    at = open_app(page="parity", model="runs/tiny-parity")
+    at.segmented_control(key="par_mode").set_value("deterministic")
+    run_ok(at)
+    assert "the Q-exit at q = 0.5 halts at the first step where P(halted by n) ≥ 0.5" in texts(at)
+    for q, step in ((0.0, 1), (1.0, 5)):
+        at.slider(key="par_q").set_value(q)
+        run_ok(at)
+        assert f"Q-exit at q = {q:g} halts" in texts(at) and f"step **{step}**" in texts(at)

@@ -99,3 +99,15 @@ def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeyp
     at.switch_page("pages/train.py").run()
     run_ok(at)
     assert not [b for b in at.button if b.key == "train_download"]  # MNIST is loaded: no download offer
+
+
+def test_rotation_page_deterministic_mode_halts_where_the_q_exit_says(runs):
+    # q = 0: the CDF reaches 0 at step 1, so every rotated digit halts at step 1; q = 1: at step N (tiny-mnist: 5)
+    at = open_app("pages/rotation.py", model="runs/tiny-mnist")
+    at.session_state["_model_mnist"] = "runs/tiny-mnist"
+    at.selectbox(key="rot_mode").set_value("deterministic")
+    for q, step in ((0.0, 1), (1.0, 5)):
+        at.number_input(key="rot_q").set_value(q)
+        _rotation_study(at, "0, 90", "", 100)
+        assert list(at.dataframe[0].value["mean steps"]) == [step, step]
+        assert f"deterministic mode (Q-exit at q = {q:g})" in texts(at)

@@ -8,8 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 from helpers import tiny_model
 from ponder import data as D
-from ponder.analysis.baselines import (class_groups, confidence_curve, confidence_exit, exit_steps, fixed_depth,
-                                       learned, quartile_groups, range_groups, settle, settle_steps, verdict,
+from ponder.analysis.baselines import (class_groups, confidence_curve, confidence_exit, differences_table,
+                                       exit_steps, fixed_depth, learned, quartile_groups, range_groups, settle, settle_steps, verdict,
                                        worth_sentence)
 from ponder.analysis.equal_steps import worth_it
 from ponder.analysis.unroll import unroll_stats
@@ -201,3 +201,17 @@ def test_one_rule_for_every_verdict():
     assert verdict(0.0023, [-0.0001, 0.0047]) == "matches" and verdict(-0.5, [-1.0, 0.0]) == "matches"
     assert verdict(0.0022, [0.0001, 0.0043]) == "is 0.0022 above" and verdict(-0.0018, [-0.0025, -0.0011]) == \
         "is 0.0018 below"
+
+
+def test_the_differences_table_of_several_models():
+    # mnist-adaptive's table of the issue: Q-exit 0.9924, confidence 0.9923, fixed 0.9698, sampled 0.9905
+    at = _at(0.9924, 0.9923, 0.9698, 0.9905, [[-0.0008, 0.0010], [0.0199, 0.0254], [-0.0025, -0.0013]])
+    old = {"mean_steps": 3.5, "learned": 0.9, "confidence_exit": 0.9, "fixed_depth": 0.8}     # no intervals measured
+    rows = differences_table({"a": {"n": 10000, "baselines": {"at_equal_steps": at}},
+                              "b": {"n": 500, "baselines": {"at_equal_steps": old}}})
+    assert rows[0] == {"model": "a", "test items": 10000, "tuned on": "validation (5,000)", "mean steps": 9.6,
+                       "Q-exit − confidence": "+0.0001 [-0.0008, +0.0010]: matches",
+                       "Q-exit − fixed depth": "+0.0226 [+0.0199, +0.0254]: 0.0226 above",
+                       "sampled − Q-exit": "-0.0019 [-0.0025, -0.0013]: 0.0019 below"}
+    assert rows[1] == {"model": "b", "test items": 500, "tuned on": "-", "mean steps": 3.5, "Q-exit − confidence": "-",
+                       "Q-exit − fixed depth": "-", "sampled − Q-exit": "-"}

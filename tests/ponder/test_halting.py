@@ -10,7 +10,9 @@ from helpers import tiny_model
 from ponder import data as D
 from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, confidence_features, expected_steps, first_true, halt_mask,
                             halting_log_probs, with_max_steps)
-from ponder.inference import draw_uniforms, ponder
+from ponder.analysis.policies import q_exit_steps
+from ponder.analysis.unroll import unroll_stats
+from ponder.inference import budget_q, draw_uniforms, ponder
 from ponder.losses import kl_to_prior
 
 
@@ -34,6 +36,56 @@ def test_halt_mask_deterministic_is_median():
     assert first_true(halt_mask(l, "sample", torch.tensor([[0.3], [0.4], [0.9]]))).item() == 2
     # never below lambda -> forced halt at N
     assert first_true(halt_mask(l, "sample", torch.tensor([[0.9], [0.9], [0.9]]))).item() == 3
+
+
+def test_halt_mask_q_exit_by_hand():
+    # lambda = (0.25, 0.5, 0.5): CDF 0.25, 0.625, 1.0 -> q = 0.2: step 1; 0.3: step 2; 0.7: step 3;
+    # q = 0: step 1; q = 1: step N
+    l = torch.logit(torch.tensor([[0.25], [0.5], [0.5]]))
+    assert [first_true(halt_mask(l, "deterministic", q=q)).item() for q in (0.2, 0.3, 0.7, 0.0, 1.0)] == [1, 2, 3, 1, 3]
+    with pytest.raises(ValueError, match="q must be in"):
+        halt_mask(l, "deterministic", q=1.5)
+
+
+@pytest.mark.parametrize("task", ["mnist", "parity"])
+def test_early_exit_q_exit_equals_the_policy_of_a_full_unroll(task):
+    """ponder()'s Q-exit really stops early, at the steps and with the answers of ponder.analysis.policies'
+    Q-exit read off a full unroll (unroll_stats: p and the per-step answers)."""
+    model = tiny_model(task, max_steps=8, lambda_p=0.3)
+    x = _inputs(task, b=64)
+    y = torch.zeros(64, dtype=torch.long)
+    with torch.no_grad():
+        probs = model.step_fn.probs(model(x).y.flatten(0, 1)).view(8, 64, -1)     # [N, B, C]
+    seen = set()
+    for q in (0.1, 0.5, 0.83, 0.97):
+        res = ponder(model, x, "deterministic", q=q)
+        stats = unroll_stats(model, x, y, "deterministic", q=q)
+        steps = q_exit_steps(stats["p"], q)                                        # [B]
+        assert torch.equal(res.halt_step, steps) and torch.equal(res.steps_run, steps)
+        assert torch.equal(stats["halt_step"].long(), steps)
+        assert torch.equal(res.pred, probs[steps - 1, torch.arange(64)].argmax(1))
+        seen |= set(steps.tolist())
+    assert len(seen) >= 3                                                          # the q's stop at different steps
+    assert torch.equal(ponder(model, x, "deterministic").halt_step, ponder(model, x, "deterministic", q=0.5).halt_step)
+
+
+def test_a_higher_q_never_stops_sooner():
+    model = tiny_model("parity", max_steps=8, lambda_p=0.3)
+    x = _inputs("parity", b=64)
+    steps = [ponder(model, x, "deterministic", q=q).halt_step for q in (0.0, 0.2, 0.5, 0.8, 1.0)]
+    assert steps[0].eq(1).all() and steps[-1].eq(8).all()
+    assert all((a <= b).all() for a, b in zip(steps, steps[1:]))
+
+
+@pytest.mark.parametrize("budget", [2.0, 3.5, 6.0])
+def test_budget_q_spends_the_budget_on_the_inputs_it_was_chosen_on(budget):
+    model = tiny_model("parity", max_steps=8, lambda_p=0.3)
+    x_val = _inputs("parity", b=200, seed=1)
+    q = budget_q(model, x_val, budget)
+    spent = ponder(model, x_val, "deterministic", q=q).halt_step.double().mean().item()
+    assert abs(spent - budget) <= 1 / 200 + 1e-9                                 # one input's step at most
+    with pytest.raises(ValueError, match="budget"):
+        budget_q(model, x_val, 9.0)
 
 
 @pytest.mark.parametrize("task", ["mnist", "parity"])

@@ -40,6 +40,8 @@ EVAL_BAD = [
     # parity draws --limit problems: 10**13 asked for an 80 TB tensor, 3 * 10**8 held 20 GB for a minute
     (["--limit", "10000000000000"], "at most 1,000,000 test items"), (["--limit", "300000000"], "limit"),
     (["--max-steps", "0"], "max-steps"), (["--max-steps", "1001"], "at most 1000 steps"),
+    (["--q", "1.5"], "a number in [0, 1]"), (["--q", "nan"], "q"), (["--budget", "0.5"], "mean number of steps >= 1"),
+    (["--budget", "inf"], "budget"),
 ]
 
 

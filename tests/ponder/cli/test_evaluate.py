@@ -39,6 +39,9 @@ def test_train_then_evaluate_json_and_text(tmp_path, capsys):
     assert len(b["frontier"]["learned_q"]) >= 10 and {"q", "mean_steps", "accuracy"} == set(b["frontier"]["learned_q"][0])
     assert {"confidence_exit", "fixed_depth"} <= set(b["frontier"])
     assert b["shift"] == []                  # the small preset tests the k it trained on
+    v = res["validation"]                    # the same numbers on the validation vectors: what a setting is chosen by
+    assert v["n"] == 500 and v["baselines"]["tuned_on"] == {"set": "validation", "n": 500}
+    assert {"easy", "hard", "settle", "expected_steps"} <= set(v) and "ci95" not in v["baselines"]["at_equal_steps"]
     groups = res["per_step_accuracy_by_group"]
     assert {"easy", "hard", "k=1"} <= set(groups) and all(len(v) == 6 for v in groups.values())
     rc, out, _ = run_cli(["evaluate", str(run), "--limit", "500"], capsys)
@@ -49,6 +52,7 @@ def test_train_then_evaluate_json_and_text(tmp_path, capsys):
     assert f"learned_q - confidence_exit: " in out and f"(95% interval {lo:+.4f} to {hi:+.4f})" in out
     assert f"fixed depth:      accuracy {at['fixed_depth']:.4f}" in out
     assert f"confidence exit:  accuracy {at['confidence_exit']:.4f}" in out
+    assert "at equal steps: test items 500; tuned on validation (500); mean steps " in out and "; sampled − Q-exit " in out
 
 
 def test_expected_mode_says_all_steps_run_and_labels_e_n(tmp_path, capsys):
@@ -74,6 +78,26 @@ def test_halt_epsilon_goes_into_the_card_and_evaluate_runs_past_the_trained_n(tm
     assert rc == 0 and "N=15 (trained with N=6)" in out
     res6 = json.loads(run_cli(["evaluate", str(run), "--json", "--limit", "300"], capsys)[1])
     assert res6["max_steps"] == res6["trained_max_steps"] == 6 and len(res6["per_step_accuracy"]) == 6
+
+
+def test_deterministic_mode_at_q_and_at_a_compute_budget(tmp_path, capsys):
+    run, _ = save_tiny_run(tmp_path / "r", max_steps=5)
+    at = lambda *flags: json.loads(run_cli(["evaluate", str(run), "--limit", "300", "--json", "--mode",  # noqa: E731
+                                            "deterministic", *flags], capsys)[1])
+    assert at("--q", "0")["mean_steps"] == 1 and at("--q", "1")["mean_steps"] == 5
+    assert at()["q"] == 0.5 and at("--q", "0.7")["q"] == 0.7
+    res = at("--budget", "3")                # q chosen on the 300 validation vectors to spend 3 steps there
+    b = res["budget"]
+    assert b["tuned_on"] == {"set": "validation", "n": 300} and res["q"] == b["q"] and 0 < b["q"] < 1
+    assert abs(b["validation_mean_steps"] - 3) <= 1 / 300 + 1e-9
+    assert abs(res["mean_steps"] - 3) < 0.5  # the test vectors are drawn like the validation ones
+    rc, out, _ = run_cli(["evaluate", str(run), "--limit", "300", "--mode", "deterministic", "--budget", "3"], capsys)
+    assert rc == 0 and f"Q-exit at q = {b['q']:.4g}, chosen on 300 validation items to spend 3 steps" in out
+    for flags, words in ((["--q", "0.3"], "--q sets the Q-exit of --mode deterministic"),
+                         (["--mode", "deterministic", "--q", "0.3", "--budget", "2"], "not both"),
+                         (["--mode", "deterministic", "--budget", "9"], "budget")):
+        rc, _, err = run_cli(["evaluate", str(run), "--limit", "100", *flags], capsys)
+        assert_one_line_error(rc, err, words)
 
 
 @needs_mnist

@@ -117,3 +117,25 @@ def test_merge_keeps_the_rotation_rows_and_drops_modes_measured_on_another_test_
     m, p = results["models"]["m"]["metrics"], results["models"]["p"]["metrics"]
     assert m["baselines"] == {"new": 1} and m["rotations"] == ["study rows"] and "run" not in m and "modes" in m
     assert m["by_class"] == "old" and p["accuracy"] == 0.95 and "modes" not in p
+
+
+def _worth_metrics(shift=(), **extra):
+    pol = {k: {"accuracy": a, "mean_steps": 9.6} for k, a in
+           (("sampled", 0.9905), ("learned_q", 0.9924), ("confidence_exit", 0.9923), ("fixed_depth", 0.9702))}
+    ci = {"learned_q-confidence_exit": [-0.0008, 0.0010], "learned_q-fixed_depth": [0.0199, 0.0254],
+          "sampled-learned_q": [-0.0025, -0.0013]}
+    at = {"policies": pol, "ci95": ci, "target_steps": 9.6, "tuned_on": {"set": "validation", "n": 5000},
+          "confidence_minus_settle": 3.35}
+    settle = {"mean_settle_step": 6.1, "mean_expected_minus_settle": 3.49, "never_settled": 2, "count": 10000}
+    return {"metrics": {"baselines": {"at_equal_steps": at, "shift": list(shift)}, "settle": settle, **extra}}
+
+
+def test_the_worth_section_gives_every_policy_clean_and_shifted_and_names_the_models_without_a_shift():
+    from ponder.cli.results_worth import worth_section
+    row = {"name": "rotation 45°", "n": 10000, **_worth_metrics()["metrics"]["baselines"]["at_equal_steps"]}
+    md = "\n".join(worth_section({"m": _worth_metrics([row]), "p": _worth_metrics(test_k=[1, 15])}))
+    assert ("| m | 0.9905 (9.60) | 0.9924 (9.60) | 0.9923 (9.60) | 0.9702 (9.60) | +0.0001 [-0.0008, +0.0010] | "
+            "+0.0222 [+0.0199, +0.0254] | -0.0019 [-0.0025, -0.0013] |") in md
+    assert "| Q-exit − confidence | sampled − Q-exit | Q-exit − confidence, Q-exit's steps |" in md
+    assert "| m | rotation 45° (10,000) | 0.9905 (9.60) |" in md and "| -0.0019 [-0.0025, -0.0013] | - | - |" in md
+    assert "No shifted inputs for p (a parity model whose test k all lie in its trained range)." in md

@@ -22,7 +22,7 @@ def swept(tmp_path_factory):
 
 def test_a_study_summarises_each_setting_over_its_seeds(swept, tmp_path, capsys):
     to = tmp_path / "docs" / "tiny.json"
-    assert main(["study", str(swept), "--to", str(to)]) == 0
+    assert main(["study", str(swept), "--to", str(to), "--ship", "parity-15"]) == 0
     s = json.loads((swept / STUDY).read_text())
     assert json.loads(to.read_text()) == s and (swept / STUDY_TABLE).read_text() == study_markdown(s)
     # a setting: the config fields a study names settings by (those parity reads), then the grid's values
@@ -45,6 +45,51 @@ def test_a_study_summarises_each_setting_over_its_seeds(swept, tmp_path, capsys)
     assert "parity; every setting: regulariser kl-reverse, beta 0.01, hidden 8," in out
     assert "| lambda_p 0.3 | 0, 1 |" in out and "| lambda_p 0.5 | 0, 1 |" in out
     assert load_studies(to.parent) == {"tiny": s}
+
+
+def test_a_study_reports_the_policies_with_their_intervals_and_where_they_were_tuned(swept):
+    if not (swept / STUDY).exists():          # this test alone: the study the test above runs
+        assert main(["study", str(swept), "--ship", "parity-15"]) == 0
+    s = json.loads((swept / STUDY).read_text())
+    for st in s["settings"]:
+        for tr in st["trials"]:               # each trial: tuned on its validation vectors, item bootstrap intervals
+            assert tr["tuned_on"]["set"] == "validation" and tr["tuned_on"]["n"] > 0
+            assert {"learned_q-confidence_exit", "learned_q-fixed_depth", "sampled-learned_q"} <= set(tr["ci95"])
+        o = st["over_seeds"]["learned_q_minus_fixed"]
+        lo, hi = o["ci95"]
+        assert o["n"] == 2 and lo <= o["mean"] <= hi
+    # the setting to ship is chosen on the validation vectors' numbers (each trial's pays of them), its seed 0 ships
+    assert all(tr["validation"]["learned_q"] is not None for st in s["settings"] for tr in st["trials"])
+    sh = s["ship"]
+    assert sh["on"] == "validation" and sh["seed"] == 0 and sh["of"] == 5 and sh["setting"] in [
+        st["setting"] for st in s["settings"]] and set(sh["rank"]) == {"accuracy", "learned_q_minus_confidence",
+                                                                       "learned_q_minus_fixed"}
+    md = study_markdown(s)
+    assert "Chosen on the validation set to ship as parity-15: lambda_p " in md and "its seed 0 ships" in md
+    assert "| setting | seeds | sampled | Q-exit | confidence exit | fixed depth | Q-exit − confidence | " in md
+    assert "operating points chosen on the validation set" in md
+    assert "Fewer than 5 seeds (their spread and intervals say little): lambda_p 0.3; lambda_p 0.5." in md
+
+
+def _setting(values, seeds):
+    rows = [{"learned_q_minus_confidence": v, "learned": 0.9 + v} for v in values]
+    from ponder.analysis.pays import KEYS, over_seeds
+    return {"setting": {"lambda_p": 0.5}, "seeds": seeds, "curves": {},
+            "over_seeds": over_seeds([{**dict.fromkeys(KEYS), **r} for r in rows]),
+            "trials": [{"tuned_on": {"set": "validation", "n": 5000}} for _ in seeds]}
+
+
+def test_a_study_table_of_five_seeds_by_hand():
+    # Q-exit − confidence over 5 seeds 0.01 .. 0.05: mean 0.03, t(4) · std / √5 = 2.776 · 0.015811 / 2.236 = 0.0196
+    s = {"folders": ["sw"], "task": "mnist", "settings": [_setting([v / 100 for v in range(1, 6)], [0, 1, 2, 3, 4])]}
+    md = study_markdown(s)
+    assert "| - | 0, 1, 2, 3, 4 | 0.9300 ± 0.0158 (0.9100 to 0.9500) | +0.0300 [+0.0104, +0.0496] (+0.0100 to +0.0500) |" in md
+    assert "Fewer than" not in md
+
+
+def test_a_study_ships_only_a_model_with_marks(swept):
+    with pytest.raises(ConfigError, match="no marks"):
+        study(swept, ship="mnist-default")
 
 
 def test_a_folder_without_a_sweep_is_refused(tmp_path):

@@ -32,7 +32,7 @@ def test_a_run_is_trained_saved_measured_and_recorded(tmp_path):
     # plus the baselines' few numbers (pays)}
     assert set(card["metrics"]) == {"test"}
     assert card["metrics"]["test"] == {**{k: v for k, v in done.metrics.items() if k not in (
-        "by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group", "learned_by_group")},
+        "by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group", "learned_by_group", "validation")},
         "pays": pays(done.metrics)}
     assert card["metrics"]["test"]["pays"]["learned"] == done.metrics["baselines"]["at_equal_steps"]["learned"]
     assert "baselines" in done.metrics and "baselines" not in card["metrics"]["test"]
