@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from ponder.losses import REGULARISERS
 from ponder.store.card import mean_expected_steps, test_metrics
 from ponder.store.runs import MAX_NAME, RunNameError, safe_name
 from ponder.tasks import TASKS
@@ -38,9 +39,6 @@ def plain(text) -> str:
     return MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
 
 
-REGULARISER_NAMES = {"kl": "KL(p ‖ p_G)", "kl-reverse": "KL(p_G ‖ p)", "kl-both": "KL(p ‖ p_G) + KL(p_G ‖ p)"}
-
-
 def lambda_input_name(train: dict) -> str:
     """What the run's λ head reads, in words (cards without the field: h, the paper's)."""
     return "h and the answer's confidence" if (train or {}).get("lambda_input") == "confidence" else "h"
@@ -48,7 +46,8 @@ def lambda_input_name(train: dict) -> str:
 
 def regulariser_name(train: dict) -> str:
     """The KL direction a run was trained with, in words ('?' for a training config without one)."""
-    return REGULARISER_NAMES.get((train or {}).get("regulariser"), "?")
+    reg = (train or {}).get("regulariser")
+    return REGULARISERS[reg].label if isinstance(reg, str) and reg in REGULARISERS else "?"
 
 
 def steps_setting(train: dict) -> str:
