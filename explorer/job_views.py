@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 import streamlit as st
 
+from ponder.analysis.metrics import TestMetrics
 from ponder.analysis.unroll import near_chance
 from ponder.tasks import TASKS
 from ponder.store.runs import SWEEP
@@ -102,9 +103,9 @@ def saved_where(run: RunState) -> str:
 
 def run_result_ui(run: RunState) -> None:
     where = saved_where(run)
-    t = (run.metrics or {}).get("test", {})
-    acc = (f" Test accuracy {t['accuracy']:.2%} on {t.get('n', '?')} samples, mean halting step "
-           f"{t['mean_steps']:.2f}." if t.get("accuracy") is not None else "")
+    t = run.record.test if run.record else TestMetrics()
+    acc = (f" Test accuracy {t.accuracy:.2%} on {t.n or '?'} samples, mean halting step "
+           f"{t.mean_steps:.2f}." if t.accuracy is not None else "")
     budget = run.config.max_seconds if run.config is not None else None
     head = (f"**{plain(run.name)}**: {run.steps:,} steps in {_fmt_s(run.seconds)} of training"
             f"{f' (budget {_fmt_s(budget)})' if budget else ''}.")

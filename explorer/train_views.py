@@ -7,7 +7,7 @@ import streamlit as st
 
 from ponder.analysis.studies import prior_mean
 from ponder.losses import REGULARISERS, kl_to_prior
-from ponder.store.card import read_card, test_metrics
+from ponder.store.card import read_record
 from ponder.store.runs import ASSETS
 
 from . import figures
@@ -40,9 +40,9 @@ def intro_ui(task: str, cap_seconds: float) -> None:
 
 def example_halting() -> tuple:
     """(the example run's mean learned p_n over its test set, its per-step accuracy), from its card."""
-    t = test_metrics(read_card(ASSETS / EXAMPLE))
-    p = torch.tensor(t["halting_distribution"], dtype=torch.float64)
-    return (p / p.sum()).tolist(), t["per_step_accuracy"]
+    t = read_record(ASSETS / EXAMPLE).test
+    p = torch.tensor(t.halting_distribution, dtype=torch.float64)
+    return (p / p.sum()).tolist(), t.per_step_accuracy
 
 
 def kl_of(p, lambda_p: float, regulariser: str) -> float:

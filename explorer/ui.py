@@ -110,7 +110,7 @@ def link_params_ui(page: str, asked: Optional[str] = None, pages: Sequence[str] 
     model of the other task, ...): said once, on one line, and taken out of the URL, so the address shows
     what is on the page. asked: the ?page= of the link when it is none of `pages` (streamlit_app.py)."""
     params = {k: st.query_params.get_all(k) for k in st.query_params}
-    tasks = {e.name: e.card["train"]["task"] for e in loaders.models()} if {"model", "models"} & set(params) else {}
+    tasks = {e.name: e.record.task for e in loaders.models()} if {"model", "models"} & set(params) else {}
     keep, ignored = links.check_params(params, page, tasks)
     if asked is not None:
         ignored.insert(0, ("page", asked, "no such page; there are " + ", ".join(pages)))

@@ -60,4 +60,4 @@ elif source.startswith("Your sweeps"):
 else:
     entries = [e for e in loaders.models() if e.source == "shipped" and e.path.name.startswith("sweep-")]
     sweep_views.sweep_results_ui(sweep_views.entry_sweep_rows(entries),
-                                 max((e.card["train"]["max_steps"] for e in entries), default=20))
+                                 max((e.record.max_steps for e in entries), default=20))

@@ -134,8 +134,8 @@ def _train_into(args, cfg, out, created: bool) -> int:
         print(f"ponder: warning: {problem}", file=sys.stderr)
     if done.metrics is not None:
         t = done.metrics
-        print(f"test accuracy {t['accuracy']:.4f}, mean halting step {t['mean_steps']:.2f} "
-              f"(median {t['median_steps']:.0f}, std {t['std_steps']:.2f}), mode {t['mode']}")
+        print(f"test accuracy {t.accuracy:.4f}, mean halting step {t.mean_steps:.2f} "
+              f"(median {t.median_steps:.0f}, std {t.std_steps:.2f}), mode {t.mode}")
     if done.run_dir is None:
         _remove_if_empty(out, created)
         return 130

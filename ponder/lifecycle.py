@@ -18,6 +18,7 @@ from .store.card import one_line, update_card
 from .store.checkpoint import save_run
 from .store.record import RunRecord
 from .analysis.pays import pays
+from .analysis.metrics import TestMetrics
 from .analysis.unroll import measure_test
 from .config import TrainConfig
 from .halting import PonderNet
@@ -36,7 +37,7 @@ class RunOutcome:
     result: TrainResult                 # the model, its history and its record
     run_dir: Optional[Path] = None      # the folder written; None when there was nothing to save
     saved_elsewhere: str = ""           # why the run went to a fresh temporary folder, not where asked
-    metrics: Optional[dict] = None      # full test metrics (breakdowns included); None when not evaluated
+    metrics: Optional[TestMetrics] = None   # full test metrics (breakdowns included); None when not evaluated
     problems: list = field(default_factory=list)   # one-line notes: a failed save, evaluation or card update
 
     @property
@@ -54,15 +55,15 @@ class RunOutcome:
         return "; ".join([r for r in [self.record.reason, self.saved_elsewhere] if r] + self.problems)
 
 
-def card_metrics(metrics: dict, **extra) -> dict:
+def card_metrics(metrics: TestMetrics, **extra) -> dict:
     """The one metrics shape a card holds: {'test': the test metrics without the breakdowns, with `pays`
     (ponder.analysis.pays: the baselines' few numbers) where they were measured, **extra}."""
-    test = {k: v for k, v in metrics.items() if k not in BREAKDOWNS}
-    p = pays(metrics)
-    return {"test": {**test, "pays": p} if p else test, **extra}
+    test = metrics.without(*BREAKDOWNS)
+    test.pays = pays(metrics) or metrics.pays
+    return {"test": test.to_dict(), **extra}
 
 
-def measure(model: PonderNet, cfg: TrainConfig, data, limit: Optional[int] = None) -> dict:
+def measure(model: PonderNet, cfg: TrainConfig, data, limit: Optional[int] = None) -> TestMetrics:
     """The standard test measurement (ponder.analysis.unroll.measure_test): 'sample' mode (seed 0) on the
     task's test set (MNIST's 10,000 test images, a parity preset's 10,000 problems); `limit` keeps that many."""
     return measure_test(model, cfg, data, limit)
@@ -83,7 +84,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
                 the model once built).
     on_phase:   told 'loading data', 'training', 'validating' (the final validation pass, after the time
                 budget; not after a cancel), 'saving', 'evaluating' as the run gets there.
-    measure_fn: (model, data) -> full test metrics; default measure(..., limit=eval_limit).
+    measure_fn: (model, data) -> full TestMetrics; default measure(..., limit=eval_limit).
     rescue:     when saving in `out` fails, save in a fresh temporary folder instead (the CLI, the
                 explorer); otherwise the SaveError propagates. A folder `out()` made is locked
                 (ponder.files.folder_lock) until its card holds the test metrics, and removed again

@@ -32,10 +32,10 @@ def measure_trial(folder: Path, data=None, device: str = "cpu") -> dict:
     """One trial's full test measurement; its card gets the card metrics (with pays). Returns
     {pays, curves: {group: per-step accuracy}}."""
     ck = load_checkpoint(folder, device=device)
-    cfg = RunRecord.from_card(ck.card).config
+    cfg = ck.record.config
     res = measure_test(ck.model, cfg, data)
     update_card(folder, metrics=card_metrics(res))
-    return {"pays": pays(res), "curves": {g: c for g, c in res["per_step_accuracy_by_group"].items() if g in CURVE_GROUPS}}
+    return {"pays": pays(res), "curves": {g: c for g, c in res.per_step_accuracy_by_group.items() if g in CURVE_GROUPS}}
 
 
 def check_trial(sw, t) -> Path:
@@ -46,7 +46,7 @@ def check_trial(sw, t) -> Path:
         ck = load_checkpoint(folder)
     except CheckpointError as e:
         raise SweepError(f"trial {t.name} of {sw.folder}: {one_line(e)}") from None
-    if ck.card["train"] != t.config.to_dict():
+    if ck.record.train != t.config.to_dict():
         raise SweepError(f"{folder}: its card's config is not the one {sw.folder / 'sweep.json'} records for trial "
                          f"{t.name}: not measured")
     return folder

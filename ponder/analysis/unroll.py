@@ -21,6 +21,7 @@ from ..memory import measure_batch
 from ..tasks import TASKS, get_task
 from .baselines import quartile_groups
 from .equal_steps import worth_it
+from .metrics import TestMetrics
 
 
 @torch.no_grad()
@@ -149,7 +150,7 @@ def evaluate(model: PonderNet, x: torch.Tensor, y: torch.Tensor, mode: str = "sa
 
 
 def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[int] = None, mode: str = "sample",
-                 seed: int = 0, batch_size: Optional[int] = None) -> dict:
+                 seed: int = 0, batch_size: Optional[int] = None) -> TestMetrics:
     """The standard test measurement of a run of cfg: its task's test set (the first `limit` items when given;
     `n` in the result says how many), summarize()'s metrics, `mode`, the task's info (split / test_k), a
     block per difficulty group (parity's easy and hard), a row per value of its breakdown (by_class, by_k), and
@@ -175,4 +176,4 @@ def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[
     groups.update(quartile_groups(expected_steps_per_input(stats)))
     shifted = task.shifted(model, cfg, ts.rows[2]) if ts.rows is not None else {}
     res.update(worth_it(stats, groups, val, shifted))    # the policies at equal steps, settle steps
-    return res
+    return TestMetrics.from_dict(res)

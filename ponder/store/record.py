@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Optional
 
 from .. import __version__
+from ..analysis.metrics import TestMetrics
 from ..config import TrainConfig
 from .card_checks import MAX_CARD_TEXT
 
@@ -62,10 +63,10 @@ class RunRecord:
         return self.status in ("cancelled", "failed")
 
     @property
-    def test(self) -> dict:
-        """The test metrics, {} when not measured."""
+    def test(self) -> TestMetrics:
+        """The test metrics (of a card read_card has checked); empty (false) when not measured."""
         t = self.metrics.get("test") if isinstance(self.metrics, dict) else None
-        return t if isinstance(t, dict) else {}
+        return TestMetrics.from_dict(t if isinstance(t, dict) else {})
 
     def completed(self, **changes) -> "RunRecord":
         """A copy with `changes` (the name, the metrics) filled in."""
