@@ -86,13 +86,18 @@ def describe_run(record: RunRecord) -> str:
              f"epochs = {tr.get('epochs')}, time budget = {f'{budget:g} s' if budget else 'none'}, "
              + (f"train rotation ±{tr.get('rotate_train') or 0:g}°, " if "rotate_train" in reads else "")
              + f"seed = {tr.get('seed')}",
-             f"trained {record.steps} steps in {record.train_seconds} s on {plain(record.device or '?')}"]
+             f"trained {_or_unknown(record.steps)} steps in {_or_unknown(record.train_seconds)} s on "
+             f"{plain(record.device or '?')}"]
     if t.accuracy is not None:
         en = t.mean_expected_steps
         steps = t.mean_steps if t.mean_steps is not None else float("nan")
         parts.append(f"test accuracy {t.accuracy:.4f}, mean halting step {steps:.2f}"
                      + (f", mean E[n] {en:.2f}" if en is not None else "") + f" (n = {t.n or '?'})")
     return "  \n".join(parts)
+
+
+def _or_unknown(v) -> str:
+    return "?" if v is None else str(v)
 
 
 def training_eta(row: dict, now: float, shown: Optional[tuple] = None) -> tuple[str, Optional[float]]:

@@ -165,13 +165,6 @@ def two_decimals(v) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def mean_expected_steps(test: dict) -> Optional[float]:
-    """Mean E[n] of a measurement: its expected_steps is the spread {mean, std, min, max} in a whole test set's
-    metrics, a plain number in a group's (the parity easy / hard blocks). None if not measured."""
-    en = test.get("expected_steps") if isinstance(test, dict) else None
-    return en.get("mean") if isinstance(en, dict) else en
-
-
 def history_row(row) -> Optional[dict]:
     """A metrics.jsonl row as charts read it: a step in [0, MAX_RUN_STEPS], only numbers of at most
     MAX_HISTORY_NUMBER in size (charts take no larger integers) or null (not measured, NaN as saved) in the

@@ -148,7 +148,7 @@ def test_a_save_that_fails_after_training_keeps_the_model_elsewhere(registry, tm
     [run] = view.runs
     assert run.status == "completed" and run.saved_elsewhere, (run.status, run.reason)
     assert "No space left on device" in run.reason and run.run_dir in run.reason and "\n" not in run.reason
-    assert load_checkpoint(run.run_dir).card["steps"] == 20 and str(spare) in run.run_dir
+    assert load_checkpoint(run.run_dir).record.steps == 20 and str(spare) in run.run_dir
     assert list(root.iterdir()) == []                # no empty run folder left in the runs folder
 
 

@@ -31,12 +31,12 @@ def test_a_run_is_trained_saved_measured_and_recorded(tmp_path):
     # one metrics shape: {'test': the full metrics less the per-class / per-k breakdowns and the baselines,
     # plus the baselines' few numbers (pays)}
     assert set(card["metrics"]) == {"test"}
-    assert card["metrics"]["test"] == {**{k: v for k, v in done.metrics.items() if k not in (
+    assert card["metrics"]["test"] == {**{k: v for k, v in done.metrics.to_dict().items() if k not in (
         "by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group", "learned_by_group")},
         "pays": pays(done.metrics)}
-    assert card["metrics"]["test"]["pays"]["learned"] == done.metrics["baselines"]["at_equal_steps"]["learned"]
-    assert "baselines" in done.metrics and "baselines" not in card["metrics"]["test"]
-    assert "by_k" in done.metrics and card["metrics"]["test"]["n"] == 500
+    assert card["metrics"]["test"]["pays"]["learned"] == done.metrics.baselines["at_equal_steps"]["learned"]
+    assert done.metrics.baselines and "baselines" not in card["metrics"]["test"]
+    assert done.metrics.by_k and card["metrics"]["test"]["n"] == 500
     assert card["metrics"] == lifecycle.card_metrics(done.metrics) == done.record.metrics
     # the record training returned, named and measured by the lifecycle, is the one the card holds
     saved = read_record(done.run_dir)
@@ -140,7 +140,7 @@ def test_a_diverging_run_is_saved_as_failed_and_loads(tmp_path):
         assert torch.equal(ck.model(x).y, res.model.eval()(x).y)         # the last good weights
     assert all(r["step"] <= res.steps for r in read_history(done.run_dir))
     [entry] = list_models(root, assets=tmp_path / "none")
-    assert entry.card["status"] == "failed" and "at step" in entry.card["reason"]
+    assert entry.record.status == "failed" and "at step" in entry.record.reason
 
 
 @needs_mnist            # reproduce.run loads MNIST, even for a parity-only spec
