@@ -111,7 +111,7 @@ def run_result_ui(run: RunState) -> None:
             f"{f' (budget {_fmt_s(budget)})' if budget else ''}.")
     reason = plain(run.reason)
     task = run.config.task if run.config is not None else ""
-    if run.status == "completed" and near_chance(task, t.get("accuracy")):
+    if run.status == "completed" and near_chance(task, t.accuracy):
         advice = (f"its time budget ended it after {run.steps:,} steps: give it more time (or fewer epochs' worth of "
                   "work)" if "time budget" in run.reason else "try a smaller learning rate or β")
         st.warning(f"{head} Completed, but it **learned nothing**: its test accuracy is at chance level "

@@ -75,10 +75,6 @@ class RunState:
         return self.record.train_seconds if self.record else 0.0
 
     @property
-    def metrics(self) -> Optional[dict]:   # the card's metrics ({'test': ...}); None until measured
-        return (self.record.metrics or None) if self.record else None
-
-    @property
     def partial(self) -> bool:
         return self.status in ("cancelled", "failed")
 

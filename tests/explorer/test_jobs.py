@@ -22,7 +22,7 @@ def test_a_job_trains_saves_and_is_listed(registry, tmp_path):
     [run] = view.runs
     assert view.status == "done" and run.status == "completed" and run.steps == 20
     assert run.progress and run.progress[-1]["step"] == 20 and run.progress[-1]["fraction"] == 1.0
-    assert run.metrics["test"]["n"] == 200
+    assert run.record.test.n == 200
     card = read_card(run.run_dir)
     assert card["status"] == "completed" and card["name"] == "my-run" and card["metrics"]["test"]["accuracy"] >= 0
     assert read_history(run.run_dir)[-1]["step"] == 20
@@ -66,7 +66,7 @@ def test_a_sweep_plan_trains_through_ponder_sweep_into_its_folder_and_resumes(re
     assert [r.name for r in job.snapshot().runs] == [t.name for t in plan.trials()]
     view = wait_done(job)
     assert [r.status for r in view.runs] == ["completed", "failed", "completed", "failed"]
-    assert view.runs[0].progress[-1]["step"] == 20 and view.runs[0].metrics["test"]["n"] == 200
+    assert view.runs[0].progress[-1]["step"] == 20 and view.runs[0].record.test.n == 200
     assert "became inf" in view.runs[1].reason
     assert [r.run_dir for r in view.runs] == [str(tmp_path / "sw" / t.name) for t in plan.trials()]
     assert [e.sweep for e in list_models(tmp_path, assets=tmp_path / "none")] == ["sw"] * 4

@@ -60,7 +60,7 @@ def test_resume_skips_the_completed_trials_and_trains_the_rest(tmp_path, monkeyp
     assert trained == ["lambda_p0.5-seed0"]
     assert [(t.status, t.resumed) for t in trials] == [("completed", True), ("completed", False)]
     assert (tmp_path / "sw" / "lambda_p0.2-seed0" / WEIGHTS).read_bytes() == weights
-    assert trials[0].metrics["n"] == 100                          # its record is kept from the first run
+    assert trials[0].metrics.n == 100                          # its record is kept from the first run
     assert trials[0].record == read_record(tmp_path / "sw" / "lambda_p0.2-seed0")   # read from its card
     assert "completed (resumed)" in (tmp_path / "sw" / S.TABLE).read_text()
     trained.clear()                     # another config with the same trial names: refused, nothing replaced

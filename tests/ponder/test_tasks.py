@@ -236,7 +236,7 @@ def test_the_parity_card_line_and_charts_name_the_same_ranges(preset):
     model = tiny_model("parity", max_steps=3, n_elems=n)
     cfg = TrainConfig(task="parity", parity_preset=preset)
     card = {"task": "parity", "train": cfg.to_dict(), "metrics": card_metrics(measure_test(model, cfg, None, 200))}
-    line, sets = parity_card_line(card), parity_sets(fitted_preset(preset, n))
+    line, sets = parity_card_line(RunRecord.from_card(card)), parity_sets(fitted_preset(preset, n))
     for name, (lo, hi) in zip(("easy", "hard"), easy_hard(PARITY_PRESETS[preset])):
         assert card["metrics"]["test"][name]["k_range"] == [lo, hi]
         assert f"{name} k {lo}–{hi}" in line
