@@ -75,7 +75,7 @@ def measure_one(over: dict, reset_peak: bool = False) -> dict:
     res = train(cfg, mnist=mnist)
     peak = status_bytes("VmHWM") if reset_peak else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     est = estimate(cfg)
-    return dict(config=over, steps=res.steps, before=before, peak=peak, measured=peak - before,
+    return dict(config=over, steps=res.record.steps, before=before, peak=peak, measured=peak - before,
                 estimated=est.total - est.data, parts=est.parts())
 
 

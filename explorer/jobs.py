@@ -61,18 +61,10 @@ class RunState:
     watched: list = field(default_factory=list)    # the watched input as training went: explorer.watch snapshots
 
     @property
-    def reason(self) -> str:        # why it ended that way (time budget, cancel, NaN loss, error)
-        return self.record.reason if self.record else ""
-
-    @property
     def steps(self) -> int:         # optimiser steps: the record's, or the last progress report's while training
         if self.record:
             return self.record.steps
         return self.progress[-1]["step"] if self.progress else 0
-
-    @property
-    def seconds(self) -> float:     # training seconds
-        return self.record.train_seconds if self.record else 0.0
 
     @property
     def partial(self) -> bool:
@@ -210,7 +202,7 @@ class Job:
         except Exception as e:                      # bad device, missing data, out of memory, ...
             self._fail(run, "failed", _one_line(e), time.time() - t0)
             return
-        reason = done.reason or ("cancelled" if done.status == "cancelled" else "")
+        reason = done.reason or ("cancelled" if done.record.status == "cancelled" else "")
         self._end(run, done.record.completed(reason=reason), run_dir=str(done.run_dir) if done.run_dir else None,
                   saved_elsewhere=bool(done.saved_elsewhere), run_key=saved_key(done.run_dir))
 

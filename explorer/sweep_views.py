@@ -30,7 +30,7 @@ def job_sweep_rows(view: JobView) -> list:
             last = run.progress[-1] if run.progress else None
             status = f"running {last['fraction']:.0%}" if last else "running"
         row = tables.sweep_row(run_name(str(now)) if now is not None else run.name, record,
-                                status=status, reason=run.reason, lambda_p=run.config.lambda_p,
+                                status=status, reason=run.record.reason if run.record else "", lambda_p=run.config.lambda_p,
                                 train=dict(task=run.config.task, reader=run.config.reader))
         rows.append(row)
     return rows

@@ -123,10 +123,10 @@ def _train_into(args, cfg, out, created: bool) -> int:
     finally:
         if bar is not None:
             bar.close()
-    res = done.result
-    line = f"{res.status}: {res.steps} steps in {res.seconds:.1f} s on {res.device}, {threads} thread(s)"
-    if res.reason:
-        line += f" ({res.reason})"
+    res, rec = done.result, done.result.record
+    line = f"{rec.status}: {rec.steps} steps in {rec.train_seconds:.1f} s on {res.device}, {threads} thread(s)"
+    if rec.reason:
+        line += f" ({rec.reason})"
     print(line)
     if done.saved_elsewhere:
         print(f"ponder: error: {done.saved_elsewhere}", file=sys.stderr)
@@ -143,7 +143,7 @@ def _train_into(args, cfg, out, created: bool) -> int:
     if done.saved_elsewhere:
         _remove_if_empty(out, created)
         return 4                    # saved, but not where asked
-    return 0 if res.status != "failed" else 3
+    return 0 if rec.status != "failed" else 3
 
 
 def train_threads(given=None, environ=None) -> tuple:

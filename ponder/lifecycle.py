@@ -46,10 +46,6 @@ class RunOutcome:
         return self.result.record
 
     @property
-    def status(self) -> str:
-        return self.record.status
-
-    @property
     def reason(self) -> str:
         """The training reason, then each problem, '; '-joined."""
         return "; ".join([r for r in [self.record.reason, self.saved_elsewhere] if r] + self.problems)
@@ -100,7 +96,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
     phase("training")
     result = train(cfg, mnist=data, callback=callback, cancel=cancel, on_phase=phase, on_model=on_model)
     outcome = RunOutcome(result)
-    if result.status == "cancelled" and result.steps == 0:
+    if result.record.status == "cancelled" and result.record.steps == 0:
         outcome.problems.append("cancelled before the first step; nothing to save")
         return outcome
     phase("saving")
@@ -118,7 +114,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
             if not rescue:
                 raise
             _save_elsewhere(outcome, name, target, e)
-        if evaluate and result.steps > 0:
+        if evaluate and result.record.steps > 0:
             _evaluate(outcome, cfg, data, measure_fn, eval_limit, phase)
     return outcome
 

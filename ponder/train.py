@@ -52,32 +52,14 @@ class TrainResult:
     """The trained model and how training ended: its record (status, reason, steps, seconds, device; the
     lifecycle adds the name and test metrics) plus what a card does not hold."""
     model: PonderNet
-    record: RunRecord                        # status / reason / steps / train_seconds / device (its full name)
+    record: RunRecord                        # status / reason / steps / train_seconds (the training loop's, the time
+                                             # budget's clock; not the final validation) / device (its full name)
     validation_seconds: float = 0.0          # the final validation pass after the loop
     device: str = "cpu"                      # the torch device the model is on ('cuda', 'cpu')
     history: list = field(default_factory=list)   # Progress dicts
     step_mode: str = "eager"                 # how the steps ran: "cuda_graph" (captured and replayed) or "eager"
     step_mode_reason: str = ""               # why eager where a CUDA graph was possible or asked for
 
-    @property
-    def status(self) -> str:                 # completed / cancelled / failed (a used-up time budget: completed)
-        return self.record.status
-
-    @property
-    def reason(self) -> str:
-        return self.record.reason
-
-    @property
-    def steps(self) -> int:
-        return self.record.steps
-
-    @property
-    def seconds(self) -> float:              # the training loop (the time budget's clock), not the final validation
-        return self.record.train_seconds
-
-    @property
-    def partial(self) -> bool:
-        return self.record.partial
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -226,7 +208,7 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
     cancel:   set it from another thread to stop after the current step ("cancelled"), or between the 1,000-sample
               chunks of an epoch-end validation pass; a cancelled run gets no final validation pass, so train()
               returns within one step of the cancel. A ponder.progress.Cancel also says why (its reason's start).
-    cfg.max_seconds: the time budget of the training loop (result.seconds): the loop stops before a
+    cfg.max_seconds: the time budget of the training loop (result.record.train_seconds): the loop stops before a
               step it expects to end past the budget (ponder.progress.StepTimer), so it ends at the budget
               give or take one step's jitter. The LR schedule follows whichever of steps or time is further
               along, so a budgeted run still anneals. The final validation pass comes after the budget

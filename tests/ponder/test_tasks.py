@@ -107,7 +107,7 @@ def toy(monkeypatch, tmp_path):
 def test_a_third_task_through_the_lifecycle_the_cli_and_the_loaders(toy, capsys):
     # the lifecycle: train, save, measure, card
     done = lifecycle.run(train_config("toy", device="cpu"), toy / "lc")
-    assert done.status == "completed" and done.problems == [] and done.run_dir == toy / "lc"
+    assert done.record.status == "completed" and done.problems == [] and done.run_dir == toy / "lc"
     assert done.metrics.accuracy > 0.8 and done.metrics.n == 500 and done.metrics.split == "toy test"
     assert [r["label"] for r in done.metrics.by_class] == [0, 1]
     card = json.loads((toy / "lc" / "run.json").read_text())

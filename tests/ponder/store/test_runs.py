@@ -229,7 +229,7 @@ def test_two_sessions_train_and_save_at_once(tmp_path):
         cfg = TrainConfig(**PARITY, seed=i)
         d = new_run_dir(root, "parity")
         res = train(cfg)
-        save_run(d, res.model, cfg, status=res.status, reason=res.reason, steps=res.steps, history=res.history)
+        save_run(d, res.model, cfg, status=res.record.status, reason=res.record.reason, steps=res.record.steps, history=res.history)
         return d, res
 
     out = run_threads(2, session)
