@@ -234,7 +234,7 @@ def test_two_sessions_train_and_save_at_once(tmp_path):
 
     out = run_threads(2, session)
     (d0, r0), (d1, r1) = out
-    assert d0 != d1 and r0.status == r1.status == "completed" and r0.steps == r1.steps == 20
+    assert d0 != d1 and r0.record.status == r1.record.status == "completed" and r0.record.steps == r1.record.steps == 20
     c0, c1 = load_checkpoint(d0), load_checkpoint(d1)
     assert c0.record.train["seed"] != c1.record.train["seed"]
     assert not all(torch.equal(a, b) for a, b in zip(c0.model.state_dict().values(), c1.model.state_dict().values()))
