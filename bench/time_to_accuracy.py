@@ -65,7 +65,7 @@ def train_with_snapshots(tcfg: TrainConfig, mnist, snapshot_every: float):
             snaps.append((p.step, train_s, state))
         copies.append((p.elapsed, time.perf_counter() - t0))
 
-    res = train(tcfg, mnist=mnist, callback=on_progress, model=model)
+    res = train(tcfg, data=mnist, callback=on_progress, model=model)
     # the copies inside the training loop's clock (res.record.train_seconds); the final report comes after the loop
     # stopped its clock (its elapsed is res.record.train_seconds), so its copy is not in res.record.train_seconds
     return res, snaps, sum(c for e, c in copies if e < res.record.train_seconds)

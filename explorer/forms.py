@@ -19,7 +19,7 @@ from ponder.sweep_plan import Plan
 from ponder.train import trains_on
 
 from . import tables
-from .ui import USER_ERRORS, one_line
+from .ui import USER_ERRORS, error_text
 
 
 # ----------------------------------------------------------------------------- training forms
@@ -129,7 +129,7 @@ def sweep_form_ui(reader: str = "cnn") -> Optional[tuple]:
             st.info(tables.plain(note))
         return folder, Plan(task, base, {"lambda_p": sorted(values)}, list(range(seeds)))
     except RunNameError as e:
-        st.error(one_line(e))
+        st.error(error_text(e))
         return None
 
 
@@ -172,7 +172,7 @@ def import_run_ui(where=None) -> Optional[str]:
                 import_checkpoint(by_ext["safetensors"][0], by_ext["json"][0], name,
                                   history=(by_ext.get("jsonl") or [None])[0]))
     except USER_ERRORS as e:
-        box.error(one_line(e), icon=":material/error:")
+        box.error(error_text(e), icon=":material/error:")
         return None
     box.success(f"Imported as runs/{dest.name}; it is now in every model picker. {tables.plain(tables.renamed(name, dest.name))}")
     st.session_state["_imports"] = n + 1

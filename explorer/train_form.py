@@ -18,7 +18,7 @@ from . import tables
 from .forms import (LAMBDA_INPUT_LABELS, MAX_BATCH, MAX_HIDDEN, MAX_STEPS, READER_LABELS, READER_NOTE,
                     SIZE_HELP, all_presets, device_label, devices, preset_label, regulariser_choice)
 from .links import LP_HELP, LP_RANGE
-from .ui import one_line, remembered_lambda_p
+from .ui import error_text, remembered_lambda_p
 
 FIELDS = ("name", "lp", "beta", "reg", "lam_in", "reader", "n", "hidden", "batch", "lr", "epochs", "seconds", "rot",
           "preset", "seed", "device")
@@ -35,7 +35,7 @@ def saved_as(name: str, root=None) -> tuple:
     try:
         final = unused_name(root, name)
     except RunNameError as e:
-        return None, one_line(e)
+        return None, error_text(e)
     return final, tables.plain(tables.renamed(name, final))
 
 
@@ -136,5 +136,5 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
             sb.info(tables.plain(note))
         return (safe, cfg), settings
     except (RunNameError, ConfigError) as e:
-        sb.error(one_line(e))
+        sb.error(error_text(e))
         return None, settings

@@ -141,7 +141,7 @@ def compare_ui(entries: Sequence[ModelEntry], key: str = "compare_worth") -> Non
         try:
             got[e.name] = results(e)
         except ui.USER_ERRORS as err:            # its weights cannot be loaded: the others are still compared
-            st.error(f"{tables.plain(e.name)}: {ui.one_line(err)}", icon=":material/error:")
+            st.error(f"{tables.plain(e.name)}: {ui.error_text(err)}", icon=":material/error:")
     shown = [series(n, r) for n, r in got.items() if r is not None]
     if not shown:
         st.caption("No model to compare with a fixed depth and a confidence exit (MNIST models need the test set).")

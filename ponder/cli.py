@@ -33,8 +33,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # known failures get one line; see _one_line
-        msg = _one_line(e)
+    except Exception as e:  # known failures get one line; see _user_error
+        msg = _user_error(e)
         if msg is None:
             raise
         print(f"ponder: error: {msg}", file=sys.stderr)
@@ -42,7 +42,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def _one_line(e: Exception):
+def _user_error(e: Exception):
+    """A known failure's message on one line (a config, checkpoint, data, name or save error, an OS error, no such
+    device); None for anything else (a bug: its traceback is shown)."""
     from .files import SaveError
     from .store.card import CheckpointError
     from .data import DataError
@@ -115,7 +117,7 @@ def _train_into(args, cfg, out, created: bool) -> int:
                                  cancel=cancel, evaluate=not args.no_eval, rescue=True)
     except SaveError as e:                    # the save and the fallback save both failed
         _remove_if_empty(out, created)
-        print(f"ponder: error: {_one_line(e)}", file=sys.stderr)
+        print(f"ponder: error: {_user_error(e)}", file=sys.stderr)
         return 4
     except BaseException:
         _remove_if_empty(out, created)

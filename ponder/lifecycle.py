@@ -94,7 +94,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
         phase("loading data")
         data = load_data() if load_data is not None else task.load_data()
     phase("training")
-    result = train(cfg, mnist=data, callback=callback, cancel=cancel, on_phase=phase, on_model=on_model)
+    result = train(cfg, data=data, callback=callback, cancel=cancel, on_phase=phase, on_model=on_model)
     outcome = RunOutcome(result)
     if result.record.status == "cancelled" and result.record.steps == 0:
         outcome.problems.append("cancelled before the first step; nothing to save")

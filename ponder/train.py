@@ -130,7 +130,7 @@ def validation_accuracy(model: PonderNet, x: torch.Tensor, y: torch.Tensor, auto
 
 # ----------------------------------------------------------------------------- the loop
 
-def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], model: Optional[PonderNet]):
+def setup(cfg: TrainConfig, data: Optional[D.Mnist], data_dir: Optional[str], model: Optional[PonderNet]):
     """What every training loop starts from: (device, model on it in train mode, the task's batches, total steps).
     Validates cfg and seeds torch; builds the model from cfg when none is given."""
     validate(cfg)
@@ -140,9 +140,9 @@ def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], m
         model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p, cfg.lambda_input)
     model.to(device).train()
     task = get_task(cfg.task)
-    if task.uses_data and mnist is None:
-        mnist = task.load_data(data_dir)
-    batches = task.batches(cfg, device, mnist)
+    if task.uses_data and data is None:
+        data = task.load_data(data_dir)
+    batches = task.batches(cfg, device, data)
     return device, model, batches, max(1, math.ceil(cfg.epochs * batches.per_epoch))
 
 
@@ -197,14 +197,14 @@ def host_stop(cfg: TrainConfig, cancel: Optional[threading.Event], timer: StepTi
     return None
 
 
-def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[str] = None,
+def train(cfg: TrainConfig, data: Optional[D.Mnist] = None, data_dir: Optional[str] = None,
           callback: Optional[Callable[[Progress], None]] = None,
           cancel: Optional[threading.Event] = None, model: Optional[PonderNet] = None,
           on_phase: Optional[Callable[[str], None]] = None,
           on_model: Optional[Callable[[PonderNet], None]] = None) -> TrainResult:
     """Train a PonderNet. Returns the model (last good weights) and how training ended.
 
-    mnist:    the data set of a task that uses one (MNIST), from data_dir when not given; batches: Task.batches.
+    data:     the data set of a task that uses one (MNIST), from data_dir when not given; batches: Task.batches.
     cancel:   set it from another thread to stop after the current step ("cancelled"), or between the 1,000-sample
               chunks of an epoch-end validation pass; a cancelled run gets no final validation pass, so train()
               returns within one step of the cancel. A ponder.progress.Cancel also says why (its reason's start).
@@ -225,7 +225,7 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
     weight non-finite is undone from the snapshot taken at the last check that found the run
     healthy. On CUDA the step is captured in a CUDA graph and replayed (cfg.cuda_graph).
     """
-    device, model, batches, total = setup(cfg, mnist, data_dir, model)
+    device, model, batches, total = setup(cfg, data, data_dir, model)
     if on_model is not None:
         on_model(model)
     update = Update(cfg, model, device, *choose_step_mode(cfg, device))

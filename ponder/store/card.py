@@ -35,8 +35,11 @@ HISTORY_NUMBERS = ("step", "total_steps", "epoch", "loss", "rec", "reg", "accura
 _CARD_LOCK = threading.Lock()         # update_card is read-modify-write: one at a time in this process
 
 
-def one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or e.__class__.__name__
+def one_line(e, limit: Optional[int] = None) -> str:
+    """An error's message (or any text) on one line: its whitespace runs as one space, the exception's class name
+    when it says nothing, cut to `limit` characters with '…'."""
+    text = " ".join(str(e).split()) or e.__class__.__name__
+    return text if limit is None or len(text) <= limit else text[:limit - 1] + "…"
 
 
 def resolve_run_dir(path) -> Path:

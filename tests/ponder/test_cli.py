@@ -98,11 +98,11 @@ def test_cli_ctrl_c_cancels_and_saves(tmp_path, capsys, monkeypatch):
     from ponder import lifecycle
     real = lifecycle.train
 
-    def train_with_ctrl_c(cfg, mnist=None, callback=None, cancel=None, **kw):
+    def train_with_ctrl_c(cfg, data=None, callback=None, cancel=None, **kw):
         def cb(p):
             if p.step == 10:                       # progress is reported every 10 steps
                 os.kill(os.getpid(), signal.SIGINT)
-        return real(cfg, mnist=mnist, callback=cb, cancel=cancel, **kw)
+        return real(cfg, data=data, callback=cb, cancel=cancel, **kw)
     monkeypatch.setattr(lifecycle, "train", train_with_ctrl_c)
     out = tmp_path / "out"
     rc = main([*TRAIN, "--out", str(out), "--steps-per-epoch", "1000"])
@@ -117,11 +117,11 @@ def test_cli_second_ctrl_c_aborts_without_leaving_an_empty_folder(tmp_path, caps
     from ponder import lifecycle
     real = lifecycle.train
 
-    def train_ctrl_c_twice(cfg, mnist=None, callback=None, cancel=None, **kw):
+    def train_ctrl_c_twice(cfg, data=None, callback=None, cancel=None, **kw):
         def cb(p):
             if p.step in (10, 20):
                 os.kill(os.getpid(), signal.SIGINT)
-        return real(cfg, mnist=mnist, callback=cb, cancel=None, **kw)     # ignores the cancel flag
+        return real(cfg, data=data, callback=cb, cancel=None, **kw)     # ignores the cancel flag
     monkeypatch.setattr(lifecycle, "train", train_ctrl_c_twice)
     out = tmp_path / "out"
     rc = main([*TRAIN, "--out", str(out), "--steps-per-epoch", "1000"])

@@ -95,7 +95,7 @@ def test_mnist_weights_and_log_metrics_equal_the_per_step_sync_loop(mnist):
                       rotate_train=15.0, seed=1)
     model = tiny_model("mnist", max_steps=5)
     ref_w, ref_rows = reference_train(cfg, copy.deepcopy(model), mnist=small)
-    res = train(cfg, mnist=small, model=model)
+    res = train(cfg, data=small, model=model)
     assert res.record.status == "completed" and res.record.steps == n
     assert same_weights(weights(res.model), ref_w)
     assert [{k: r[k] for k in METRICS} for r in res.history] == ref_rows

@@ -25,7 +25,7 @@ def small_mnist(m, n_train=6000, n_val=500):
 
 def test_mnist_short_training_learns_and_evaluates(mnist):
     small = small_mnist(mnist)
-    res = train(TrainConfig(epochs=1, batch_size=64, device="cpu", max_steps=8, rotate_train=10.0), mnist=small)
+    res = train(TrainConfig(epochs=1, batch_size=64, device="cpu", max_steps=8, rotate_train=10.0), data=small)
     assert res.record.status == "completed"
     ev = measure_test(res.model, MNIST, small)
     assert ev.accuracy > 0.85 and ev.n == 1000 and ev.mode == "sample" and ev.split == "test"

@@ -309,3 +309,11 @@ def test_history_fields_that_nest_are_dropped(tiny_run):
                              + ', "y": {"a": 1}}\n')
     rows = read_history(d)
     assert rows == [{"step": 1, "loss": 0.5, "phase": "training"}] and pickle.loads(pickle.dumps(rows)) == rows
+
+
+def test_one_line_is_the_one_error_formatter():
+    # every layer's one-line error text: whitespace runs as one space, the class name for a silent error, and a
+    # limit that keeps the start and says it was cut
+    assert K.one_line(ValueError("bad\n  value\tthere")) == "bad value there"
+    assert K.one_line(KeyboardInterrupt()) == "KeyboardInterrupt"
+    assert K.one_line(OSError("x" * 600), 500) == "x" * 499 + "…" and len(K.one_line("y" * 400, 400)) == 400
