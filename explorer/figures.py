@@ -195,8 +195,7 @@ def _hist(history, key) -> tuple[np.ndarray, np.ndarray]:
 
 def training_fig(history: Sequence[dict], lambda_p: Optional[float] = None, n_steps: Optional[int] = None,
                  title: str = "", regulariser: str = "kl") -> go.Figure:
-    """Loss terms (total, reconstruction, KL in the run's direction), accuracy and mean halting step against
-    training step."""
+    """Loss terms (total, reconstruction, the run's regulariser), accuracy and mean halting step by training step."""
     kl = REGULARISERS[regulariser].label if regulariser in REGULARISERS else regulariser   # as named if unknown
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
                         subplot_titles=("loss (log scale)", "accuracy", "mean halting step E[n]"))
