@@ -41,11 +41,11 @@ class Trial:
 
     @property
     def steps(self) -> int:
-        return self.record.steps if self.record else 0
+        return (self.record.steps or 0) if self.record else 0          # a card may not say (None)
 
     @property
     def seconds(self) -> float:     # training time
-        return self.record.train_seconds if self.record else 0.0
+        return (self.record.train_seconds or 0.0) if self.record else 0.0
 
     @property
     def device(self) -> str:        # where it trained, e.g. "cpu" or the GPU's name
