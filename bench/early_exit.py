@@ -181,7 +181,7 @@ def run(cfg: EarlyExitConfig, mnist=None, data_dir: Optional[str] = None, out=No
     models = []
     for name in cfg.models:
         ck = load_checkpoint(common.ASSETS / name)
-        models.append((name, ck.model, {"card_mean_steps": ck.card.get("metrics", {}).get("test", {}).get("mean_steps")}))
+        models.append((name, ck.model, {"card_mean_steps": ck.record.test.mean_steps}))
     if cfg.synthetic_steps:
         base = load_checkpoint(common.ASSETS / "mnist-default").model
         shifted, delta, got = shift_to_mean_steps(base, x_all[:1000], cfg.synthetic_steps, cfg.seed)

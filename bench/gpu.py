@@ -164,7 +164,7 @@ def run(cfg: GpuConfig, mnist=None, data_dir: Optional[str] = None, out=None, qu
         points.append({"step": step, "train_seconds": secs,
                        "test_accuracy": evaluate(model, x, y, "sample", seed=cfg.seed, by_class=False)["accuracy"]})
     final = evaluate(res.model, x, y, "sample", seed=cfg.seed, by_class=False)["accuracy"]
-    points.append({"step": res.steps, "train_seconds": res.seconds - overhead, "test_accuracy": final, "final": True})
+    points.append({"step": res.record.steps, "train_seconds": res.record.train_seconds - overhead, "test_accuracy": final, "final": True})
     hit = next((p for p in points if p["test_accuracy"] >= TARGET_ACCURACY), None)
     results = {
         "side_by_side": sbs,
@@ -175,7 +175,7 @@ def run(cfg: GpuConfig, mnist=None, data_dir: Optional[str] = None, out=None, qu
             "target_accuracy": TARGET_ACCURACY, "target_seconds": TARGET_SECONDS, "reached": hit is not None,
             "seconds_to_target": hit["train_seconds"] if hit else None, "step_at_target": hit["step"] if hit else None,
             "met": hit is not None and hit["train_seconds"] <= TARGET_SECONDS, "final_accuracy": final,
-            "train_seconds": res.seconds, "steps": res.steps, "status": res.status, "reason": res.reason,
+            "train_seconds": res.record.train_seconds, "steps": res.record.steps, "status": res.record.status, "reason": res.record.reason,
             "step_mode": res.step_mode, "step_mode_reason": res.step_mode_reason,
             "snapshot_overhead_seconds": overhead, "train_config": tcfg.to_dict(), "curve": points,
         },

@@ -85,7 +85,8 @@ def measure(args, mnist) -> None:
     if "budget" not in args.skip:
         r = timed_run(train_config(args.task, max_seconds=args.budget, device="cpu"), mnist)
         res, m = r["outcome"].result, r["marks"]
-        print(f"[budget {args.budget:g} s] {res.steps} steps, training seconds reported {res.seconds:.2f}, "
+        print(f"[budget {args.budget:g} s] {res.record.steps} steps, training seconds reported "
+              f"{res.record.train_seconds:.2f}, "
               f"whole job {m['end']:.2f} s; phases at " + ", ".join(f"{k} {v:.2f}" for k, v in m.items()))
         print("  estimates: " + " | ".join(row["eta"] for row in r["rows"]))
         print(f"  reason: {r['outcome'].reason}")
@@ -93,7 +94,7 @@ def measure(args, mnist) -> None:
         r = timed_run(train_config(args.task, device="cpu"), mnist, cancel_after=args.cancel_after)
         m = r["marks"]
         ret = m.get("saving", m["end"]) - m["cancel"]
-        print(f"[cancel after {args.cancel_after:g} s] {r['outcome'].result.steps} steps; cancel.set() -> train() "
+        print(f"[cancel after {args.cancel_after:g} s] {r['outcome'].result.record.steps} steps; cancel.set() -> train() "
               f"returned {ret:.2f} s; -> job done {m['end'] - m['cancel']:.2f} s; phases at "
               + ", ".join(f"{k} {v:.2f}" for k, v in m.items()))
     print(f"load average {os.getloadavg()[0]:.2f}")

@@ -126,7 +126,7 @@ def op_table(cfg: ProfileConfig, mnist) -> list:
 
     torch.manual_seed(cfg.seed)
     model = build_model("mnist", model_config(tcfg), cfg.max_steps, tcfg.lambda_p)
-    train(tcfg, mnist=mnist, callback=on_progress, cancel=cancel, model=model)
+    train(tcfg, data=mnist, callback=on_progress, cancel=cancel, model=model)
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events) or 1.0
     rows = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:cfg.top]

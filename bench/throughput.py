@@ -143,9 +143,9 @@ def time_train(cfg: TrainConfig, mnist, model: PonderNet, warm: int, steps: int)
         if p.step >= warm + steps:
             cancel.set()
 
-    res = train(cfg, mnist=mnist, callback=on_progress, cancel=cancel, model=model)
+    res = train(cfg, data=mnist, callback=on_progress, cancel=cancel, model=model)
     if warm + steps not in marks or warm not in marks:
-        raise RuntimeError(f"training stopped early ({res.status}: {res.reason})")
+        raise RuntimeError(f"training stopped early ({res.record.status}: {res.record.reason})")
     return marks[warm + steps] - marks[warm], res
 
 

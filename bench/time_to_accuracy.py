@@ -65,10 +65,10 @@ def train_with_snapshots(tcfg: TrainConfig, mnist, snapshot_every: float):
             snaps.append((p.step, train_s, state))
         copies.append((p.elapsed, time.perf_counter() - t0))
 
-    res = train(tcfg, mnist=mnist, callback=on_progress, model=model)
-    # the copies inside the training loop's clock (res.seconds); the final report comes after the loop
-    # stopped its clock (its elapsed is res.seconds), so its copy is not in res.seconds
-    return res, snaps, sum(c for e, c in copies if e < res.seconds)
+    res = train(tcfg, data=mnist, callback=on_progress, model=model)
+    # the copies inside the training loop's clock (res.record.train_seconds); the final report comes after the loop
+    # stopped its clock (its elapsed is res.record.train_seconds), so its copy is not in res.record.train_seconds
+    return res, snaps, sum(c for e, c in copies if e < res.record.train_seconds)
 
 
 def run(cfg: TimeToAccuracyConfig, mnist=None, data_dir: Optional[str] = None, out=None, quick: bool = False) -> dict:
@@ -80,7 +80,7 @@ def run(cfg: TimeToAccuracyConfig, mnist=None, data_dir: Optional[str] = None, o
         over["epochs"] = cfg.epochs
     tcfg = train_config("mnist", **over)
     res, snaps, overhead = train_with_snapshots(tcfg, mnist, cfg.snapshot_every)
-    print(f"  trained {res.steps} steps in {res.seconds:.1f} s ({res.status}{': ' + res.reason if res.reason else ''}); "
+    print(f"  trained {res.record.steps} steps in {res.record.train_seconds:.1f} s ({res.record.status}{': ' + res.record.reason if res.record.reason else ''}); "
           f"{len(snaps)} snapshots, copies took {overhead * 1000:.0f} ms")
 
     dev = torch.device(res.device)
@@ -94,7 +94,7 @@ def run(cfg: TimeToAccuracyConfig, mnist=None, data_dir: Optional[str] = None, o
         points.append({"step": step, "train_seconds": secs, "test_accuracy": acc})
     final = evaluate(res.model, x, y, cfg.mode, seed=cfg.seed, by_class=False)
     t_eval = time.perf_counter() - t_eval
-    points.append({"step": res.steps, "train_seconds": res.seconds - overhead, "test_accuracy": final["accuracy"],
+    points.append({"step": res.record.steps, "train_seconds": res.record.train_seconds - overhead, "test_accuracy": final["accuracy"],
                    "final": True})
     hit = next((p for p in points if p["test_accuracy"] >= cfg.target), None)
     after = [p for p in points if hit is not None and p["train_seconds"] >= hit["train_seconds"]]
@@ -108,9 +108,9 @@ def run(cfg: TimeToAccuracyConfig, mnist=None, data_dir: Optional[str] = None, o
         "stays_above_after": all(p["test_accuracy"] >= cfg.target for p in after) if hit else None,
         "met": hit is not None and hit["train_seconds"] <= TARGET_SECONDS,
         "final_accuracy": final["accuracy"], "final_mean_steps": final["mean_steps"],
-        "train_seconds": res.seconds, "snapshot_overhead_seconds": overhead, "steps": res.steps,
-        "status": res.status, "reason": res.reason, "eval_images": n, "eval_seconds": t_eval,
-        "images_per_second": res.steps * tcfg.batch_size / res.seconds if res.seconds > 0 else None,
+        "train_seconds": res.record.train_seconds, "snapshot_overhead_seconds": overhead, "steps": res.record.steps,
+        "status": res.record.status, "reason": res.record.reason, "eval_images": n, "eval_seconds": t_eval,
+        "images_per_second": res.record.steps * tcfg.batch_size / res.record.train_seconds if res.record.train_seconds > 0 else None,
         "train_config": tcfg.to_dict(), "curve": points,
     }
     common.print_table(["step", "train s", "test accuracy"],

@@ -28,11 +28,11 @@ def measure(task: str) -> dict:
         job = JobRegistry().submit("bench", [(f"{task}-defaults", cfg)], root=runs)
         job.join()
         run = job.snapshot().runs[0]
-        test = (run.metrics or {}).get("test", {})
+        test = run.record.test
         planned = run.progress[-1]["total_steps"] if run.progress else None
-        return dict(task=task, wall_s=round(time.time() - t0, 1), train_s=round(run.seconds, 1), steps=run.steps,
+        return dict(task=task, wall_s=round(time.time() - t0, 1), train_s=round(run.record.train_seconds, 1), steps=run.steps,
                     planned_steps=planned, status=run.status,
-                    reason=run.reason, test_accuracy=test.get("accuracy"), test_n=test.get("n"),
+                    reason=run.record.reason, test_accuracy=test.accuracy, test_n=test.n,
                     load_before=round(load0, 2), load_after=round(os.getloadavg()[0], 2))
 
 

@@ -72,10 +72,10 @@ def measure_one(over: dict, reset_peak: bool = False) -> dict:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")                                            # VmHWM := VmRSS
     before = status_bytes("VmRSS")
-    res = train(cfg, mnist=mnist)
+    res = train(cfg, data=mnist)
     peak = status_bytes("VmHWM") if reset_peak else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     est = estimate(cfg)
-    return dict(config=over, steps=res.steps, before=before, peak=peak, measured=peak - before,
+    return dict(config=over, steps=res.record.steps, before=before, peak=peak, measured=peak - before,
                 estimated=est.total - est.data, parts=est.parts())
 
 

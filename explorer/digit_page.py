@@ -6,6 +6,7 @@ from typing import Optional, Sequence
 
 import streamlit as st
 
+from ponder.store.record import RunRecord
 from ponder.store.runs import ModelEntry
 from ponder.analysis.studies import Trace, trace_input
 from ponder.tasks import step_meaning
@@ -16,10 +17,10 @@ from .ood import unlike_digits
 NO_SECOND = "—"
 
 
-def intro_ui(card: dict, name: str) -> None:
-    """What PonderNet is in two sentences, what a step is for the model shown (from its card: Task.step_meaning),
+def intro_ui(record: RunRecord, name: str) -> None:
+    """What PonderNet is in two sentences, what a step is for the model shown (from its record: Task.step_meaning),
     and what to look at (collapsed after the first look)."""
-    meaning, caveat = step_meaning(card)
+    meaning, caveat = step_meaning(record)
     st.markdown("**PonderNet** runs one step of a network again and again; after each step n it halts with "
                 "probability λ_n and answers, so it can think longer about some inputs than others. Give it a "
                 f"digit and watch when it stops. **A step** of {tables.plain(name)}: {meaning}.")

@@ -4,7 +4,8 @@ st.cache_data keeps a result for the life of the server process; the measurement
 Parity and "worth it?" charts take seconds to tens of seconds on a busy CPU, so each is also written
 here once: one JSON file per (study, model, settings) under <runs folder>/.cache/studies/ (a hidden
 folder, which the run listings skip). The key holds the run folder, its file stamp (mtime and size of
-the weights and the card: a run saved again is measured again), the study's settings and VERSION.
+the weights and the card: a run saved again is measured again), the study's settings and SCHEMA, a hash of the
+test measurement's fields (ponder.analysis.metrics.TestMetrics): a new field measures every model again.
 The measurement itself runs with one torch thread: on a loaded 2-core machine two threads wait on each
 other (200 images × 16 rotations took 8.0 s with two, 0.3 s with one).
 A file that cannot be read or parsed, or whose key differs, is ignored and the result recomputed;
@@ -17,11 +18,12 @@ import json
 from pathlib import Path
 from typing import Callable, Optional
 
+from ponder.analysis.metrics import schema
 from ponder.training.progress import intra_op_threads
 from ponder.journal import atomic_write_bytes
 from ponder.store.runs import runs_root
 
-VERSION = 1        # raised when a study's measurement changes, so no older result is shown
+SCHEMA = schema()  # the test measurement's schema: a result kept under another one is measured again
 STUDY_THREADS = 1  # torch intra-op threads a measurement runs with
 MAX_FILES = 200    # results kept (the newest; a 2,000-image rotation study is about 1 MB)
 MAX_BYTES = 64 * 2**20   # and at most this many bytes of them: any visitor can ask for studies with new settings
@@ -32,7 +34,7 @@ def folder() -> Path:
 
 
 def key_of(study: str, path: str, file_stamp: tuple, settings: dict) -> dict:
-    return {"version": VERSION, "study": study, "model": str(Path(path).resolve()),
+    return {"schema": SCHEMA, "study": study, "model": str(Path(path).resolve()),
             "stamp": list(file_stamp), "settings": settings}
 
 

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ponder.analysis.studies import prior_mean
+from ponder.losses import REGULARISERS
 
 from .style import (CORRECT_COLOR, HEIGHT, LEARNED_COLOR, NEUTRAL_COLOR, PALETTE, PRIOR_COLOR, arr, count_axis,
                     halt_marker, layout, log_ticks, prior_trace, rule, set_layout, step_axis, step_cursor, step_dtick, steps,
@@ -194,9 +195,8 @@ def _hist(history, key) -> tuple[np.ndarray, np.ndarray]:
 
 def training_fig(history: Sequence[dict], lambda_p: Optional[float] = None, n_steps: Optional[int] = None,
                  title: str = "", regulariser: str = "kl") -> go.Figure:
-    """Loss terms (total, reconstruction, KL in the run's direction), accuracy and mean halting step against
-    training step."""
-    kl = {"kl-reverse": "KL(p_G‖p)", "kl-both": "KL(p‖p_G) + KL(p_G‖p)"}.get(regulariser, "KL(p‖p_G)")
+    """Loss terms (total, reconstruction, the run's regulariser), accuracy and mean halting step by training step."""
+    kl = REGULARISERS[regulariser].label if regulariser in REGULARISERS else regulariser   # as named if unknown
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
                         subplot_titles=("loss (log scale)", "accuracy", "mean halting step E[n]"))
     few = len([h for h in history if isinstance(h, dict)]) < 30      # markers, so a first point shows

@@ -8,7 +8,8 @@ from typing import Optional
 import streamlit as st
 import torch
 
-from ponder.config import REGULARISERS, ConfigError, TrainConfig
+from ponder.config import ConfigError, TrainConfig
+from ponder.losses import REGULARISERS, regulariser_help
 from ponder.tasks import TASKS, get_task, train_config, validate
 from ponder.tasks.mnist import MNIST_READERS
 from ponder.store.manage import import_zip
@@ -18,7 +19,7 @@ from ponder.sweeps.plan import Plan
 from ponder.training.loop import trains_on
 
 from . import tables
-from .ui import USER_ERRORS, one_line
+from .ui import USER_ERRORS, error_text
 
 
 # ----------------------------------------------------------------------------- training forms
@@ -64,10 +65,13 @@ def preset_label(name: str) -> str:
 MAX_STEPS, MAX_HIDDEN, MAX_BATCH = IMPORT_MAX_STEPS, IMPORT_MAX_HIDDEN, 512   # an import is held to the same sizes
 SIZE_HELP = "The form's limits keep a run under ~2.5 GB of memory; a run that does not fit in the memory free now is refused."
 
-REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G ‖ p), reverse",
-                      "kl-both": "both: their sum"}
-REGULARISER_HELP = ("KL(p ‖ p_G), the paper's, lets p ≈ 0 on early steps (mode-seeking); KL(p_G ‖ p) keeps weight "
-                    "on every step (mass-covering); both adds the two, KL(p ‖ p_G) + KL(p_G ‖ p).")
+
+
+def regulariser_choice(name: str) -> str:
+    """A regulariser as a form's choice shows it (ponder.losses.REGULARISERS)."""
+    return REGULARISERS[name].choice
+
+
 LAMBDA_INPUT_LABELS = {"hidden": "h (the paper's)", "confidence": "h + answer's confidence"}   # fit the sidebar
 READER_LABELS = {"rows": "rows: 2 more each step", "coarse": "coarse to fine",      # fit the sidebar's box
                  "cnn": "cnn: whole image", "recall": "recall: whole image, more"}
@@ -91,8 +95,8 @@ def sweep_form_ui(reader: str = "cnn") -> Optional[tuple]:
         preset = t2.selectbox("Parity preset", presets, index=presets.index(TrainConfig().parity_preset),
                               key="sw_preset", format_func=preset_label,
                               help="Parity only. The video seed swept λp 0.1–0.9 on its n = 15 (video-15).")
-        reg = t3.selectbox("Regulariser", REGULARISERS, key="sw_reg", format_func=REGULARISER_LABELS.get,
-                           help=REGULARISER_HELP)
+        reg = t3.selectbox("Regulariser", list(REGULARISERS), key="sw_reg", format_func=regulariser_choice,
+                           help=regulariser_help())
         read = t4.selectbox("What each step sees (MNIST)", MNIST_READERS, index=MNIST_READERS.index(reader),
                             key="sw_reader", format_func=READER_LABELS.get,
                             help=f"MNIST only. The default is the shipped sweep's reader ({READER_LABELS[reader]}), "
@@ -125,7 +129,7 @@ def sweep_form_ui(reader: str = "cnn") -> Optional[tuple]:
             st.info(tables.plain(note))
         return folder, Plan(task, base, {"lambda_p": sorted(values)}, list(range(seeds)))
     except RunNameError as e:
-        st.error(one_line(e))
+        st.error(error_text(e))
         return None
 
 
@@ -168,7 +172,7 @@ def import_run_ui(where=None) -> Optional[str]:
                 import_checkpoint(by_ext["safetensors"][0], by_ext["json"][0], name,
                                   history=(by_ext.get("jsonl") or [None])[0]))
     except USER_ERRORS as e:
-        box.error(one_line(e), icon=":material/error:")
+        box.error(error_text(e), icon=":material/error:")
         return None
     box.success(f"Imported as runs/{dest.name}; it is now in every model picker. {tables.plain(tables.renamed(name, dest.name))}")
     st.session_state["_imports"] = n + 1

@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 import streamlit as st
 
+from ponder.store.record import RunRecord
 from ponder.analysis.unroll import near_chance
 from ponder.tasks import TASKS
 from ponder.store.runs import SWEEP
@@ -102,23 +103,24 @@ def saved_where(run: RunState) -> str:
 
 def run_result_ui(run: RunState) -> None:
     where = saved_where(run)
-    t = (run.metrics or {}).get("test", {})
-    acc = (f" Test accuracy {t['accuracy']:.2%} on {t.get('n', '?')} samples, mean halting step "
-           f"{t['mean_steps']:.2f}." if t.get("accuracy") is not None else "")
+    rec = run.record or RunRecord(train={}, reason="", train_seconds=0.0)   # an ended run has its record
+    t = rec.test
+    acc = (f" Test accuracy {t.accuracy:.2%} on {t.n or '?'} samples, mean halting step "
+           f"{t.mean_steps:.2f}." if t.accuracy is not None else "")
     budget = run.config.max_seconds if run.config is not None else None
-    head = (f"**{plain(run.name)}**: {run.steps:,} steps in {_fmt_s(run.seconds)} of training"
+    head = (f"**{plain(run.name)}**: {run.steps:,} steps in {_fmt_s(rec.train_seconds)} of training"
             f"{f' (budget {_fmt_s(budget)})' if budget else ''}.")
-    reason = plain(run.reason)
+    reason = plain(rec.reason)
     task = run.config.task if run.config is not None else ""
-    if run.status == "completed" and near_chance(task, t.get("accuracy")):
+    if run.status == "completed" and near_chance(task, t.accuracy):
         advice = (f"its time budget ended it after {run.steps:,} steps: give it more time (or fewer epochs' worth of "
-                  "work)" if "time budget" in run.reason else "try a smaller learning rate or β")
+                  "work)" if "time budget" in rec.reason else "try a smaller learning rate or β")
         st.warning(f"{head} Completed, but it **learned nothing**: its test accuracy is at chance level "
                    f"({TASKS[task].chance:.0%} by guessing); {advice}.{acc}{where}")
     elif run.status == "completed":
         st.success(f"{head} Completed{' (' + reason + ')' if reason else ''}.{acc}{where}")
     elif run.status == "cancelled" and not run.steps:
-        who = " from another session" if "another session" in run.reason else ""
+        who = " from another session" if "another session" in rec.reason else ""
         st.info(f"**{plain(run.name)}** was cancelled{who} before its first training step, so there is nothing "
                 f"to save.")
     elif run.status == "cancelled":

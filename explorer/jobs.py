@@ -22,7 +22,6 @@ import copy
 import os
 import threading
 import time
-import traceback
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Callable, Optional, Sequence
 
 from ponder.training import lifecycle
 from ponder.config import TrainConfig
-from ponder.store.card import CARD, WEIGHTS
+from ponder.store.card import CARD, WEIGHTS, one_line
 from ponder.store.record import RunRecord, new_record
 from ponder.store.runs import new_run_dir
 from ponder.sweeps.run import run_sweep
@@ -42,6 +41,7 @@ from .limits import StopFlag, job_threads_from_env
 from .watch import MAX_SNAPSHOTS, Watcher
 
 ACTIVE = ("queued", "running")
+MAX_REASON = 500                          # characters of an error kept as a run's reason
 EVAL_LIMIT = lifecycle.QUICK_TEST_ITEMS   # test images (or parity problems) measured when a run is saved
 
 
@@ -61,22 +61,10 @@ class RunState:
     watched: list = field(default_factory=list)    # the watched input as training went: explorer.watch snapshots
 
     @property
-    def reason(self) -> str:        # why it ended that way (time budget, cancel, NaN loss, error)
-        return self.record.reason if self.record else ""
-
-    @property
     def steps(self) -> int:         # optimiser steps: the record's, or the last progress report's while training
         if self.record:
             return self.record.steps
         return self.progress[-1]["step"] if self.progress else 0
-
-    @property
-    def seconds(self) -> float:     # training seconds
-        return self.record.train_seconds if self.record else 0.0
-
-    @property
-    def metrics(self) -> Optional[dict]:   # the card's metrics ({'test': ...}); None until measured
-        return (self.record.metrics or None) if self.record else None
 
     @property
     def partial(self) -> bool:
@@ -209,12 +197,12 @@ class Job:
                                  on_phase=lambda ph: self._set(run, phase=ph), eval_limit=self.eval_limit,
                                  rescue=True)
         except OSError as e:                        # SaveError: the runs folder and the fallback both failed
-            self._fail(run, "failed", f"could not save the run: {_one_line(e)}", time.time() - t0)
+            self._fail(run, "failed", f"could not save the run: {one_line(e, MAX_REASON)}", time.time() - t0)
             return
         except Exception as e:                      # bad device, missing data, out of memory, ...
-            self._fail(run, "failed", _one_line(e), time.time() - t0)
+            self._fail(run, "failed", one_line(e, MAX_REASON), time.time() - t0)
             return
-        reason = done.reason or ("cancelled" if done.status == "cancelled" else "")
+        reason = done.reason or ("cancelled" if done.record.status == "cancelled" else "")
         self._end(run, done.record.completed(reason=reason), run_dir=str(done.run_dir) if done.run_dir else None,
                   saved_elsewhere=bool(done.saved_elsewhere), run_key=saved_key(done.run_dir))
 
@@ -248,7 +236,7 @@ class Job:
         except Exception as e:                      # the sweep folder cannot be written, ...
             for run in self.runs:
                 if run.status in ACTIVE:
-                    self._fail(run, "failed", _one_line(e))
+                    self._fail(run, "failed", one_line(e, MAX_REASON))
             return
         for t in trials:
             if t.resumed:
@@ -285,10 +273,3 @@ def where_now(run: RunState) -> tuple:
     except OSError:
         pass
     return None, "replaced" if (path / CARD).is_file() else "deleted"
-
-
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split()) or e.__class__.__name__
-    if not str(e).strip():
-        text = e.__class__.__name__ + ": " + (traceback.format_exception_only(e)[-1].strip())
-    return text[:500]

@@ -11,9 +11,9 @@ from typing import Optional
 
 import streamlit as st
 
-from ponder.store.card import CARD, WEIGHTS, read_history, test_metrics as card_test_metrics
+from ponder.analysis.metrics import TestMetrics
+from ponder.store.card import CARD, WEIGHTS, read_history
 from ponder.store.checkpoint import Checkpoint, load_checkpoint
-from ponder.config import TrainConfig
 from ponder.training.lifecycle import QUICK_TEST_ITEMS, card_metrics, measure
 from ponder.training.memory import measure_batch
 from ponder.tasks import get_task
@@ -61,7 +61,7 @@ def models(task: Optional[str] = None) -> list:
     """The user's runs (newest first) then the shipped models, listed again whenever a card or a folder
     changed (ponder.store.runs.models_stamp), so a finished job appears at once; a page run that asks three times
     (the link check, the picker, a second picker) reads the cards once."""
-    entries = [e for e in _models(models_stamp()) if task is None or e.card["train"]["task"] == task]
+    entries = [e for e in _models(models_stamp()) if task is None or e.record.task == task]
     return [e for e in entries if e.source != "shipped"] + [e for e in entries if e.source == "shipped"]
 
 
@@ -153,8 +153,8 @@ def pondering_gallery(path: str, file_stamp: tuple, limit: int = 2000, k: int = 
 def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int) -> dict:
     def compute():
         ck = _checkpoint(path, file_stamp)
-        n = ck.card["model"]["n_elems"]
-        preset = fitted_preset(ck.card.get("train", {}).get("parity_preset"), n)
+        n = ck.record.model["n_elems"]
+        preset = fitted_preset(ck.record.train.get("parity_preset"), n)
         res = parity_study(ck.model, n, parity_sets(preset), size, mode, seed)
         res["train_k"] = list(preset["train_k"])
         return res
@@ -162,21 +162,20 @@ def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int
 
 
 @st.cache_data(max_entries=64, show_spinner="Measuring the model on test data (cached afterwards)…")
-def measured_metrics(path: str, file_stamp: tuple, limit: int = QUICK_TEST_ITEMS) -> dict:
+def measured_metrics(path: str, file_stamp: tuple, limit: int = QUICK_TEST_ITEMS) -> TestMetrics:
     """Test metrics for a run whose card has none (e.g. an imported one), as ponder.training.lifecycle measures
-    a run (the first `limit` test items), less the breakdowns. {} if it cannot be measured here."""
+    a run (the first `limit` test items), less the breakdowns. Empty if it cannot be measured here."""
     ck = _checkpoint(path, file_stamp)
-    cfg = TrainConfig.from_dict(ck.card["train"])
     data = task_data(ck.task)
     if get_task(ck.task).uses_data and data is None:
-        return {}
-    return card_metrics(measure(ck.model, cfg, data, limit))["test"]
+        return TestMetrics()
+    return TestMetrics.from_dict(card_metrics(measure(ck.model, ck.record.config, data, limit))["test"])
 
 
-def test_metrics(entry: ModelEntry) -> dict:
+def test_metrics(entry: ModelEntry) -> TestMetrics:
     """The card's test metrics, or measured now (cached) when the card has none."""
-    t = card_test_metrics(entry.card)
-    if t.get("halting_distribution"):
+    t = entry.record.test
+    if t.charted:
         return t
     return measured_metrics(str(entry.path), stamp(entry.path))
 

@@ -8,7 +8,6 @@ from typing import Optional, Sequence
 
 import streamlit as st
 
-from ponder.store.card import test_metrics
 from ponder.store.runs import ModelEntry
 from ponder.tasks import TASKS
 
@@ -19,12 +18,10 @@ from .ui import user_errors
 # ----------------------------------------------------------------------------- models and runs
 
 def entry_label(e: ModelEntry) -> str:
-    c = e.card
-    t = test_metrics(c)
-    status = c.get("status", "")
-    mark = {"cancelled": " · partial (cancelled)", "failed": " · FAILED"}.get(status, "")
-    acc = f" · {t['accuracy']:.1%}" if t.get("accuracy") is not None else ""
-    return f"{e.name} · λp {c['train']['lambda_p']:g}{acc}{mark}"
+    r, t = e.record, e.record.test
+    mark = {"cancelled": " · partial (cancelled)", "failed": " · FAILED"}.get(r.status, "")
+    acc = f" · {t.accuracy:.1%}" if t.accuracy is not None else ""
+    return f"{e.name} · λp {r.lambda_p:g}{acc}{mark}"
 
 
 def _initial(names: Sequence[str], mem_key: str, default: Optional[str]) -> str:
@@ -62,21 +59,22 @@ def model_picker_ui(task: Optional[str] = None, label: str = "Model") -> Optiona
     st.session_state[wkey] = chosen
     current = by[chosen]
     name = st.sidebar.selectbox(label, list(by), key=wkey, format_func=lambda n: entry_label(by[n]),
-                                help=f"**{tables.plain(current.name)}**\n\n" + tables.describe_card(current.card))
+                                help=f"**{tables.plain(current.name)}**\n\n" + tables.describe_run(current.record))
     st.session_state[mem] = name
     st.query_params["model"] = name
     entry = by[name]
-    tr = entry.card.get("train", {})
-    settings = tables.task_settings(entry.card)
+    r = entry.record
+    tr = r.train
+    settings = tables.task_settings(r)
     head = tables.lambda_input_name(tr)                   # said when it is not the paper's (h alone)
     # the picker cuts a long name at the sidebar's width: the caption under it says it whole (and wraps)
-    st.sidebar.caption(f"**{tables.plain(entry.name)}** · {entry.source} · {entry.card['train']['task']}"
+    st.sidebar.caption(f"**{tables.plain(entry.name)}** · {entry.source} · {r.task}"
                        f"{f' · {settings}' if settings else ''} · "
-                       f"λp {entry.card['train']['lambda_p']:g} · {tables.steps_setting(tr)} · β {tr.get('beta')} · "
+                       f"λp {r.lambda_p:g} · {tables.steps_setting(tr)} · β {tr.get('beta')} · "
                        f"{tables.regulariser_name(tr)} · {f'λ head reads {head} · ' if head != 'h' else ''}"
                        "the (?) shows its full config")
-    if entry.card.get("status") in ("cancelled", "failed"):
-        st.sidebar.warning(f"Partial run ({entry.card['status']}): {tables.plain(entry.card.get('reason') or 'no reason given')}")
+    if r.partial:
+        st.sidebar.warning(f"Partial run ({r.status}): {tables.plain(r.reason or 'no reason given')}")
     return entry
 
 
@@ -267,8 +265,8 @@ def rotation_ui(key: str = "angle") -> float:
 def rotated_model_hint_ui(entry, task: str) -> None:
     """A button to study a model trained on rotated digits, when the one picked saw none (the picked model is
     shared by every page, so it is suggested, not switched)."""
-    rotated = {e.name: float(e.card["train"]["rotate_train"]) for e in loaders.models(task)
-               if isinstance(e.card.get("train"), dict) and (e.card["train"].get("rotate_train") or 0) > 0}
+    rotated = {e.name: float(e.record.train["rotate_train"]) for e in loaders.models(task)
+               if (e.record.train.get("rotate_train") or 0) > 0}
     if rotated and entry.name not in rotated:
         name, deg = next(iter(rotated.items()))
         st.info(f"{entry.name} saw no rotated digits in training; {name} was trained on digits rotated by up to "

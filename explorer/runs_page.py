@@ -9,6 +9,7 @@ import streamlit as st
 
 from ponder.store.manage import delete_run, delete_sweep
 from ponder.store.runs import run_identity
+from ponder.store.record import RunRecord
 from ponder.store.runs import ModelEntry, runs_root
 
 from . import tables
@@ -114,7 +115,8 @@ def unreadable_ui(problems: list) -> Optional[tuple[str, str]]:
         name = st.selectbox("Unreadable run", names, key="runs_bad_pick",
                             format_func=lambda n: f"the sweep {n} (it holds an unreadable run)" if n.endswith("/") else n)
         folder = name.split("/", 1)[1]
-        entry = ModelEntry(name=name, path=runs_root() / folder.rstrip("/"), source="run", card={})
+        entry = ModelEntry(name=name, path=runs_root() / folder.rstrip("/"), source="run",
+                           record=RunRecord(train={}))       # its card cannot be read: an empty record
         what = (f"the sweep {name} and all its trials for good?" if folder.endswith("/") else
                 f"{name} for good? Its files are removed, whatever they hold.")
         shown = delete_ui(entry, "Delete the unreadable run…" if not folder.endswith("/") else "Delete the sweep…",

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from ponder.store.card import CheckpointError, test_metrics
+from ponder.analysis.metrics import TestMetrics
+from ponder.store.card import CheckpointError
 from ponder.config import ConfigError
 from ponder.sweeps.record import SweepError, SweepRecord, read_sweep
 from ponder.store.runs import list_sweeps
-from ponder.tasks import step_meaning
+from ponder.tasks import get_task
 
 from . import loaders, study_figures, tables
 from .job_views import run_name
@@ -23,13 +24,13 @@ def job_sweep_rows(view: JobView) -> list:
     rows = []
     for run in view.runs:
         now = where_now(run)[0] if run.run_dir else None      # None: deleted since it was saved
-        card = run.record.to_card() if run.record is not None and now is not None else None
+        record = run.record if now is not None else None
         status = run.status if not run.run_dir or now is not None else "deleted"
         if status == "running":
             last = run.progress[-1] if run.progress else None
             status = f"running {last['fraction']:.0%}" if last else "running"
-        row = tables.sweep_row(run_name(str(now)) if now is not None else run.name, card,
-                                status=status, reason=run.reason, lambda_p=run.config.lambda_p,
+        row = tables.sweep_row(run_name(str(now)) if now is not None else run.name, record,
+                                status=status, reason=run.record.reason if run.record else "", lambda_p=run.config.lambda_p,
                                 train=dict(task=run.config.task, reader=run.config.reader))
         rows.append(row)
     return rows
@@ -40,15 +41,13 @@ def entry_sweep_rows(entries, measure: bool = True) -> list:
     else shown without numbers."""
     rows = []
     for e in entries:
-        card = dict(e.card)
-        card.setdefault("metrics", {})
+        record = e.record
         try:
-            t = loaders.test_metrics(e) if measure and card.get("status") != "failed" else test_metrics(card)
+            t = loaders.test_metrics(e) if measure and record.status != "failed" else record.test
         except (CheckpointError, ConfigError, OSError) as err:       # a run that cannot be loaded any more
-            card.update(status="failed", reason=" ".join(str(err).split()))
-            t = {}
-        card["metrics"] = {**(card["metrics"] if isinstance(card["metrics"], dict) else {}), "test": t}
-        rows.append(tables.sweep_row(e.name, card))
+            record = record.completed(status="failed", reason=" ".join(str(err).split()))
+            t = TestMetrics()
+        rows.append(tables.sweep_row(e.name, record, test=t))
     return rows
 
 
@@ -84,7 +83,7 @@ def folder_sweep_ui(folder) -> None:
 
 def shipped_reader() -> str:
     """What each step sees in the shipped λp sweep (assets/sweep-lp*): the sweep form's default reader."""
-    readers = [tables.sweep_row(e.name, e.card)["reader"] for e in loaders.models("mnist")
+    readers = [tables.sweep_row(e.name, e.record)["reader"] for e in loaders.models("mnist")
                if e.source == "shipped" and e.path.name.startswith("sweep-")]
     return max(set(readers), key=readers.count) if readers else "cnn"
 
@@ -95,7 +94,7 @@ def reader_note(rows: list) -> str:
     readers = sorted({r["reader"] for r in rows if r.get("reader")})
     if not readers:
         return ""
-    said = [f"**{r}**: {' — '.join(w for w in step_meaning({'train': {'task': 'mnist'}, 'model': {'reader': r}}) if w)}"
+    said = [f"**{r}**: {' — '.join(w for w in get_task('mnist').step_meaning({'reader': r}) if w)}"
             for r in readers]
     return ("What each step sees in these runs: " + "; ".join(said) + ". The reader decides the curve: where extra "
             "steps bring no new evidence (the whole-image reader, the shipped sweep's), the KL term alone sets when "
@@ -150,6 +149,6 @@ def saved_sweeps_ui(key: str = "sweep_folder") -> None:
         st.session_state[key] = options[0]
     name = st.selectbox("Sweep", options, key=key, format_func=lambda n: n if n == LOOSE else f"runs/{n}/")
     if name == LOOSE:
-        sweep_results_ui(entry_sweep_rows(loose), max(e.card["train"]["max_steps"] for e in loose), key="sweep_loose")
+        sweep_results_ui(entry_sweep_rows(loose), max(e.record.max_steps for e in loose), key="sweep_loose")
     else:
         folder_sweep_ui(folders[name])

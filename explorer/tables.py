@@ -1,29 +1,33 @@
-"""Table rows and tooltip text from run cards, and where a running job is (no Streamlit)."""
+"""Table rows and tooltip text from run records (ponder.store.record.RunRecord), and where a running job is (no
+Streamlit)."""
 from __future__ import annotations
 
 import re
 from typing import Optional
 
-from ponder.store.card import mean_expected_steps, test_metrics
+from ponder.losses import REGULARISERS
+from ponder.analysis.metrics import TestMetrics
+from ponder.store.record import RunRecord
 from ponder.store.runs import MAX_NAME, RunNameError, safe_name
 from ponder.tasks import TASKS
 
 
-def sweep_row(name: str, card: Optional[dict], status: Optional[str] = None, reason: str = "",
-              lambda_p: Optional[float] = None, train: Optional[dict] = None) -> dict:
-    """A λp-sweep table row from a run card (or from a job's state when there is no card yet: its `train` config,
-    a mapping). reader: what each step of an MNIST run sees ('' for another task)."""
-    card = card or {}
-    t = test_metrics(card)
-    train = card.get("train") or train or {}
+def sweep_row(name: str, record: Optional[RunRecord], status: Optional[str] = None, reason: str = "",
+              lambda_p: Optional[float] = None, train: Optional[dict] = None,
+              test: Optional[TestMetrics] = None) -> dict:
+    """A λp-sweep table row from a run's record (or from a job's state when there is none yet: its `train`
+    config, a mapping); test: its test metrics when not the record's. reader: what each step of an MNIST run sees
+    ('' for another task)."""
+    t = test if test is not None else record.test if record is not None else TestMetrics()
+    train = (record.train if record is not None else None) or train or {}
     lp = train.get("lambda_p", lambda_p)
-    model = card.get("model") if isinstance(card.get("model"), dict) else {}
+    model = record.model if record is not None and isinstance(record.model, dict) else {}
     reader = (model.get("reader") or train.get("reader") or "cnn") if train.get("task", "mnist") == "mnist" else ""
     return dict(name=name, lambda_p=float(lp) if lp is not None else float("nan"), reader=reader,
-                status=status or card.get("status", ""), reason=reason or card.get("reason", ""),
-                accuracy=t.get("accuracy"), mean_steps=t.get("mean_steps"),
-                expected_steps=mean_expected_steps(t), halting=t.get("halting_distribution"),
-                steps=card.get("steps"), seconds=card.get("train_seconds"))
+                status=status or (record.status if record else ""), reason=reason or (record.reason if record else ""),
+                accuracy=t.accuracy, mean_steps=t.mean_steps, expected_steps=t.mean_expected_steps,
+                halting=t.halting_distribution, steps=record.steps if record else None,
+                seconds=record.train_seconds if record else None)
 
 
 MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")     # every ASCII punctuation mark
@@ -38,9 +42,6 @@ def plain(text) -> str:
     return MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
 
 
-REGULARISER_NAMES = {"kl": "KL(p ‖ p_G)", "kl-reverse": "KL(p_G ‖ p)", "kl-both": "KL(p ‖ p_G) + KL(p_G ‖ p)"}
-
-
 def lambda_input_name(train: dict) -> str:
     """What the run's λ head reads, in words (cards without the field: h, the paper's)."""
     return "h and the answer's confidence" if (train or {}).get("lambda_input") == "confidence" else "h"
@@ -48,7 +49,8 @@ def lambda_input_name(train: dict) -> str:
 
 def regulariser_name(train: dict) -> str:
     """The KL direction a run was trained with, in words ('?' for a training config without one)."""
-    return REGULARISER_NAMES.get((train or {}).get("regulariser"), "?")
+    reg = (train or {}).get("regulariser")
+    return REGULARISERS[reg].label if isinstance(reg, str) and reg in REGULARISERS else "?"
 
 
 def steps_setting(train: dict) -> str:
@@ -60,36 +62,42 @@ def steps_setting(train: dict) -> str:
     return f"N = {n}" if eps is None else f"N ≤ {n} where Σp ≥ 1 − ε, ε = {eps}"
 
 
-def task_settings(card: dict) -> str:
+def task_settings(record: RunRecord) -> str:
     """A run's task-specific settings in a few words ('reader rows (2 a step)', 'parity preset small'): its
     task's describe(); '' for a task this explorer does not know."""
-    task = TASKS.get((card.get("train") or {}).get("task"))
-    return task.describe(card) if task is not None else ""
+    task = TASKS.get(record.train.get("task"))
+    return task.describe(record) if task is not None else ""
 
 
-def describe_card(card: dict) -> str:
+def describe_run(record: RunRecord) -> str:
     """A few lines about a run for a tooltip (markdown): task, λp, β, N, size, training, status, test
     numbers. The card's free text (name, status, reason, device) is shown as plain text."""
-    tr = card.get("train") or {}
-    t = test_metrics(card)
+    tr = record.train
+    t = record.test
     budget = tr.get("max_seconds")
     task = TASKS.get(tr.get("task"))
     reads = task.reads if task is not None else ("rotate_train",)    # a task not known here: say all it has
-    parts = [f"**{plain(card.get('name', '?'))}** · {tr.get('task', '?')} · status **{plain(card.get('status', '?'))}**"
-             + (f" ({plain(card['reason'])})" if card.get("reason") else ""),
+    parts = [f"**{plain(record.name or '?')}** · {tr.get('task', '?')} · status **{plain(record.status or '?')}**"
+             + (f" ({plain(record.reason)})" if record.reason else ""),
              f"λp = {tr.get('lambda_p')}, β = {tr.get('beta')}, regulariser {regulariser_name(tr)}, "
              f"λ head reads {lambda_input_name(tr)}, "
-             + (f"{task_settings(card)}, " if task_settings(card) else "") + f"{steps_setting(tr)}, "
+             + (f"{task_settings(record)}, " if task_settings(record) else "") + f"{steps_setting(tr)}, "
              f"hidden = {tr.get('hidden')}, batch = {tr.get('batch_size')}, lr = {tr.get('lr')}",
              f"epochs = {tr.get('epochs')}, time budget = {f'{budget:g} s' if budget else 'none'}, "
              + (f"train rotation ±{tr.get('rotate_train') or 0:g}°, " if "rotate_train" in reads else "")
              + f"seed = {tr.get('seed')}",
-             f"trained {card.get('steps', '?')} steps in {card.get('train_seconds', '?')} s on {plain(card.get('device', '?'))}"]
-    if t.get("accuracy") is not None:
-        en = mean_expected_steps(t)
-        parts.append(f"test accuracy {t['accuracy']:.4f}, mean halting step {t.get('mean_steps', float('nan')):.2f}"
-                     + (f", mean E[n] {en:.2f}" if en is not None else "") + f" (n = {t.get('n', '?')})")
+             f"trained {_or_unknown(record.steps)} steps in {_or_unknown(record.train_seconds)} s on "
+             f"{plain(record.device or '?')}"]
+    if t.accuracy is not None:
+        en = t.mean_expected_steps
+        steps = t.mean_steps if t.mean_steps is not None else float("nan")
+        parts.append(f"test accuracy {t.accuracy:.4f}, mean halting step {steps:.2f}"
+                     + (f", mean E[n] {en:.2f}" if en is not None else "") + f" (n = {t.n or '?'})")
     return "  \n".join(parts)
+
+
+def _or_unknown(v) -> str:
+    return "?" if v is None else str(v)
 
 
 def training_eta(row: dict, now: float, shown: Optional[tuple] = None) -> tuple[str, Optional[float]]:
@@ -129,33 +137,31 @@ def run_rows(entries) -> list:
     status, test accuracy, mean halting step, mean E[n], the steps it trained and when it was saved."""
     rows = []
     for e in entries:
-        t = test_metrics(e.card)
+        r, t = e.record, e.record.test
         where = "shipped (read-only)" if e.source == "shipped" else f"sweep {e.sweep}" if e.sweep else "runs folder"
-        rows.append({"run": e.name, "where": where, "task": e.card["train"]["task"], "status": e.card.get("status"),
-                     "accuracy": t.get("accuracy"), "mean steps": t.get("mean_steps"), "E[n]": mean_expected_steps(t),
-                     "steps trained": e.card.get("steps"),
-                     "saved": str(e.card.get("created") or "").replace("T", " ")[:16] or None})
+        rows.append({"run": e.name, "where": where, "task": r.task, "status": r.status,
+                     "accuracy": t.accuracy, "mean steps": t.mean_steps, "E[n]": t.mean_expected_steps,
+                     "steps trained": r.steps, "saved": str(r.created or "").replace("T", " ")[:16] or None})
     return rows
 
 
 def compare_rows(entries, metrics: dict) -> list:
     """The Compare page's table: one row per run with its settings (the regulariser and what the λ head reads
-    among them), test numbers (metrics: name -> test metrics: accuracy, mean sampled steps, mean E[n]; for
+    among them), test numbers (metrics: name -> TestMetrics: accuracy, mean sampled steps, mean E[n]; for
     parity E[n] on the hard minus the easy k) and device; missing values are None, and the sweep column is
     left out when no run is in one."""
     rows, has_sweep = [], any(e.sweep for e in entries)
     for e in entries:
-        m = metrics.get(e.name) or {}
+        m, r = metrics.get(e.name) or TestMetrics(), e.record
         easy, hard = easy_hard_expected_steps(m)
         rows.append({"model": e.name,                  # the test numbers first: in view at 1280 px without a scroll
-                     "accuracy": m.get("accuracy"), "mean steps": m.get("mean_steps"), "E[n]": mean_expected_steps(m),
-                     "E[n] hard − easy": None if easy is None or hard is None else hard - easy, "test n": m.get("n"),
+                     "accuracy": m.accuracy, "mean steps": m.mean_steps, "E[n]": m.mean_expected_steps,
+                     "E[n] hard − easy": None if easy is None or hard is None else hard - easy, "test n": m.n,
                      **({"sweep": e.sweep or None} if has_sweep else {}),
-                     "task": e.card["train"]["task"], "status": e.card.get("status"), "λp": e.card["train"]["lambda_p"],
-                     "regulariser": regulariser_name(e.card.get("train")),
-                     "λ head reads": lambda_input_name(e.card.get("train")), "design": task_settings(e.card) or None,
-                     "N": e.card["train"]["max_steps"], "ε": e.card["train"].get("halt_epsilon"),
-                     "train s": e.card.get("train_seconds"), "device": e.card.get("device")})
+                     "task": r.task, "status": r.status, "λp": r.lambda_p, "regulariser": regulariser_name(r.train),
+                     "λ head reads": lambda_input_name(r.train), "design": task_settings(r) or None,
+                     "N": r.max_steps, "ε": r.train.get("halt_epsilon"), "train s": r.train_seconds,
+                     "device": r.device})
     return rows
 
 
@@ -195,19 +201,19 @@ def signed(v: float, digits: int = 2) -> str:
     return f"{v:+.{digits}f}".replace("-", "\u2212")
 
 
-def parity_card_line(card: dict) -> str:
+def parity_card_line(record: RunRecord) -> str:
     """What a parity run's card recorded when it was saved (the numbers `python -m ponder evaluate RUN --json`
     and docs/findings.md give): accuracy, E[n] on the easy and the hard k, and their gap. '' without them."""
-    t = test_metrics(card)
+    t = record.test
     e, h = easy_hard_expected_steps(t)
-    if t.get("accuracy") is None or e is None or h is None:
+    if t.accuracy is None or e is None or h is None:
         return ""
-    k = lambda name: "–".join(str(v) for v in t[name].get("k_range", ()))      # noqa: E731
-    return (f"Measured when the run was saved ({t.get('n', 0):,} problems, sample mode; its card, as `python -m "
-            f"ponder evaluate --json` gives it): accuracy {100 * t['accuracy']:.2f}\u00a0%; expected steps E[n] "
-            f"{e:.2f} on easy k {k('easy')}, {h:.2f} on hard k {k('hard')}: hard − easy {signed(h - e)}.")
+    k = lambda group: "–".join(str(v) for v in group.k_range or ())      # noqa: E731
+    return (f"Measured when the run was saved ({t.n or 0:,} problems, sample mode; its card, as `python -m "
+            f"ponder evaluate --json` gives it): accuracy {100 * t.accuracy:.2f}\u00a0%; expected steps E[n] "
+            f"{e:.2f} on easy k {k(t.easy)}, {h:.2f} on hard k {k(t.hard)}: hard − easy {signed(h - e)}.")
 
 
-def easy_hard_expected_steps(metrics: dict) -> tuple:
+def easy_hard_expected_steps(metrics: TestMetrics) -> tuple:
     """(mean E[n] on the easy k, on the hard k) of a parity run's test metrics; None where not measured."""
-    return mean_expected_steps(metrics.get("easy") or {}), mean_expected_steps(metrics.get("hard") or {})
+    return tuple(g.mean_expected_steps if g is not None else None for g in (metrics.easy, metrics.hard))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 import streamlit as st
 
-from ponder.config import REGULARISERS, ConfigError, TrainConfig
+from ponder.config import ConfigError, TrainConfig
+from ponder.losses import REGULARISERS, regulariser_help
 from ponder.halting import LAMBDA_INPUTS
 from ponder.store.runs import RunNameError, safe_name, unused_name
 from ponder.tasks import get_task, train_config, validate
@@ -15,9 +16,9 @@ from ponder.training.loop import trains_on
 
 from . import tables
 from .forms import (LAMBDA_INPUT_LABELS, MAX_BATCH, MAX_HIDDEN, MAX_STEPS, READER_LABELS, READER_NOTE,
-                    REGULARISER_HELP, REGULARISER_LABELS, SIZE_HELP, all_presets, device_label, devices, preset_label)
+                    SIZE_HELP, all_presets, device_label, devices, preset_label, regulariser_choice)
 from .links import LP_HELP, LP_RANGE
-from .ui import one_line, remembered_lambda_p
+from .ui import error_text, remembered_lambda_p
 
 FIELDS = ("name", "lp", "beta", "reg", "lam_in", "reader", "n", "hidden", "batch", "lr", "epochs", "seconds", "rot",
           "preset", "seed", "device")
@@ -34,7 +35,7 @@ def saved_as(name: str, root=None) -> tuple:
     try:
         final = unused_name(root, name)
     except RunNameError as e:
-        return None, one_line(e)
+        return None, error_text(e)
     return final, tables.plain(tables.renamed(name, final))
 
 
@@ -86,8 +87,8 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
         sb.caption(busy)
     lp = sb.slider("λp (prior)", *LP_RANGE, step=0.01, key=k + "lp", help=LP_HELP)
     beta = sb.number_input("β (weight of the KL term)", 0.0, 10.0, defaults["beta"], 0.005, format="%g", key=k + "beta")
-    reg = sb.selectbox("Regulariser", REGULARISERS, key=k + "reg", format_func=REGULARISER_LABELS.get,
-                       help=REGULARISER_HELP)
+    reg = sb.selectbox("Regulariser", list(REGULARISERS), key=k + "reg", format_func=regulariser_choice,
+                       help=regulariser_help())
     lam_in = sb.selectbox("What the λ head reads", LAMBDA_INPUTS, key=k + "lam_in", format_func=LAMBDA_INPUT_LABELS.get,
                           help="The halting probability λ_n comes from the cell's state h; 'confidence' also gives "
                                "it the answer's top probability and how far the answer moved since the last step.")
@@ -135,5 +136,5 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
             sb.info(tables.plain(note))
         return (safe, cfg), settings
     except (RunNameError, ConfigError) as e:
-        sb.error(one_line(e))
+        sb.error(error_text(e))
         return None, settings

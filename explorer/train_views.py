@@ -6,13 +6,12 @@ import torch
 import streamlit as st
 
 from ponder.analysis.studies import prior_mean
-from ponder.losses import kl_to_prior
-from ponder.store.card import read_card, test_metrics
+from ponder.losses import REGULARISERS, kl_to_prior
+from ponder.store.card import read_record
 from ponder.store.runs import ASSETS
 
 from . import figures
 from .limits import fmt_duration
-from .tables import REGULARISER_NAMES
 from .ui import chart
 
 # What a default run reached on the development machine (2 CPU cores shared with other work), started the way the
@@ -41,9 +40,9 @@ def intro_ui(task: str, cap_seconds: float) -> None:
 
 def example_halting() -> tuple:
     """(the example run's mean learned p_n over its test set, its per-step accuracy), from its card."""
-    t = test_metrics(read_card(ASSETS / EXAMPLE))
-    p = torch.tensor(t["halting_distribution"], dtype=torch.float64)
-    return (p / p.sum()).tolist(), t["per_step_accuracy"]
+    t = read_record(ASSETS / EXAMPLE).test
+    p = torch.tensor(t.halting_distribution, dtype=torch.float64)
+    return (p / p.sum()).tolist(), t.per_step_accuracy
 
 
 def kl_of(p, lambda_p: float, regulariser: str) -> float:
@@ -67,7 +66,7 @@ def prior_preview_ui(lambda_p: float, beta: float, n: int, regulariser: str, tas
     with c2:
         st.markdown(
             f"Prior mean **1/λp = {1 / lambda_p:.2f}** steps ({prior_mean(lambda_p, n):.2f} within N = {n}).  \n"
-            f"The loss is Σ p_n·L_n + β·{REGULARISER_NAMES[regulariser]}: the prior is a price, not a rule. "
+            f"The loss is Σ p_n·L_n + β·{REGULARISERS[regulariser].label}: the prior is a price, not a rule. "
             f"The KL term is the only pull towards 1/λp, weighed by β = {beta:g}; the answer's loss pulls towards "
             "the steps that make answers right.")
         if task == "mnist":

@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 import streamlit as st
 
 from ponder.files import SaveError
-from ponder.store.card import CheckpointError
+from ponder.store.card import CheckpointError, one_line
 from ponder.config import ConfigError
 from ponder.halting import MODES
 from ponder.store.runs import RunNameError
@@ -66,17 +66,16 @@ def mnist_missing_ui(message: str, key: str, note: str = "") -> None:
             try:
                 digits.mnist_dataset(download=True)
             except Exception as e:      # DataError: no internet, unwritable folder, ...
-                why = getattr(e, "download_failed", "") or one_line(e)
-                st.error(one_line(f"The download did not work ({why}). {digits.missing_data_message()}"))
+                why = getattr(e, "download_failed", "") or error_text(e)
+                st.error(error_text(f"The download did not work ({why}). {digits.missing_data_message()}"))
                 return
         st.rerun()
 
 
-def one_line(e: BaseException, limit: int = 400) -> str:
-    """An error's message on one line as plain text for a markdown box (never a traceback; a card
-    value quoted in it renders as text, not as a link or an image)."""
-    text = " ".join(str(e).split()) or e.__class__.__name__
-    return tables.plain(text if len(text) <= limit else text[:limit - 1] + "…")
+def error_text(e, limit: int = 400) -> str:
+    """An error's message on one line (ponder.store.card.one_line) as plain text for a markdown box (never a
+    traceback; a card value quoted in it renders as text, not as a link or an image)."""
+    return tables.plain(one_line(e, limit))
 
 
 @contextmanager
@@ -85,7 +84,7 @@ def user_errors(stop: bool = True):
     try:
         yield
     except USER_ERRORS as e:
-        st.error(one_line(e), icon=":material/error:")
+        st.error(error_text(e), icon=":material/error:")
         if stop:
             st.stop()
 
@@ -111,7 +110,7 @@ def link_params_ui(page: str, asked: Optional[str] = None, pages: Sequence[str] 
     model of the other task, ...): said once, on one line, and taken out of the URL, so the address shows
     what is on the page. asked: the ?page= of the link when it is none of `pages` (streamlit_app.py)."""
     params = {k: st.query_params.get_all(k) for k in st.query_params}
-    tasks = {e.name: e.card["train"]["task"] for e in loaders.models()} if {"model", "models"} & set(params) else {}
+    tasks = {e.name: e.record.task for e in loaders.models()} if {"model", "models"} & set(params) else {}
     keep, ignored = links.check_params(params, page, tasks)
     if asked is not None:
         ignored.insert(0, ("page", asked, "no such page; there are " + ", ".join(pages)))

@@ -12,6 +12,7 @@ import streamlit as st
 from PIL import Image
 
 from ponder.analysis.studies import Trace, trace_rows
+from ponder.store.record import RunRecord
 from ponder.tasks import step_meaning
 
 from . import figures
@@ -117,9 +118,9 @@ def trace_downloads_ui(tr: Trace, class_names: Sequence[str], name: str, key: st
                        mime="application/json", on_click="ignore", icon=":material/download:", key=f"{key}_json")
 
 
-def parity_intro_ui(card: dict, name: str) -> None:
+def parity_intro_ui(record: RunRecord, name: str) -> None:
     """The Parity page's task in two sentences, what a step is for the model shown, and what to look at."""
-    meaning, caveat = step_meaning(card)
+    meaning, caveat = step_meaning(record)
     st.markdown("**Parity**, the paper's task: is the number of +1s in a vector of −1, 0 and +1 odd? A vector "
                 "with more non-zeros (k) is harder, so a PonderNet may think longer on it. Generate or type a "
                 f"vector and watch when it stops; below, whole test sets from easy to hard. **A step** of "

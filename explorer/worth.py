@@ -14,7 +14,7 @@ from ponder.analysis.baselines import differences_table, worth_sentence
 from ponder.analysis.equal_steps import ops_from, shift_comparison
 from ponder.analysis.studies import Trace, rotation_label, rotation_study
 from ponder.analysis.unroll import measure_test
-from ponder.config import TrainConfig
+from ponder.analysis.metrics import TestMetrics
 from ponder.store.runs import ModelEntry
 from ponder.tasks import get_task
 
@@ -27,24 +27,25 @@ SHIFT_ANGLES = (22.5, 45.0)     # the rotations the Rotation page compares the p
 
 
 @st.cache_data(max_entries=32, show_spinner="Measuring a fixed depth and a confidence exit (cached afterwards)…")
-def _results(path: str, file_stamp: tuple, items: int) -> dict:
+def _results(path: str, file_stamp: tuple, items: int) -> TestMetrics:
     def compute():
         ck = loaders.checkpoint(path)
-        res = measure_test(ck.model, TrainConfig.from_dict(ck.card["train"]), loaders.task_data(ck.task), items)
-        return {k: res[k] for k in FIELDS}
-    return disk_cache.cached("worth", path, file_stamp, dict(items=items, policies=2), compute)
+        res = measure_test(ck.model, ck.record.config, loaders.task_data(ck.task), items)
+        return TestMetrics(**{k: getattr(res, k) for k in FIELDS}).to_dict()
+    kept = disk_cache.cached("worth", path, file_stamp, dict(items=items, policies=2), compute)
+    return TestMetrics.from_dict(kept)
 
 
-def results(entry: ModelEntry, items: int = ITEMS) -> Optional[dict]:
+def results(entry: ModelEntry, items: int = ITEMS) -> Optional[TestMetrics]:
     """The baselines, settle steps and per-step accuracy by group of a model; None when its task's data set
     (MNIST) is missing."""
-    if get_task(entry.card["train"]["task"]).uses_data and loaders.task_data(entry.card["train"]["task"]) is None:
+    if get_task(entry.record.task).uses_data and loaders.task_data(entry.record.task) is None:
         return None
     return _results(str(entry.path), loaders.stamp(entry.path), items)
 
 
-def series(name: str, res: dict) -> dict:
-    b = res["baselines"]
+def series(name: str, res: TestMetrics) -> dict:
+    b = res.baselines
     return {"name": name, "fixed_depth": b["fixed_depth"], "confidence_exit": b["confidence_exit"],
             "learned_q": (b.get("frontier") or {}).get("learned_q", []), "at": b["at_equal_steps"]}
 
@@ -76,8 +77,8 @@ def worth_ui(entry: ModelEntry, key: str) -> Optional[dict]:
     if res is None:
         st.caption("The comparison with a fixed depth and a confidence exit needs the MNIST test set.")
         return None
-    ui.chart(worth_fig([series(entry.name, res)]), CAPTION + f" {res['n']:,} test items.", key=key)
-    st.markdown(worth_sentence(res["baselines"]["at_equal_steps"]))
+    ui.chart(worth_fig([series(entry.name, res)]), CAPTION + f" {res.n:,} test items.", key=key)
+    st.markdown(worth_sentence(res.baselines["at_equal_steps"]))
     return res
 
 
@@ -97,21 +98,21 @@ def section_ui(entry: ModelEntry, key: str, groups: Optional[dict] = None, group
         res = worth_ui(entry, f"{key}_worth")
     with c2:
         if groups is None and res is not None:
-            names, words = get_task(entry.card["train"]["task"]).shown_groups
-            by = res["per_step_accuracy_by_group"]
+            names, words = get_task(entry.record.task).shown_groups
+            by = res.per_step_accuracy_by_group
             groups = family(by, names) if isinstance(names, str) else {k: by[k] for k in names if k in by}
-            groups_caption = (f"Accuracy if it stopped at step n, {words}, on the same {res['n']:,} test items; "
+            groups_caption = (f"Accuracy if it stopped at step n, {words}, on the same {res.n:,} test items; "
                               "the steps after a line goes flat change no answer.")
         by_group_ui(groups or {}, groups_caption, f"{key}_groups")
     if res is not None:
-        differences_ui(res["baselines"]["at_equal_steps"], [*res["baselines"].get("shift", []), *shifted])
+        differences_ui(res.baselines["at_equal_steps"], [*res.baselines.get("shift", []), *shifted])
 
 
 @st.cache_data(max_entries=16, show_spinner="Comparing the policies on rotated digits (cached afterwards)…")
 def _shifted(path: str, file_stamp: tuple, items: int) -> list:
     def compute():
         ck = loaders.checkpoint(path)
-        ops = ops_from(_results(path, file_stamp, items)["baselines"]["at_equal_steps"])
+        ops = ops_from(_results(path, file_stamp, items).baselines["at_equal_steps"])
         x, y = get_task(ck.task).rotation_inputs(loaders.task_data(ck.task), items)
         rows = rotation_study(ck.model, x, y, SHIFT_ANGLES, compare=lambda stats: shift_comparison(stats, ops))
         return [{"name": f"rotation {rotation_label(r)}", **r["policies"]} for r in rows]
@@ -140,7 +141,7 @@ def compare_ui(entries: Sequence[ModelEntry], key: str = "compare_worth") -> Non
         try:
             got[e.name] = results(e)
         except ui.USER_ERRORS as err:            # its weights cannot be loaded: the others are still compared
-            st.error(f"{tables.plain(e.name)}: {ui.one_line(err)}", icon=":material/error:")
+            st.error(f"{tables.plain(e.name)}: {ui.error_text(err)}", icon=":material/error:")
     shown = [series(n, r) for n, r in got.items() if r is not None]
     if not shown:
         st.caption("No model to compare with a fixed depth and a confidence exit (MNIST models need the test set).")

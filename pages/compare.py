@@ -19,12 +19,11 @@ if len(entries) < 2:
 with ui.user_errors():
     metrics = {e.name: loaders.test_metrics(e) for e in entries}
     histories = {e.name: loaders.history(e) for e in entries}
-series = [{"name": e.name, "p": metrics[e.name]["halting_distribution"], "lambda_p": e.card["train"]["lambda_p"],
-           "per_step_accuracy": metrics[e.name].get("per_step_accuracy")}
-          for e in entries if metrics[e.name].get("halting_distribution")]
+series = [{"name": e.name, "p": metrics[e.name].halting_distribution, "lambda_p": e.record.lambda_p,
+           "per_step_accuracy": metrics[e.name].per_step_accuracy} for e in entries if metrics[e.name].charted]
 if len(series) < len(entries):
-    st.caption("No test metrics for: " + ", ".join(tables.plain(e.name) for e in entries if not metrics[e.name].get(
-        "halting_distribution")) + " (no card metrics, and MNIST is not available to measure them).")
+    st.caption("No test metrics for: " + ", ".join(tables.plain(e.name) for e in entries if not metrics[e.name].charted)
+               + " (no card metrics, and MNIST is not available to measure them).")
 
 st.space("small")                  # room for the table's toolbar (shown on hover) below the picker's icons
 num = st.column_config.NumberColumn                 # missing values show as "—"; the model column stays on scroll

@@ -8,7 +8,7 @@ ui.app_guard(__file__)
 TASK = links.MODEL_TASK["digit"]          # the task whose models this page shows
 st.title("Ponder a digit")
 entry, ck = pickers.checkpoint_picker_ui(TASK)
-digit_page.intro_ui(ck.card, entry.name)
+digit_page.intro_ui(ck.record, entry.name)
 second = digit_page.second_model_ui(entry.name)
 model = ck.model
 CLASSES = [str(c) for c in range(10)]

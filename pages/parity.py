@@ -9,8 +9,8 @@ ui.app_guard(__file__)
 TASK = links.MODEL_TASK["parity"]          # the task whose models this page shows
 st.title("Parity")
 entry, ck = pickers.checkpoint_picker_ui(TASK)
-views.parity_intro_ui(ck.card, entry.name)
-n = int(ck.card["model"]["n_elems"])
+views.parity_intro_ui(ck.record, entry.name)
+n = int(ck.record.model["n_elems"])
 CLASSES = ["even", "odd"]
 
 c1, c2 = st.columns([1.35, 2], gap="large")      # 1.35: the whole halting mode control at 1280 px
@@ -44,7 +44,7 @@ if x is not None:
     views.trace_downloads_ui(trace, CLASSES, entry.name, key="par")
 
 st.subheader("Easy vs hard inputs")
-if line := tables.parity_card_line(ck.card):
+if line := tables.parity_card_line(ck.record):
     st.caption(line)
 size = st.select_slider("Problems per test set", [500, 1000, 2000, 5000, 10000], 2000, key="par_size")
 with ui.user_errors():

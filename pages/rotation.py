@@ -29,7 +29,7 @@ n_images = int(rows[0]["n"]) if rows else 0
 if not whole:
     st.info(f"A first look on the first {n_images:,} test images per rotation; measuring all "
                          f"{asked:,} now (kept on disk afterwards, so the next visit opens with them).")
-answer, text = rotation_verdict(rows, step_meaning(entry.card))
+answer, text = rotation_verdict(rows, step_meaning(entry.record))
 st.subheader("Does it ponder longer on harder inputs?")
 (st.success if answer == "longer" else st.info)(text)
 

@@ -2,7 +2,7 @@
 (or a whole sweep), import a run."""
 import streamlit as st
 
-from explorer import forms, loaders, runs_page, ui
+from explorer import forms, loaders, runs_page, tables, ui
 from ponder.store import manage
 from ponder.store.runs import runs_root, unreadable_runs
 
@@ -27,7 +27,7 @@ if entry.source == "shipped":
     c2.caption("A shipped model: export it, or train or import a copy to rename.")
 elif entry.sweep:
     n = sum(e.sweep == entry.sweep for e in entries)
-    c2.caption(f"A trial of the sweep runs/{ui.one_line(entry.sweep)}: export it, or delete the whole sweep.")
+    c2.caption(f"A trial of the sweep runs/{tables.plain(entry.sweep)}: export it, or delete the whole sweep.")
     with c3:
         what = f"the sweep runs/{entry.sweep} and its {n} trial{'s' * (n != 1)} for good?"
         if runs_page.delete_ui(entry, "Delete the sweep…", what):

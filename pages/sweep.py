@@ -36,7 +36,7 @@ if form:
         st.success(f"Sweep started into runs/{form[0]}: {len(form[1].trials())} runs, one after the other; its "
                    "progress and results are under **Results** below.", icon=":material/arrow_downward:")
     except (JobLimitError, ConfigError) as e:
-        st.error(ui.one_line(e))
+        st.error(ui.error_text(e))
 
 st.subheader("Results")
 job, note, who = job_views.attach_job_ui(registry, session, "sweep", started)     # kept in the URL: a reload comes back
@@ -60,4 +60,4 @@ elif source.startswith("Your sweeps"):
 else:
     entries = [e for e in loaders.models() if e.source == "shipped" and e.path.name.startswith("sweep-")]
     sweep_views.sweep_results_ui(sweep_views.entry_sweep_rows(entries),
-                                 max((e.card["train"]["max_steps"] for e in entries), default=20))
+                                 max((e.record.max_steps for e in entries), default=20))

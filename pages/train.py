@@ -25,7 +25,7 @@ if request is not None:
             st.query_params["job"] = started.id
             st.rerun()                                  # the form redrawn for a running job: Start disabled
         except (JobLimitError, ConfigError) as e:
-            st.error(ui.one_line(e))
+            st.error(ui.error_text(e))
 
 job, note, who = job_views.attach_job_ui(registry, session, "train")
 if busy and not refused and not (job and job.active):

@@ -15,8 +15,6 @@ class ConfigError(ValueError):
 
 ANSWER_LOSSES = ("halting", "mean")           # what trains the answer heads; see ponder/losses.py, train_loss
 HALTING_LOSSES = ("ce", "accuracy", "exit")          # what trains the halting
-REGULARISERS = ("kl", "kl-reverse", "kl-both")   # KL(p || p_G) (paper), KL(p_G || p) (reverse), their sum;
-                                                 # see ponder/losses.py
 
 
 @dataclass
@@ -25,9 +23,8 @@ class TrainConfig:
     task: str = "mnist"              # a task of the registry ponder.tasks.TASKS (ponder.tasks.validate checks it)
     lambda_p: float = 0.2            # geometric prior parameter, prior mean 1/lambda_p steps
     beta: float = 0.01               # weight of the regulariser
-    regulariser: str = "kl"          # "kl": KL(p || p_G), the paper's direction (the learned p first);
-                                     # "kl-reverse": KL(p_G || p), the prior first (labml's, the video's);
-                                     # "kl-both": their sum (every step trains and every step is priced)
+    regulariser: str = "kl"          # a name of ponder.losses.REGULARISERS: "kl", KL(p || p_G), the paper's direction
+                                     # (the learned p first); "kl-reverse", KL(p_G || p); "kl-both", their sum
     answer_loss: str = "halting"     # "halting": sum_n p_n L_n trains the answers and the halting (the paper's);
                                      # "mean": deep supervision, every step's answer weighted 1/N, and the
                                      # halting term below sees the step losses detached (it shapes no answer head)
@@ -70,6 +67,7 @@ class TrainConfig:
         _check(finite(self.lambda_p) and 0.0 < self.lambda_p <= 1.0, "lambda_p", "(0, 1]", self.lambda_p)
         _check(finite(self.beta) and self.beta >= 0.0, "beta", ">= 0", self.beta)
         from .halting import LAMBDA_INPUTS
+        from .losses import REGULARISERS
         _check(_choice(self.lambda_input, LAMBDA_INPUTS), "lambda_input", f"one of {', '.join(LAMBDA_INPUTS)}",
                self.lambda_input)
         _check(_choice(self.regulariser, REGULARISERS), "regulariser", f"one of {', '.join(REGULARISERS)}", self.regulariser)

@@ -117,8 +117,9 @@ def halt_mask(lambda_logits: torch.Tensor, mode: str, uniforms: Optional[torch.T
 
 
 def expected_steps(log_p: torch.Tensor) -> torch.Tensor:
-    """E[n] = sum_n n p_n. [N, B] -> [B]."""
-    n = torch.arange(1, log_p.shape[0] + 1, device=log_p.device, dtype=torch.float32)
+    """E[n] = sum_n n p_n. [N, B] -> [B], in float64 for a float64 log p, else float32."""
+    dtype = torch.float64 if log_p.dtype == torch.float64 else torch.float32
+    n = torch.arange(1, log_p.shape[0] + 1, device=log_p.device, dtype=dtype)
     return (log_p.exp() * n.unsqueeze(1)).sum(0)
 
 

@@ -36,6 +36,8 @@ What trains the answer heads and what trains the halting can be chosen apart (tr
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -95,19 +97,44 @@ def kl_from_prior_per_sample(log_p: torch.Tensor, log_prior: torch.Tensor) -> to
     return (log_prior.exp() * (log_prior - log_p.float())).sum(0)
 
 
-def kl_to_prior(log_p: torch.Tensor, lambda_p: float, regulariser: str = "kl") -> torch.Tensor:
-    """L_reg averaged over the batch, p_G truncated to N = log_p.shape[0] and renormalised.
+def kl_both_per_sample(log_p: torch.Tensor, log_prior: torch.Tensor) -> torch.Tensor:
+    """KL(p || p_G) + KL(p_G || p) for each sample (the symmetric, Jeffreys divergence). [N, B], [N] -> [B]."""
+    return kl_to_prior_per_sample(log_p, log_prior) + kl_from_prior_per_sample(log_p, log_prior)
 
-    regulariser "kl": KL(p || p_G), the paper's direction; "kl-reverse": KL(p_G || p); "kl-both": their sum.
-    """
+
+@dataclass(frozen=True)
+class Regulariser:
+    """A halting regulariser: its per-sample divergence and how every reader (config, CLI, forms, tables, charts)
+    names it."""
+    per_sample: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]   # (log p [N, B], log p_G [N]) -> [B]
+    label: str                 # the divergence in symbols, as the tables and the training chart name it
+    choice: str                # a form's choice: a few words that fit the sidebar's box
+    help: str                  # what it does to the halting, one clause
+
+
+# THE regulariser table: name -> Regulariser. A new one is one entry here (a test may add one for its duration).
+REGULARISERS: dict[str, Regulariser] = {
+    "kl": Regulariser(kl_to_prior_per_sample, "KL(p ‖ p_G)", "KL(p ‖ p_G), the paper's",
+                      "the paper's direction, the learned p first: lets p ≈ 0 on early steps (mode-seeking)"),
+    "kl-reverse": Regulariser(kl_from_prior_per_sample, "KL(p_G ‖ p)", "KL(p_G ‖ p), reverse",
+                              "the prior first (labml's, the video's): keeps weight on every step (mass-covering)"),
+    "kl-both": Regulariser(kl_both_per_sample, "KL(p ‖ p_G) + KL(p_G ‖ p)", "both: their sum",
+                           "their sum: every step trains and every step is priced"),
+}
+
+
+def regulariser_help(sep: str = "; ") -> str:
+    """Every regulariser named by its label and what it does, e.g. for a form's or the CLI's help."""
+    return sep.join(f"{name}: {r.label}, {r.help}" for name, r in REGULARISERS.items())
+
+
+def kl_to_prior(log_p: torch.Tensor, lambda_p: float, regulariser: str = "kl") -> torch.Tensor:
+    """L_reg averaged over the batch, p_G truncated to N = log_p.shape[0] and renormalised; the regulariser a name
+    of REGULARISERS ("kl": KL(p || p_G), the paper's direction; "kl-reverse": KL(p_G || p); "kl-both": their sum)."""
+    if regulariser not in REGULARISERS:
+        raise ValueError(f"regulariser must be one of {', '.join(map(repr, REGULARISERS))}, got {regulariser!r}")
     log_prior = log_geometric_prior(lambda_p, log_p.shape[0], device=log_p.device)
-    if regulariser == "kl":
-        return kl_to_prior_per_sample(log_p, log_prior).mean()
-    if regulariser == "kl-reverse":
-        return kl_from_prior_per_sample(log_p, log_prior).mean()
-    if regulariser == "kl-both":
-        return (kl_to_prior_per_sample(log_p, log_prior) + kl_from_prior_per_sample(log_p, log_prior)).mean()
-    raise ValueError(f"regulariser must be 'kl', 'kl-reverse' or 'kl-both', got {regulariser!r}")
+    return REGULARISERS[regulariser].per_sample(log_p, log_prior).mean()
 
 
 def ponder_loss(step_losses: torch.Tensor, log_p: torch.Tensor, lambda_p: float, beta: float,

@@ -19,6 +19,8 @@ from typing import Optional
 
 import torch
 
+from ..halting import expected_steps
+
 Z95 = 1.959964      # two-sided 95 % normal quantile
 
 
@@ -93,12 +95,6 @@ def _bracket(correct: torch.Tensor, conf: torch.Tensor, mean_steps: float, taus:
     return taus[lo].item(), taus[hi].item(), at[lo], at[hi]
 
 
-def expected_steps(p: torch.Tensor) -> torch.Tensor:
-    """E[n] = Σ_n n·p_n per input. [B]"""
-    n = torch.arange(1, p.shape[0] + 1, dtype=torch.float64).unsqueeze(1)      # [N, 1]
-    return (n * p.double()).sum(0)
-
-
 def learned(correct: torch.Tensor, p: torch.Tensor, sampled: Optional[torch.Tensor] = None) -> dict:
     """The learned halting: mean E[n], expected accuracy (1/B) Σ_b Σ_n p_n,b·correct_n,b, and the 95 % interval of
     the accuracy of one sampled halting pass (a sum of independent Bernoulli(q_b), q_b = Σ_n p_n,b·correct_n,b:
@@ -107,7 +103,7 @@ def learned(correct: torch.Tensor, p: torch.Tensor, sampled: Optional[torch.Tens
     B = q.numel()
     acc = q.mean().item()
     half = Z95 * (q * (1 - q)).sum().sqrt().item() / B
-    out = {"mean_steps": expected_steps(p).mean().item(), "accuracy": acc, "interval": [acc - half, acc + half]}
+    out = {"mean_steps": expected_steps(p.double().log()).mean().item(), "accuracy": acc, "interval": [acc - half, acc + half]}
     if sampled is not None:
         out["sampled_accuracy"] = sampled.double().mean().item()
     return out
@@ -125,7 +121,7 @@ def settle(correct: torch.Tensor, p: torch.Tensor) -> dict:
     (E[n] − settle: steps pondered after the answer was already right for good)."""
     s = settle_steps(correct)                                                   # [B]
     ok = s > 0
-    gap = expected_steps(p)[ok] - s[ok].double()
+    gap = expected_steps(p.double().log())[ok] - s[ok].double()
     return {"mean_settle_step": s[ok].double().mean().item() if ok.any() else None,
             "mean_expected_minus_settle": gap.mean().item() if ok.any() else None,
             "never_settled": int((~ok).sum()), "count": int(s.numel())}
@@ -180,13 +176,13 @@ def difference_text(at: dict, a: str, b: str) -> str:
 def differences_table(results: dict) -> list:
     """One row per model of the headline differences at equal steps: {model, test items, tuned on, mean steps,
     'Q-exit − confidence', 'Q-exit − fixed depth', 'sampled − Q-exit'} (each 'd [lo, hi]: verdict'), from
-    {name: measure_test result}; a result measured without intervals has '-' there. The CLI prints it, the Compare
+    {name: TestMetrics}; a result measured without intervals has '-' there. The CLI prints it, the Compare
     page shows it."""
     rows = []
     for name, res in results.items():
-        at = res["baselines"]["at_equal_steps"]
+        at = res.baselines["at_equal_steps"]
         t = at.get("tuned_on")
-        row = {"model": name, "test items": res["n"], "tuned on": f"{t['set']} ({t['n']:,})" if t else "-",
+        row = {"model": name, "test items": res.n, "tuned on": f"{t['set']} ({t['n']:,})" if t else "-",
                "mean steps": round(at["target_steps"] if "target_steps" in at else at["mean_steps"], 2)}
         for a, b in HEADLINE:
             row[f"{SHORT[a]} − {SHORT[b]}"] = ("-" if "ci95" not in at else f"{difference_text(at, a, b)}: "

@@ -24,36 +24,38 @@ from typing import Optional
 
 import numpy as np
 
+from .metrics import TestMetrics
+
 KEYS = ("accuracy", "mean_steps", "en_std", "learned", "fixed_depth", "confidence_exit", "learned_minus_confidence",
         "learned_minus_fixed", "learned_q", "learned_q_minus_confidence", "learned_q_minus_fixed",
         "sampled_minus_learned_q", "expected_minus_settle", "confidence_minus_settle", "hard_minus_easy", "needed")
 
 
-def pays(res: dict) -> Optional[dict]:
+def pays(res: TestMetrics) -> Optional[dict]:
     """The numbers above from one measure_test result; None when it has no baselines (a quick measurement
     without them). Keys a task lacks (parity's easy / hard) are None."""
-    base = res.get("baselines")
+    base = res.baselines
     if not base:
         return None
     at = base["at_equal_steps"]
     out = {k: None for k in KEYS}
-    en = res.get("expected_steps")
-    out.update(accuracy=res["accuracy"], mean_steps=at["mean_steps"], en_std=en.get("std") if isinstance(en, dict) else None,
+    en = res.expected_steps
+    out.update(accuracy=res.accuracy, mean_steps=at["mean_steps"], en_std=en.get("std") if isinstance(en, dict) else None,
                learned=at["learned"], fixed_depth=at["fixed_depth"], confidence_exit=at["confidence_exit"],
                learned_minus_confidence=at["learned"] - at["confidence_exit"],
                learned_minus_fixed=at["learned"] - at["fixed_depth"],
-               expected_minus_settle=(res.get("settle") or {}).get("mean_expected_minus_settle"),
+               expected_minus_settle=(res.settle or {}).get("mean_expected_minus_settle"),
                confidence_minus_settle=at.get("confidence_minus_settle"))
     if "learned_q" in at:
         q = at["learned_q"]
         out.update(learned_q=q, learned_q_minus_confidence=q - at["confidence_exit"],
                    learned_q_minus_fixed=q - at["fixed_depth"], sampled_minus_learned_q=at["learned"] - q)
-    easy, hard = res.get("easy"), res.get("hard")
-    if easy and hard and easy.get("count") and hard.get("count"):
-        out["hard_minus_easy"] = hard["expected_steps"] - easy["expected_steps"]
-        curve = res["per_step_accuracy_by_group"]["hard"]                 # [N] hard vectors' accuracy at depth n
-        at_easy = float(np.interp(easy["expected_steps"], np.arange(1, len(curve) + 1), curve))
-        hard_learned = res.get("learned_by_group", {}).get("hard")
+    easy, hard = res.easy, res.hard
+    if easy and hard and easy.count and hard.count:
+        out["hard_minus_easy"] = hard.expected_steps - easy.expected_steps
+        curve = res.per_step_accuracy_by_group["hard"]                   # [N] hard vectors' accuracy at depth n
+        at_easy = float(np.interp(easy.expected_steps, np.arange(1, len(curve) + 1), curve))
+        hard_learned = (res.learned_by_group or {}).get("hard")
         out["needed"] = None if hard_learned is None else hard_learned["accuracy"] - at_easy
     return out
 

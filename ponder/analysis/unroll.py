@@ -22,6 +22,7 @@ from ..tasks import TASKS, get_task
 from .baselines import quartile_groups
 from .equal_steps import worth_it
 from .policies import q_exit_steps, q_for_steps
+from .metrics import TestMetrics
 
 
 @torch.no_grad()
@@ -152,7 +153,7 @@ def evaluate(model: PonderNet, x: torch.Tensor, y: torch.Tensor, mode: str = "sa
 
 def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[int] = None, mode: str = "sample",
                  seed: int = 0, batch_size: Optional[int] = None, q: float = 0.5,
-                 budget: Optional[float] = None) -> dict:
+                 budget: Optional[float] = None) -> TestMetrics:
     """The standard test measurement of a run of cfg: its task's test set (the first `limit` items when given;
     `n` in the result says how many), summarize()'s metrics, `mode`, the task's info (split / test_k), a
     block per difficulty group (parity's easy and hard), a row per value of its breakdown (by_class, by_k), and
@@ -190,7 +191,7 @@ def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[
         v = {**summarize(val, vs.y, model.lambda_p, by_class=False), **_measured(val, vs, val, {}, lean=True)}
         v["baselines"] = {"tuned_on": v["baselines"]["tuned_on"], "at_equal_steps": v["baselines"]["at_equal_steps"]}
         res["validation"] = {k: v[k] for k in VALIDATION_KEYS if k in v}
-    return res
+    return TestMetrics.from_dict(res)
 
 
 VALIDATION_KEYS = ("n", "accuracy", "mean_steps", "expected_steps", "baselines", "settle", "easy", "hard",

@@ -10,8 +10,9 @@ import sys
 import threading
 from dataclasses import fields
 
-from ..config import ANSWER_LOSSES, DEVICES, HALTING_LOSSES, MAX_SEED, REGULARISERS, TrainConfig
+from ..config import ANSWER_LOSSES, DEVICES, HALTING_LOSSES, MAX_SEED, TrainConfig
 from ..halting import LAMBDA_INPUTS
+from ..losses import REGULARISERS, regulariser_help
 from ..tasks import TASKS, train_config, validate
 from ..tasks.mnist import MNIST_READERS
 
@@ -179,9 +180,7 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
     t.add_argument("--lambda-p", type=float, default=None, help=f"prior lambda_p in (0, 1] (default: {defaults('lambda_p')})")
     t.add_argument("--beta", type=float, default=d.beta, help=f"regulariser weight (default {d.beta})")
     t.add_argument("--regulariser", default=None, choices=REGULARISERS,
-                   help="kl: KL(p || p_G), the paper's direction; kl-reverse: KL(p_G || p), the prior first; "
-                        "kl-both: their sum "
-                        f"(default: {defaults('regulariser')})")
+                   help=f"{regulariser_help()} (default: {defaults('regulariser')})")
     t.add_argument("--answer-loss", default=None, choices=ANSWER_LOSSES,
                    help="halting: sum_n p_n L_n trains the answers and the halting (the paper's); mean: deep "
                         "supervision, every step's answer weighted 1/N, the halting loss sees them detached "

@@ -33,8 +33,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # known failures get one line; see _one_line
-        msg = _one_line(e)
+    except Exception as e:  # known failures get one line; see _user_error
+        msg = _user_error(e)
         if msg is None:
             raise
         print(f"ponder: error: {msg}", file=sys.stderr)
@@ -42,7 +42,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def _one_line(e: Exception):
+def _user_error(e: Exception):
+    """A known failure's message on one line (a config, checkpoint, data, name or save error, an OS error, no such
+    device); None for anything else (a bug: its traceback is shown)."""
     from ..files import SaveError
     from ..store.card import CheckpointError
     from ..data import DataError
@@ -115,7 +117,7 @@ def _train_into(args, cfg, out, created: bool) -> int:
                                  cancel=cancel, evaluate=not args.no_eval, rescue=True)
     except SaveError as e:                    # the save and the fallback save both failed
         _remove_if_empty(out, created)
-        print(f"ponder: error: {_one_line(e)}", file=sys.stderr)
+        print(f"ponder: error: {_user_error(e)}", file=sys.stderr)
         return 4
     except BaseException:
         _remove_if_empty(out, created)
@@ -123,10 +125,10 @@ def _train_into(args, cfg, out, created: bool) -> int:
     finally:
         if bar is not None:
             bar.close()
-    res = done.result
-    line = f"{res.status}: {res.steps} steps in {res.seconds:.1f} s on {res.device}, {threads} thread(s)"
-    if res.reason:
-        line += f" ({res.reason})"
+    res, rec = done.result, done.result.record
+    line = f"{rec.status}: {rec.steps} steps in {rec.train_seconds:.1f} s on {res.device}, {threads} thread(s)"
+    if rec.reason:
+        line += f" ({rec.reason})"
     print(line)
     if done.saved_elsewhere:
         print(f"ponder: error: {done.saved_elsewhere}", file=sys.stderr)
@@ -134,8 +136,8 @@ def _train_into(args, cfg, out, created: bool) -> int:
         print(f"ponder: warning: {problem}", file=sys.stderr)
     if done.metrics is not None:
         t = done.metrics
-        print(f"test accuracy {t['accuracy']:.4f}, mean halting step {t['mean_steps']:.2f} "
-              f"(median {t['median_steps']:.0f}, std {t['std_steps']:.2f}), mode {t['mode']}")
+        print(f"test accuracy {t.accuracy:.4f}, mean halting step {t.mean_steps:.2f} "
+              f"(median {t.median_steps:.0f}, std {t.std_steps:.2f}), mode {t.mode}")
     if done.run_dir is None:
         _remove_if_empty(out, created)
         return 130
@@ -143,7 +145,7 @@ def _train_into(args, cfg, out, created: bool) -> int:
     if done.saved_elsewhere:
         _remove_if_empty(out, created)
         return 4                    # saved, but not where asked
-    return 0 if res.status != "failed" else 3
+    return 0 if rec.status != "failed" else 3
 
 
 def train_threads(given=None, environ=None) -> tuple:

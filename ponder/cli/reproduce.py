@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -16,9 +16,10 @@ import torch
 
 from .. import data as D
 from ..training import lifecycle
-from ..store.card import mean_expected_steps, two_decimals, update_card
+from ..store.card import two_decimals, update_card
 from ..store.record import RunRecord
 from ..store.checkpoint import load_checkpoint
+from ..analysis.metrics import TestMetrics
 from ..analysis.pays import marks, pays
 from .results_worth import table, worth_section
 from ..analysis.studies import prior_mean, rotation_study, rotation_verdict
@@ -78,25 +79,29 @@ def specs(gpu: bool) -> list:
     return out
 
 
-def evaluate_spec(model, cfg: TrainConfig, mnist: Optional[D.Mnist], quick: bool) -> dict:
+def evaluate_spec(model, cfg: TrainConfig, mnist: Optional[D.Mnist], quick: bool) -> TestMetrics:
     """Full test metrics of one model (ponder.analysis.unroll.measure_test): 'sample' mode, its task's groups
     (digit class; parity's easy / hard and by k), plus the other two modes and, for an image model trained on
     rotations or reading a growing part of the image, the rotation study."""
     limit = 2000 if quick else None
     out = measure_test(model, cfg, mnist, limit)
-    keys = ("accuracy", "mean_steps", "median_steps", "std_steps")
-    out["modes"] = {"sample": {k: out[k] for k in keys}}
+    out.modes = {"sample": halting_steps(out)}
     for mode in ("deterministic", "expected"):
-        r = measure_test(model, cfg, mnist, limit, mode)
-        out["modes"][mode] = {k: r[k] for k in keys}
+        out.modes[mode] = halting_steps(measure_test(model, cfg, mnist, limit, mode))
     images = get_task(cfg.task).rotation_inputs(mnist, limit)
     if images is not None:
         rot = cfg.rotate_train > 0
         grows = cfg.reader != "cnn"                                 # does E[n] rise with the angle?
         rows = rotation_study(model, *images, FIXED_ANGLES if rot or grows else (), UNIFORM_RANGES if rot else ())
-        out["rotations"] = [r for r in rows if r["kind"] == "fixed"]
-        out["uniform_rotations"] = [r for r in rows if r["kind"] == "uniform"]
+        out.rotations = [r for r in rows if r["kind"] == "fixed"]
+        out.uniform_rotations = [r for r in rows if r["kind"] == "uniform"]
     return out
+
+
+def halting_steps(m: TestMetrics) -> TestMetrics:
+    """A mode's row of a measurement: its accuracy and halting steps (mean, median, std)."""
+    return TestMetrics(accuracy=m.accuracy, mean_steps=m.mean_steps, median_steps=m.median_steps,
+                       std_steps=m.std_steps)
 
 
 def run(quick: bool = False, from_assets: bool = False, out: str = "results", data_dir: Optional[str] = None,
@@ -125,7 +130,7 @@ def run(quick: bool = False, from_assets: bool = False, out: str = "results", da
         t0 = time.perf_counter()
         if from_assets:
             ck = load_checkpoint(ASSETS / spec.name, device=dev)
-            record = RunRecord.from_card(ck.card)
+            record = ck.record
             log(f"[{spec.name}] loaded from assets")
             metrics = evaluate_spec(ck.model, record.config, mnist, quick)
             if not quick:
@@ -144,8 +149,8 @@ def run(quick: bool = False, from_assets: bool = False, out: str = "results", da
                                         "reason": record.reason, "train": record.train,
                                         "train_seconds": record.train_seconds, "device": record.device,
                                         "lambda_p": record.lambda_p, "max_steps": record.max_steps,
-                                        "metrics": metrics, "eval_seconds": round(time.perf_counter() - t0, 1)}
-        log(f"[{spec.name}] accuracy {metrics['accuracy']:.4f}, mean steps {metrics['mean_steps']:.2f}")
+                                        "metrics": metrics.to_dict(), "eval_seconds": round(time.perf_counter() - t0, 1)}
+        log(f"[{spec.name}] accuracy {metrics.accuracy:.4f}, mean steps {metrics.mean_steps:.2f}")
     results["studies"] = load_studies(STUDIES)
     (out_dir / "results.json").write_text(json.dumps(results, indent=1))
     (out_dir / "results.md").write_text(results_markdown(results))
@@ -161,22 +166,22 @@ def _role(name: str) -> str:
     return ""
 
 
-def stats_cells(r: dict, expected: bool = False) -> str:
+def stats_cells(r: TestMetrics, expected: bool = False) -> str:
     """'accuracy | mean | median | std' table cells. In 'expected' mode every sample runs all N steps
     and the steps are E[n], a real number: its median keeps two decimals."""
-    median = f"{r['median_steps']:.2f}" if expected else f"{r['median_steps']:.0f}"
-    return f"{r['accuracy']:.4f} | {r['mean_steps']:.2f} | {median} | {r['std_steps']:.2f}"
+    median = f"{r.median_steps:.2f}" if expected else f"{r.median_steps:.0f}"
+    return f"{r.accuracy:.4f} | {r.mean_steps:.2f} | {median} | {r.std_steps:.2f}"
 
 
 def default_section(name: str, m: dict) -> list:
-    t = m["metrics"]
+    t = TestMetrics.from_dict(m["metrics"])
     lines = table(f"MNIST default model `{name}` (lambda_p={m['lambda_p']}, N={m['max_steps']})",
                   "| mode | test accuracy | mean steps | median | std |")
-    for mode, v in t.get("modes", {}).items():
+    for mode, v in (t.modes or {}).items():
         label = f"expected (steps run: {m['max_steps']} (all); expected steps E[n])" if mode == "expected" else mode
         lines.append(f"| {label} | {stats_cells(v, mode == 'expected')} |")
     lines += ["", "| step n | learned p_n | prior p_G(n) | accuracy if stopped at n |", "|---|---|---|---|"]
-    for n, (p, q, a) in enumerate(zip(t["halting_distribution"], t["prior"], t["per_step_accuracy"]), 1):
+    for n, (p, q, a) in enumerate(zip(t.halting_distribution, t.prior, t.per_step_accuracy), 1):
         if n <= 10 or p > 0.005:
             lines.append(f"| {n} | {p:.4f} | {q:.4f} | {a:.4f} |")
     return lines + [""]
@@ -184,33 +189,33 @@ def default_section(name: str, m: dict) -> list:
 
 def adaptive_section(name: str, m: dict) -> list:
     """A model whose evidence grows with the steps: the default tables, then E[n] per input."""
-    t, tr = m["metrics"], m["train"]
+    t, tr = TestMetrics.from_dict(m["metrics"]), m["train"]
     lines = default_section(name, m)
     lines[0] = (f"## MNIST adaptive model `{name}` (reader {tr.get('reader')}, {tr.get('rows_per_step')} rows a step, "
                 f"lambda_p={m['lambda_p']}, N={m['max_steps']})")
-    en, bc = t["expected_steps"], t["by_correctness"]
+    en, bc = t.expected_steps, t.by_correctness
     lines += [f"E[n] per test digit: mean {en['mean']:.2f}, std {en['std']:.2f}, min {en['min']:.2f}, max {en['max']:.2f}; "
               f"right answers ({bc['correct']['count']}) {bc['correct']['expected_steps']:.2f}, wrong answers "
               f"({bc['wrong']['count']}) {bc['wrong']['expected_steps']:.2f}.", "",
-              "| digit | " + " | ".join(str(c["label"]) for c in t["by_class"]) + " |",
-              "|---|" + "---|" * len(t["by_class"]),
-              "| E[n] | " + " | ".join(f"{c['expected_steps']:.2f}" for c in t["by_class"]) + " |", ""]
-    if t.get("rotations"):
-        lines += ["| test rotation | " + " | ".join(f"{r['angle']:g} deg" for r in t["rotations"]) + " |",
-                  "|---|" + "---|" * len(t["rotations"]),
-                  "| accuracy | " + " | ".join(f"{r['accuracy']:.4f}" for r in t["rotations"]) + " |",
-                  "| E[n] | " + " | ".join(f"{r['expected_steps']:.2f}" for r in t["rotations"]) + " |", ""]
+              "| digit | " + " | ".join(str(c["label"]) for c in t.by_class) + " |",
+              "|---|" + "---|" * len(t.by_class),
+              "| E[n] | " + " | ".join(f"{c['expected_steps']:.2f}" for c in t.by_class) + " |", ""]
+    if t.rotations:
+        lines += ["| test rotation | " + " | ".join(f"{r['angle']:g} deg" for r in t.rotations) + " |",
+                  "|---|" + "---|" * len(t.rotations),
+                  "| accuracy | " + " | ".join(f"{r['accuracy']:.4f}" for r in t.rotations) + " |",
+                  "| E[n] | " + " | ".join(f"{r['expected_steps']:.2f}" for r in t.rotations) + " |", ""]
     return lines
 
 
 def rotation_section(name: str, m: dict) -> list:
-    t = m["metrics"]
+    t = TestMetrics.from_dict(m["metrics"])
     lines = table(f"Rotation study `{name}` (trained on U(+-{m['train']['rotate_train']:g}) deg)",
                   "| test rotation | accuracy | mean steps | median | std |")
-    for row in t.get("rotations", []) + t.get("uniform_rotations", []):
+    for row in (t.rotations or []) + (t.uniform_rotations or []):
         label = f"fixed {row['angle']:g} deg" if row["kind"] == "fixed" else f"uniform +-{row['angle']:g} deg"
-        lines.append(f"| {label} | {stats_cells(row)} |")
-    fixed = t.get("rotations", [])
+        lines.append(f"| {label} | {stats_cells(TestMetrics.from_dict(row))} |")
+    fixed = t.rotations or []
     return lines + (["", rotation_verdict(fixed)[1], ""] if len(fixed) >= 2 else [])
 
 
@@ -231,10 +236,10 @@ def results_markdown(r: dict) -> str:
                   "| lambda_p | 1/lambda_p | prior mean, truncated at N | mean steps (sampled) | E[n] under learned p | accuracy | status |",
                   "|---|---|---|---|---|---|---|"]
         for name, m in sorted(sweep, key=lambda nm: nm[1]["lambda_p"]):
-            t = m["metrics"]
+            t = TestMetrics.from_dict(m["metrics"])
             status = m["status"] + (f" ({m['reason']})" if m["status"] == "failed" else "")
-            lines.append(f"| {m['lambda_p']:g} | {1 / m['lambda_p']:.2f} | {prior_mean(m['lambda_p'], m['max_steps']):.2f} | {t['mean_steps']:.2f} | "
-                         f"{mean_expected_steps(t):.2f} | {t['accuracy']:.4f} | {status} |")
+            lines.append(f"| {m['lambda_p']:g} | {1 / m['lambda_p']:.2f} | {prior_mean(m['lambda_p'], m['max_steps']):.2f} | {t.mean_steps:.2f} | "
+                         f"{t.mean_expected_steps:.2f} | {t.accuracy:.4f} | {status} |")
         failed = [n for n, m in sweep if m["status"] == "failed"]
         lines += ["", f"Failed runs: {', '.join(failed) if failed else 'none (every run finished with a finite loss)'}.", ""]
     lines += [line for name, m in models.items() if "by_k" in m["metrics"] for line in parity_section(name, m)]
@@ -247,7 +252,7 @@ def results_markdown(r: dict) -> str:
 def marks_section(models: dict) -> list:
     """The marks each shipped model is held to (ponder.analysis.pays.MARKS), its measured value and whether it
     meets them."""
-    rows = [(n, mk) for n, m in models.items() for mk in marks(n, pays(m["metrics"]))]
+    rows = [(n, mk) for n, m in models.items() for mk in marks(n, pays(TestMetrics.from_dict(m["metrics"])))]
     if not rows:
         return []
     lines = table("Does the thought pay? The shipped models against their marks",
@@ -287,12 +292,12 @@ def studies_section(studies: dict) -> list:
 
 
 def parity_section(name: str, m: dict) -> list:
-    t, p = m["metrics"], m["train"]["parity_preset"]
+    t, p = TestMetrics.from_dict(m["metrics"]), m["train"]["parity_preset"]
     preset = get_task(m["train"]["task"]).presets[p]
     lines = table(f"Parity `{name}` (preset {p}: n={preset['n_elems']}, trained on k in "
-                  f"{list(preset['train_k'])}, tested on k in {t['test_k']})",
+                  f"{list(preset['train_k'])}, tested on k in {t.test_k})",
                   "| set | k range | accuracy | mean steps | E[n] |")
-    for k, r in (("all", dict(t, k_range=t["test_k"])), ("easy", t["easy"]), ("hard", t["hard"])):
-        lines.append(f"| {k} | {r['k_range']} | {r['accuracy']:.4f} | {r['mean_steps']:.2f} | "
-                     f"{two_decimals(mean_expected_steps(r))} |")
+    for k, r in (("all", replace(t, k_range=t.test_k)), ("easy", t.easy), ("hard", t.hard)):
+        lines.append(f"| {k} | {r.k_range} | {r.accuracy:.4f} | {r.mean_steps:.2f} | "
+                     f"{two_decimals(r.mean_expected_steps)} |")
     return lines + [""]

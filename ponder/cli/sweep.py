@@ -32,8 +32,8 @@ def cmd_sweep(args) -> int:
         if t.status == "running":
             return
         ended.append(t)
-        m = t.metrics or {}
-        acc = f", test accuracy {m['accuracy']:.4f}, mean halting step {m['mean_steps']:.2f}" if m else ""
+        m = t.metrics
+        acc = f", test accuracy {m.accuracy:.4f}, mean halting step {m.mean_steps:.2f}" if m else ""
         print(f"[{len(ended)}/{n}] {t.name}: {t.status}, {t.steps} steps in {t.seconds:.1f} s{acc}"
               + (f" ({t.reason})" if t.reason else ""), flush=True)
 

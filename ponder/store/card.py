@@ -35,8 +35,11 @@ HISTORY_NUMBERS = ("step", "total_steps", "epoch", "loss", "rec", "reg", "accura
 _CARD_LOCK = threading.Lock()         # update_card is read-modify-write: one at a time in this process
 
 
-def one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or e.__class__.__name__
+def one_line(e, limit: Optional[int] = None) -> str:
+    """An error's message (or any text) on one line: its whitespace runs as one space, the exception's class name
+    when it says nothing, cut to `limit` characters with '…'."""
+    text = " ".join(str(e).split()) or e.__class__.__name__
+    return text if limit is None or len(text) <= limit else text[:limit - 1] + "…"
 
 
 def resolve_run_dir(path) -> Path:
@@ -163,13 +166,6 @@ def test_metrics(card) -> dict:
 def two_decimals(v) -> str:
     """A table cell: '-' for a value not measured, else the number with two decimals."""
     return "-" if v is None else f"{v:.2f}"
-
-
-def mean_expected_steps(test: dict) -> Optional[float]:
-    """Mean E[n] of a measurement: its expected_steps is the spread {mean, std, min, max} in a whole test set's
-    metrics, a plain number in a group's (the parity easy / hard blocks). None if not measured."""
-    en = test.get("expected_steps") if isinstance(test, dict) else None
-    return en.get("mean") if isinstance(en, dict) else en
 
 
 def history_row(row) -> Optional[dict]:

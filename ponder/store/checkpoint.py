@@ -34,16 +34,16 @@ WEIGHT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)   
 @dataclass
 class Checkpoint:
     model: PonderNet
-    card: dict
+    record: RunRecord        # its card, checked (ponder.store.card.read_card)
     path: Path
 
     @property
     def name(self) -> str:
-        return self.card.get("name") or self.path.name
+        return self.record.name or self.path.name
 
     @property
     def task(self) -> str:
-        return self.card["train"]["task"]
+        return self.record.task
 
 
 HISTORY_DIGITS = 5     # significant digits of the floats in metrics.jsonl: a chart history (and a small one)
@@ -214,7 +214,7 @@ def load_checkpoint(path, device="cpu") -> Checkpoint:
     model.eval()
     _check_unroll(model, card["train"]["task"], f)
     model.to(device)
-    return Checkpoint(model=model, card=card, path=run_dir)
+    return Checkpoint(model=model, record=RunRecord.from_card(card), path=run_dir)
 
 
 def _check_unroll(model: PonderNet, task: str, f: Path) -> None:

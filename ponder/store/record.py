@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Optional
 
 from .. import __version__
+from ..analysis.metrics import TestMetrics
 from ..config import TrainConfig
 from .card_checks import MAX_CARD_TEXT
 
@@ -34,8 +35,8 @@ class RunRecord:
     status: str = "completed"              # completed / cancelled / failed (a used-up time budget: completed)
     reason: str = ""                       # why it ended that way; "" for a run that ran its steps
     device: str = "cpu"                    # where it trained: 'cpu', 'cuda (NVIDIA H100 80GB HBM3)'
-    train_seconds: float = 0.0             # the training loop's seconds (the time budget's clock)
-    steps: int = 0                         # optimiser steps done (after a failure: those of the weights kept)
+    train_seconds: Optional[float] = None  # the training loop's seconds (the time budget's clock); None: not recorded
+    steps: Optional[int] = None            # optimiser steps done (after a failure: those of the weights kept)
     metrics: dict = field(default_factory=dict)   # {'test': test metrics, ...} (ponder.training.lifecycle.card_metrics)
     created: str = ""                      # when it was saved, ISO 8601 local time
     ponder_version: str = __version__      # the library that wrote it
@@ -62,10 +63,10 @@ class RunRecord:
         return self.status in ("cancelled", "failed")
 
     @property
-    def test(self) -> dict:
-        """The test metrics, {} when not measured."""
+    def test(self) -> TestMetrics:
+        """The test metrics (of a card read_card has checked); empty (false) when not measured."""
         t = self.metrics.get("test") if isinstance(self.metrics, dict) else None
-        return t if isinstance(t, dict) else {}
+        return TestMetrics.from_dict(t if isinstance(t, dict) else {})
 
     def completed(self, **changes) -> "RunRecord":
         """A copy with `changes` (the name, the metrics) filled in."""
@@ -77,7 +78,8 @@ class RunRecord:
             "format": FORMAT, "format_version": FORMAT_VERSION, "ponder_version": self.ponder_version,
             "name": card_text(self.name), "model": self.model, "train": self.train, "status": card_text(self.status),
             "reason": card_text(self.reason), "device": card_text(self.device),
-            "train_seconds": round(float(self.train_seconds), 2), "steps": int(self.steps),
+            "train_seconds": None if self.train_seconds is None else round(float(self.train_seconds), 2),
+            "steps": None if self.steps is None else int(self.steps),
             "created": self.created or time.strftime("%Y-%m-%dT%H:%M:%S"), "metrics": self.metrics or {},
             **self.extra,
         }

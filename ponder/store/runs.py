@@ -15,6 +15,7 @@ from typing import Optional
 from ..env import env_folder
 from ..files import SaveError
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card
+from .record import RunRecord
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"   # the repository's assets/ (ponder/store/runs.py)
 MAX_NAME = 64
@@ -158,7 +159,7 @@ class ModelEntry:
     name: str          # shown in pickers
     path: Path         # the run folder
     source: str        # "shipped" (assets/) or "run" (runs folder)
-    card: dict         # run.json
+    record: RunRecord  # its run.json, checked (ponder.store.card.read_card)
     sweep: str = ""    # the sweep folder's name when the run is one of its trials (runs/<sweep>/<trial>)
 
 
@@ -182,7 +183,7 @@ def list_models(root: Optional[Path] = None, assets: Path = ASSETS) -> list:
                 continue
             rel = d.relative_to(folder).as_posix()
             out.append(ModelEntry(name=rel if source == "shipped" else f"runs/{rel}", path=d, source=source,
-                                  card=card, sweep=d.parent.name if d.parent != folder else ""))
+                                  record=RunRecord.from_card(card), sweep=d.parent.name if d.parent != folder else ""))
     return out
 
 

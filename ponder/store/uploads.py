@@ -125,10 +125,10 @@ def _check_import_size(ck, label: str) -> None:
     """CheckpointError unless an imported run is no larger than what the explorer's Train form trains, so one
     upload cannot make every page that shows it run for minutes, and unless one input of it can be measured
     within the measurement's memory budget (ponder.training.memory.measure_batch)."""
-    hidden = ck.card["model"].get("hidden", 0)
+    hidden = ck.record.model.get("hidden", 0)
     params = count_parameters(ck.model)
-    if ck.card["train"]["max_steps"] > IMPORT_MAX_STEPS or hidden > IMPORT_MAX_HIDDEN or params > IMPORT_MAX_PARAMS:
-        raise CheckpointError(f"upload '{label}': N {ck.card['train']['max_steps']}, hidden size {hidden}, {params:,} "
+    if ck.record.max_steps > IMPORT_MAX_STEPS or hidden > IMPORT_MAX_HIDDEN or params > IMPORT_MAX_PARAMS:
+        raise CheckpointError(f"upload '{label}': N {ck.record.max_steps}, hidden size {hidden}, {params:,} "
                               f"parameters: an import may have at most N {IMPORT_MAX_STEPS}, hidden "
                               f"{IMPORT_MAX_HIDDEN} and {IMPORT_MAX_PARAMS:,} parameters (the Train form's limits)")
     try:

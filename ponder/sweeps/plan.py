@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Optional
 
 from ..config import ConfigError, TrainConfig
-from ..store.card import mean_expected_steps
+from ..analysis.metrics import TestMetrics
 from ..store.record import RunRecord
 from ..store.runs import safe_name
 from ..tasks import get_task, train_config, validate
@@ -36,16 +36,16 @@ class Trial:
         return self.record.reason if self.record else ""
 
     @property
-    def metrics(self) -> Optional[dict]:   # its test metrics as its card records them (None until measured)
+    def metrics(self) -> Optional[TestMetrics]:   # its test metrics as its card records them (None until measured)
         return (self.record.test or None) if self.record else None
 
     @property
     def steps(self) -> int:
-        return self.record.steps if self.record else 0
+        return (self.record.steps or 0) if self.record else 0          # a card may not say (None)
 
     @property
     def seconds(self) -> float:     # training time
-        return self.record.train_seconds if self.record else 0.0
+        return (self.record.train_seconds or 0.0) if self.record else 0.0
 
     @property
     def device(self) -> str:        # where it trained, e.g. "cpu" or the GPU's name
@@ -55,7 +55,7 @@ class Trial:
         """Its entry in sweep.json."""
         return dict(name=self.name, values=self.values, status=self.status, reason=self.reason,
                     steps=self.steps, seconds=self.seconds, device=self.device, resumed=self.resumed,
-                    metrics=self.metrics, config=self.config.to_dict())
+                    metrics=self.metrics.to_dict() if self.metrics else None, config=self.config.to_dict())
 
 
 @dataclass
@@ -168,11 +168,10 @@ def markdown_table(plan: Plan, trials) -> str:
             "steps", "train s", "reason"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for t in trials:
-        m = t.metrics or {}
-        en = mean_expected_steps(m) if m else None
-        pays = m.get("pays") or {}
+        m = t.metrics or TestMetrics()
+        pays = m.pays or {}
         cells = [t.name, *(_cell(t.values.get(c)) for c in cols), t.status + (" (resumed)" if t.resumed else ""),
-                 _cell(m.get("accuracy"), "{:.4f}"), _cell(m.get("mean_steps"), "{:.2f}"), _cell(en, "{:.2f}"),
+                 _cell(m.accuracy, "{:.4f}"), _cell(m.mean_steps, "{:.2f}"), _cell(m.mean_expected_steps, "{:.2f}"),
                  _cell(pays.get("learned_minus_confidence"), "{:+.4f}"), _cell(pays.get("expected_minus_settle"), "{:.2f}"),
                  str(t.steps), _cell(t.seconds, "{:.1f}"), t.reason.replace("|", "/")]
         lines.append("| " + " | ".join(cells) + " |")

@@ -30,7 +30,7 @@ from typing import Callable, Optional
 from ..training import lifecycle
 from ..files import SaveError, folder_lock
 from ..journal import atomic_write_bytes, atomic_write_json
-from ..store.card import CARD, HISTORY, WEIGHTS, CheckpointError, one_line, read_record, test_metrics
+from ..store.card import CARD, HISTORY, WEIGHTS, CheckpointError, one_line, read_record
 from ..store.record import RunRecord, new_record
 from ..config import ConfigError, TrainConfig
 from ..tasks import get_task
@@ -74,7 +74,7 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
         for t in trials:
             saved = _trial_record(folder, t)
             if saved is not None and saved.status == "completed" and (
-                    getattr(old.get(t.name), "status", "") == "completed" or test_metrics(saved.to_card())):
+                    getattr(old.get(t.name), "status", "") == "completed" or saved.test):
                 t.end(saved)                   # its card says it completed, with this config, and was measured
                 t.resumed = True               # (or the sweep said so: a run saved before its measurement)
         kept = [r.to_dict() for n, r in old.items() if n not in {t.name for t in trials}]   # an earlier, other grid

@@ -37,13 +37,13 @@ def measure_trial(folder: Path, data=None, device: str = "cpu") -> dict:
     {pays, curves: {group: per-step accuracy}, tuned_on, ci95: the policies' paired bootstrap intervals over its
     test items}."""
     ck = load_checkpoint(folder, device=device)
-    cfg = RunRecord.from_card(ck.card).config
+    cfg = ck.record.config
     res = measure_test(ck.model, cfg, data)
     update_card(folder, metrics=card_metrics(res))
-    at = res["baselines"]["at_equal_steps"]
-    return {"pays": pays(res), "curves": {g: c for g, c in res["per_step_accuracy_by_group"].items() if g in CURVE_GROUPS},
-            "tuned_on": at["tuned_on"], "ci95": at["ci95"], "n": res["n"],
-            "validation": pays(res["validation"]) if "validation" in res else None}
+    at = res.baselines["at_equal_steps"]
+    return {"pays": pays(res), "curves": {g: c for g, c in res.per_step_accuracy_by_group.items() if g in CURVE_GROUPS},
+            "tuned_on": at["tuned_on"], "ci95": at["ci95"], "n": res.n,
+            "validation": pays(res.validation) if res.validation is not None else None}
 
 
 def check_trial(sw, t) -> Path:
@@ -54,7 +54,7 @@ def check_trial(sw, t) -> Path:
         ck = load_checkpoint(folder)
     except CheckpointError as e:
         raise SweepError(f"trial {t.name} of {sw.folder}: {one_line(e)}") from None
-    if ck.card["train"] != t.config.to_dict():
+    if ck.record.train != t.config.to_dict():
         raise SweepError(f"{folder}: its card's config is not the one {sw.folder / 'sweep.json'} records for trial "
                          f"{t.name}: not measured")
     return folder

@@ -118,8 +118,8 @@ class Task:
         run unrolls them once, so weights that overflow inside the network are refused. None: no probe."""
         return None
 
-    def describe(self, card: dict) -> str:
-        """A run's task-specific settings in a few words ('reader rows (2 a step)', 'parity preset small');
+    def describe(self, record) -> str:
+        """A run's (ponder.store.record.RunRecord) task-specific settings in a few words ('reader rows (2 a step)', 'parity preset small');
         '' for none."""
         return ""
 
@@ -167,10 +167,10 @@ def get_task(name) -> Task:
     return task
 
 
-def step_meaning(card: dict) -> tuple[str, str]:
-    """(what one step is, the confound it brings or '') for the run of a card (Task.step_meaning)."""
-    train, model = card.get("train") or {}, card.get("model")
-    return get_task(train.get("task", "mnist")).step_meaning(model if isinstance(model, dict) else {})
+def step_meaning(record) -> tuple[str, str]:
+    """(what one step is, the confound it brings or '') for a run (its RunRecord; Task.step_meaning)."""
+    model = record.model
+    return get_task(record.train.get("task", "mnist")).step_meaning(model if isinstance(model, dict) else {})
 
 
 def train_config(task: str, **overrides) -> TrainConfig:

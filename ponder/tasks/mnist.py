@@ -150,8 +150,8 @@ class MnistTask(Task):
         one = 28 * 28 + m.channels1 * 28 * 28 + m.channels2 * 14 * 14
         return one * (8 if m.reader == "coarse" else 1)
 
-    def describe(self, card: dict) -> str:
-        m = card.get("model") or {}
+    def describe(self, record) -> str:
+        m = record.model or {}
         r = m.get("reader") if isinstance(m, dict) else None
         if not r:                                   # a card that does not say is not given the default
             return ""

@@ -180,8 +180,8 @@ class ParityTask(Task):
         unseen = (k < lo) | (k > hi)
         return {f"unseen k (outside {lo}–{hi})": unseen} if unseen.any() else {}
 
-    def describe(self, card: dict) -> str:
-        return f"parity preset {(card.get('train') or {}).get('parity_preset')}"
+    def describe(self, record) -> str:
+        return f"parity preset {record.train.get('parity_preset')}"
 
     def step_meaning(self, model: dict) -> tuple[str, str]:
         return "every step reads the whole vector again and updates the cell's state: more steps, more thought", ""

@@ -18,6 +18,7 @@ from ..store.card import one_line, update_card
 from ..store.checkpoint import save_run
 from ..store.record import RunRecord
 from ..analysis.pays import pays
+from ..analysis.metrics import TestMetrics
 from ..analysis.unroll import measure_test
 from ..config import TrainConfig
 from ..halting import PonderNet
@@ -36,7 +37,7 @@ class RunOutcome:
     result: TrainResult                 # the model, its history and its record
     run_dir: Optional[Path] = None      # the folder written; None when there was nothing to save
     saved_elsewhere: str = ""           # why the run went to a fresh temporary folder, not where asked
-    metrics: Optional[dict] = None      # full test metrics (breakdowns included); None when not evaluated
+    metrics: Optional[TestMetrics] = None   # full test metrics (breakdowns included); None when not evaluated
     problems: list = field(default_factory=list)   # one-line notes: a failed save, evaluation or card update
 
     @property
@@ -45,24 +46,20 @@ class RunOutcome:
         return self.result.record
 
     @property
-    def status(self) -> str:
-        return self.record.status
-
-    @property
     def reason(self) -> str:
         """The training reason, then each problem, '; '-joined."""
         return "; ".join([r for r in [self.record.reason, self.saved_elsewhere] if r] + self.problems)
 
 
-def card_metrics(metrics: dict, **extra) -> dict:
+def card_metrics(metrics: TestMetrics, **extra) -> dict:
     """The one metrics shape a card holds: {'test': the test metrics without the breakdowns, with `pays`
     (ponder.analysis.pays: the baselines' few numbers) where they were measured, **extra}."""
-    test = {k: v for k, v in metrics.items() if k not in BREAKDOWNS}
-    p = pays(metrics)
-    return {"test": {**test, "pays": p} if p else test, **extra}
+    test = metrics.without(*BREAKDOWNS)
+    test.pays = pays(metrics) or metrics.pays
+    return {"test": test.to_dict(), **extra}
 
 
-def measure(model: PonderNet, cfg: TrainConfig, data, limit: Optional[int] = None) -> dict:
+def measure(model: PonderNet, cfg: TrainConfig, data, limit: Optional[int] = None) -> TestMetrics:
     """The standard test measurement (ponder.analysis.unroll.measure_test): 'sample' mode (seed 0) on the
     task's test set (MNIST's 10,000 test images, a parity preset's 10,000 problems); `limit` keeps that many."""
     return measure_test(model, cfg, data, limit)
@@ -83,7 +80,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
                 the model once built).
     on_phase:   told 'loading data', 'training', 'validating' (the final validation pass, after the time
                 budget; not after a cancel), 'saving', 'evaluating' as the run gets there.
-    measure_fn: (model, data) -> full test metrics; default measure(..., limit=eval_limit).
+    measure_fn: (model, data) -> full TestMetrics; default measure(..., limit=eval_limit).
     rescue:     when saving in `out` fails, save in a fresh temporary folder instead (the CLI, the
                 explorer); otherwise the SaveError propagates. A folder `out()` made is locked
                 (ponder.files.folder_lock) until its card holds the test metrics, and removed again
@@ -97,9 +94,9 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
         phase("loading data")
         data = load_data() if load_data is not None else task.load_data()
     phase("training")
-    result = train(cfg, mnist=data, callback=callback, cancel=cancel, on_phase=phase, on_model=on_model)
+    result = train(cfg, data=data, callback=callback, cancel=cancel, on_phase=phase, on_model=on_model)
     outcome = RunOutcome(result)
-    if result.status == "cancelled" and result.steps == 0:
+    if result.record.status == "cancelled" and result.record.steps == 0:
         outcome.problems.append("cancelled before the first step; nothing to save")
         return outcome
     phase("saving")
@@ -117,7 +114,7 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
             if not rescue:
                 raise
             _save_elsewhere(outcome, name, target, e)
-        if evaluate and result.steps > 0:
+        if evaluate and result.record.steps > 0:
             _evaluate(outcome, cfg, data, measure_fn, eval_limit, phase)
     return outcome
 

@@ -52,32 +52,14 @@ class TrainResult:
     """The trained model and how training ended: its record (status, reason, steps, seconds, device; the
     lifecycle adds the name and test metrics) plus what a card does not hold."""
     model: PonderNet
-    record: RunRecord                        # status / reason / steps / train_seconds / device (its full name)
+    record: RunRecord                        # status / reason / steps / train_seconds (the training loop's, the time
+                                             # budget's clock; not the final validation) / device (its full name)
     validation_seconds: float = 0.0          # the final validation pass after the loop
     device: str = "cpu"                      # the torch device the model is on ('cuda', 'cpu')
     history: list = field(default_factory=list)   # Progress dicts
     step_mode: str = "eager"                 # how the steps ran: "cuda_graph" (captured and replayed) or "eager"
     step_mode_reason: str = ""               # why eager where a CUDA graph was possible or asked for
 
-    @property
-    def status(self) -> str:                 # completed / cancelled / failed (a used-up time budget: completed)
-        return self.record.status
-
-    @property
-    def reason(self) -> str:
-        return self.record.reason
-
-    @property
-    def steps(self) -> int:
-        return self.record.steps
-
-    @property
-    def seconds(self) -> float:              # the training loop (the time budget's clock), not the final validation
-        return self.record.train_seconds
-
-    @property
-    def partial(self) -> bool:
-        return self.record.partial
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -148,7 +130,7 @@ def validation_accuracy(model: PonderNet, x: torch.Tensor, y: torch.Tensor, auto
 
 # ----------------------------------------------------------------------------- the loop
 
-def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], model: Optional[PonderNet]):
+def setup(cfg: TrainConfig, data: Optional[D.Mnist], data_dir: Optional[str], model: Optional[PonderNet]):
     """What every training loop starts from: (device, model on it in train mode, the task's batches, total steps).
     Validates cfg and seeds torch; builds the model from cfg when none is given."""
     validate(cfg)
@@ -158,9 +140,9 @@ def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], m
         model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p, cfg.lambda_input)
     model.to(device).train()
     task = get_task(cfg.task)
-    if task.uses_data and mnist is None:
-        mnist = task.load_data(data_dir)
-    batches = task.batches(cfg, device, mnist)
+    if task.uses_data and data is None:
+        data = task.load_data(data_dir)
+    batches = task.batches(cfg, device, data)
     return device, model, batches, max(1, math.ceil(cfg.epochs * batches.per_epoch))
 
 
@@ -215,18 +197,18 @@ def host_stop(cfg: TrainConfig, cancel: Optional[threading.Event], timer: StepTi
     return None
 
 
-def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[str] = None,
+def train(cfg: TrainConfig, data: Optional[D.Mnist] = None, data_dir: Optional[str] = None,
           callback: Optional[Callable[[Progress], None]] = None,
           cancel: Optional[threading.Event] = None, model: Optional[PonderNet] = None,
           on_phase: Optional[Callable[[str], None]] = None,
           on_model: Optional[Callable[[PonderNet], None]] = None) -> TrainResult:
     """Train a PonderNet. Returns the model (last good weights) and how training ended.
 
-    mnist:    the data set of a task that uses one (MNIST), from data_dir when not given; batches: Task.batches.
+    data:     the data set of a task that uses one (MNIST), from data_dir when not given; batches: Task.batches.
     cancel:   set it from another thread to stop after the current step ("cancelled"), or between the 1,000-sample
               chunks of an epoch-end validation pass; a cancelled run gets no final validation pass, so train()
               returns within one step of the cancel. A ponder.training.progress.Cancel also says why (its reason's start).
-    cfg.max_seconds: the time budget of the training loop (result.seconds): the loop stops before a
+    cfg.max_seconds: the time budget of the training loop (result.record.train_seconds): the loop stops before a
               step it expects to end past the budget (ponder.training.progress.StepTimer), so it ends at the budget
               give or take one step's jitter. The LR schedule follows whichever of steps or time is further
               along, so a budgeted run still anneals. The final validation pass comes after the budget
@@ -243,7 +225,7 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
     weight non-finite is undone from the snapshot taken at the last check that found the run
     healthy. On CUDA the step is captured in a CUDA graph and replayed (cfg.cuda_graph).
     """
-    device, model, batches, total = setup(cfg, mnist, data_dir, model)
+    device, model, batches, total = setup(cfg, data, data_dir, model)
     if on_model is not None:
         on_model(model)
     update = Update(cfg, model, device, *choose_step_mode(cfg, device))

@@ -318,7 +318,8 @@ def test_play_starts_at_step_1_and_the_slider_and_the_panel_agree(server, new_pa
 def test_no_choice_of_a_train_form_select_is_cut_in_the_sidebar(server, new_page):
     # "rows: 2 more a step (ponde…": every choice of each sidebar select, measured in the box's own font, fits it
     from explorer import forms
-    options = {"Regulariser": list(forms.REGULARISER_LABELS.values()),
+    from ponder.losses import REGULARISERS
+    options = {"Regulariser": [forms.regulariser_choice(name) for name in REGULARISERS],
                "What the λ head reads": list(forms.LAMBDA_INPUT_LABELS.values()),
                "What each step sees (MNIST)": list(forms.READER_LABELS.values()),
                "Parity preset": [forms.preset_label(n) for n in forms.all_presets()]}

@@ -77,11 +77,11 @@ def test_train_form_defaults_to_the_pondering_mnist_design_and_says_which_design
 def test_train_form_help_says_what_each_regulariser_is(runs):
     """Each of the Regulariser choices is named in its help by the KL it adds (the sum one included), on the
     Train form and the λp sweep's."""
-    from explorer.tables import REGULARISER_NAMES
+    from ponder.losses import REGULARISERS
     for page, key in (("train", "tf_mnist_reg"), ("sweep", "sw_reg")):
         reg = open_app(f"pages/{page}.py").selectbox(key=key)
-        assert len(reg.options) == len(REGULARISER_NAMES) == 3
-        assert all(formula in reg.help for formula in REGULARISER_NAMES.values()), (page, reg.help)
+        assert len(reg.options) == len(REGULARISERS) == 3
+        assert all(r.label in reg.help for r in REGULARISERS.values()), (page, reg.help)
 
 
 def test_train_form_says_which_device_the_run_trains_on(runs, monkeypatch):

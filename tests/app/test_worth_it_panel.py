@@ -30,8 +30,8 @@ def test_digit_page_worth_it_chart_sentence_groups_and_where_the_answer_settled(
     at.segmented_control(key="digit_source").set_value("MNIST test digit")
     run_ok(at)
     ck = load_checkpoint(runs / "tiny-mnist")
-    want = measure_test(ck.model, TrainConfig.from_dict(ck.card["train"]), mnist, ITEMS)
-    eq = want["baselines"]["at_equal_steps"]
+    want = measure_test(ck.model, TrainConfig.from_dict(ck.record.train), mnist, ITEMS)
+    eq = want.baselines["at_equal_steps"]
     (fig,) = _worth(at)
     point = _learned(fig)
     assert point["x"][0] == pytest.approx(eq["mean_steps"]) and point["y"][0] == pytest.approx(eq["learned"])
@@ -43,7 +43,7 @@ def test_digit_page_worth_it_chart_sentence_groups_and_where_the_answer_settled(
                                          "sampled halting − confidence exit", "sampled halting − fixed depth"]
     groups = _by_group(at)
     assert [t["name"] for t in groups["data"]] == ["E[n] Q1", "E[n] Q2", "E[n] Q3", "E[n] Q4"]
-    assert list(groups["data"][0]["y"]) == pytest.approx(want["per_step_accuracy_by_group"]["E[n] Q1"])
+    assert list(groups["data"][0]["y"]) == pytest.approx(want.per_step_accuracy_by_group["E[n] Q1"])
     halted = {m.label: m.value for m in at.metric}["Halted at step"].split(" / ")[0]          # "3 / 5"
     said = [c.value for c in at.caption if "settled" in c.value]
     assert len(said) == 1 and f"halted at step {halted}" in said[0] and "No rule that decides as it goes" in said[0]
@@ -53,14 +53,14 @@ def test_parity_page_worth_it_chart_and_easy_hard_per_step_accuracy(runs):
     from explorer.worth import ITEMS
     at = open_app(page="parity", model="runs/tiny-parity")
     ck = load_checkpoint(runs / "tiny-parity")
-    want = measure_test(ck.model, TrainConfig.from_dict(ck.card["train"]), None, ITEMS)
-    eq = want["baselines"]["at_equal_steps"]
+    want = measure_test(ck.model, TrainConfig.from_dict(ck.record.train), None, ITEMS)
+    eq = want.baselines["at_equal_steps"]
     (fig,) = _worth(at)
     assert _learned(fig)["y"][0] == pytest.approx(eq["learned"])
     assert worth_sentence(eq) in texts(at)
     groups = _by_group(at)
     assert [t["name"] for t in groups["data"]] == ["easy", "hard"]
-    assert list(groups["data"][1]["y"]) == pytest.approx(want["per_step_accuracy_by_group"]["hard"])
+    assert list(groups["data"][1]["y"]) == pytest.approx(want.per_step_accuracy_by_group["hard"])
 
 
 def test_rotation_page_per_step_accuracy_by_rotation(runs):

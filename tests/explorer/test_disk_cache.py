@@ -47,6 +47,22 @@ def test_another_stamp_setting_model_or_study_is_measured_again(runs, other):
     assert calls == [1, 1]
 
 
+def test_a_new_field_of_the_test_measurement_measures_every_kept_result_again(runs, monkeypatch):
+    # the key holds a hash of TestMetrics' fields: a field added (here to a record built from it) changes the hash,
+    # and a result kept under the old one is measured again, with no version raised by hand
+    from dataclasses import make_dataclass
+
+    from ponder.analysis.metrics import TestMetrics, schema
+    grown = make_dataclass("Grown", [("new_measure", float, None)], bases=(TestMetrics,))
+    assert disk_cache.SCHEMA == schema() != schema(grown)
+    compute, calls = counting([1])
+    disk_cache.cached("worth", "assets/m", (1, 2), {}, compute)
+    disk_cache.cached("worth", "assets/m", (1, 2), {}, compute)
+    monkeypatch.setattr(disk_cache, "SCHEMA", schema(grown))
+    disk_cache.cached("worth", "assets/m", (1, 2), {}, compute)
+    assert calls == [1, 1]
+
+
 @pytest.mark.parametrize("damage", [b"", b"{not json", b"[1, 2]", b'{"key": {}, "result": 7}', b"\xff\xfe"])
 def test_a_corrupt_or_foreign_file_is_ignored_and_replaced(runs, damage):
     args = ("rotation", "assets/m", (1, 2), {"limit": 200})

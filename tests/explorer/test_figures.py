@@ -111,7 +111,7 @@ def test_training_fig_has_the_three_losses_accuracy_and_mean_steps():
                  val_accuracy=0.9 if s == 40 else None, halting=[0.5, 0.5]) for s in (10, 20, 30, 40)]
     fig = figs.training_fig(hist, lambda_p=0.2, n_steps=20)
     names = [t.name for t in fig.data]
-    for want in ("total loss", "reconstruction", "KL(p‖p_G)", "batch accuracy", "validation accuracy", "mean E[n]",
+    for want in ("total loss", "reconstruction", "KL(p ‖ p_G)", "batch accuracy", "validation accuracy", "mean E[n]",
                  "prior mean"):
         assert want in names
     val = next(t for t in fig.data if t.name == "validation accuracy")
@@ -189,8 +189,8 @@ def test_the_step_slider_is_a_band_on_every_per_step_chart():
 
 def test_the_training_chart_names_the_runs_kl_direction():
     rows = [{"step": s, "loss": 1.0, "rec": 0.9, "reg": 0.1, "accuracy": 0.5, "mean_steps": 3.0} for s in (1, 2)]
-    assert "KL(p_G‖p)" in [t.name for t in figs.training_fig(rows, 0.2, 5, regulariser="kl-reverse").data]
-    assert "KL(p‖p_G)" in [t.name for t in figs.training_fig(rows, 0.2, 5).data]
+    assert "KL(p_G ‖ p)" in [t.name for t in figs.training_fig(rows, 0.2, 5, regulariser="kl-reverse").data]
+    assert "KL(p ‖ p_G)" in [t.name for t in figs.training_fig(rows, 0.2, 5).data]
 
 
 def test_the_heatmap_labels_every_step_and_draws_the_halting_box_over_the_slider_band():
@@ -253,3 +253,31 @@ def test_the_expected_answer_is_drawn_as_the_mixture_of_the_step_answers():
         assert total == pytest.approx(tr.answer_probs[int(c)], abs=1e-6)
         assert float(bars[1].x[top.index(c)]) == pytest.approx(tr.p[1] * tr.probs[1][int(c)])   # p_2·P(c | step 2)
     assert top[0] == str(tr.pred)                                             # the answer on top
+
+
+def test_a_regulariser_added_to_the_table_validates_trains_and_is_named_on_the_training_chart(monkeypatch):
+    # one entry in ponder.losses.REGULARISERS and nothing else: the config takes it, a run trains with it, the CLI
+    # offers it, and the chart names its term by the entry's label (an unknown name was once labelled KL(p‖p_G))
+    from dataclasses import asdict
+
+    from ponder.cli.args import build_parser
+    from ponder.config import TrainConfig
+    from ponder.losses import REGULARISERS, Regulariser, kl_to_prior
+    from ponder.tasks import validate
+    from ponder.training.loop import train
+
+    def total_variation(log_p, log_prior):                                   # [N, B], [N] -> [B]
+        return 0.5 * (log_p.exp() - log_prior.exp().unsqueeze(1)).abs().sum(0)
+
+    monkeypatch.setitem(REGULARISERS, "tv", Regulariser(total_variation, "TV(p, p_G)", "total variation",
+                                                        "half the L1 distance"))
+    # p = (1/2, 1/2) against the prior of λp = 0.5, N = 2 renormalised (2/3, 1/3): TV = 0.5 (1/6 + 1/6) = 1/6
+    assert kl_to_prior(torch.full((2, 1), 0.5).log(), 0.5, "tv").item() == pytest.approx(1 / 6, abs=1e-6)
+    cfg = validate(TrainConfig(task="parity", regulariser="tv", hidden=8, batch_size=8, max_steps=3, epochs=1.0,
+                               steps_per_epoch=2, log_every=1, device="cpu", cuda_graph=False))
+    rows = []
+    train(cfg, callback=lambda p: rows.append(asdict(p)))
+    assert rows and all(math.isfinite(r["reg"]) and r["reg"] >= 0 for r in rows)
+    names = [t.name for t in figs.training_fig(rows, cfg.lambda_p, cfg.max_steps, regulariser="tv").data]
+    assert "TV(p, p_G)" in names and not any(n.startswith("KL") for n in names)
+    assert build_parser().parse_args(["train", "--out", "r", "--regulariser", "tv"]).regulariser == "tv"

@@ -87,8 +87,8 @@ def test_a_job_is_found_by_id_and_any_session_can_cancel_it(registry, tmp_path):
     registry.get(job.id).cancel(session="s2")              # another tab's Cancel: a new session, the job's id
     view = wait_done(job)
     run = view.runs[0]
-    assert run.status == "cancelled" and run.reason.startswith("cancelled from another session at step ")
-    assert read_card(run.run_dir)["reason"] == run.reason and view.stop_reason == "cancelled from another session"
+    assert run.status == "cancelled" and run.record.reason.startswith("cancelled from another session at step ")
+    assert read_card(run.run_dir)["reason"] == run.record.reason and view.stop_reason == "cancelled from another session"
     assert registry.active() == [] and registry.recent() == [job]
     later = wait_done(registry.submit("s2", [("later", tiny())], root=tmp_path))
     assert [j.id for j in registry.recent()] == [later.id, job.id]          # newest first

@@ -22,7 +22,7 @@ def test_a_job_trains_saves_and_is_listed(registry, tmp_path):
     [run] = view.runs
     assert view.status == "done" and run.status == "completed" and run.steps == 20
     assert run.progress and run.progress[-1]["step"] == 20 and run.progress[-1]["fraction"] == 1.0
-    assert run.metrics["test"]["n"] == 200
+    assert run.record.test.n == 200
     card = read_card(run.run_dir)
     assert card["status"] == "completed" and card["name"] == "my-run" and card["metrics"]["test"]["accuracy"] >= 0
     assert read_history(run.run_dir)[-1]["step"] == 20
@@ -51,9 +51,9 @@ def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tm
     assert job.snapshot().runs[2].status == "queued"                     # waits its turn
     view = wait_done(job)
     assert [r.status for r in view.runs] == ["completed", "failed", "completed"]
-    assert "MNIST not found" in view.runs[1].reason and view.runs[1].run_dir is None
+    assert "MNIST not found" in view.runs[1].record.reason and view.runs[1].run_dir is None
     a, c = view.runs[0], view.runs[2]
-    assert a.started + a.seconds <= c.started + 0.5                      # one after the other
+    assert a.started + a.record.train_seconds <= c.started + 0.5                      # one after the other
     assert read_card(c.run_dir)["train"]["lambda_p"] == 0.6
     assert reg.session_job("s1", "sweep") is job and reg.session_job("s1", "train") is None
 
@@ -66,15 +66,15 @@ def test_a_sweep_plan_trains_through_ponder_sweep_into_its_folder_and_resumes(re
     assert [r.name for r in job.snapshot().runs] == [t.name for t in plan.trials()]
     view = wait_done(job)
     assert [r.status for r in view.runs] == ["completed", "failed", "completed", "failed"]
-    assert view.runs[0].progress[-1]["step"] == 20 and view.runs[0].metrics["test"]["n"] == 200
-    assert "became inf" in view.runs[1].reason
+    assert view.runs[0].progress[-1]["step"] == 20 and view.runs[0].record.test.n == 200
+    assert "became inf" in view.runs[1].record.reason
     assert [r.run_dir for r in view.runs] == [str(tmp_path / "sw" / t.name) for t in plan.trials()]
     assert [e.sweep for e in list_models(tmp_path, assets=tmp_path / "none")] == ["sw"] * 4
     view = wait_done(registry.submit("s1", [], kind="sweep", root=tmp_path / "sw", plan=plan))
     assert [r.status for r in view.runs] == ["completed", "failed", "completed", "failed"]
-    assert view.runs[0].reason.startswith("completed in an earlier run") and view.runs[0].steps == 20
+    assert view.runs[0].record.reason.startswith("completed in an earlier run") and view.runs[0].steps == 20
     assert view.runs[0].started is None and view.runs[0].run_dir.endswith("lambda_p0.3-beta0.01-seed0")
-    assert view.runs[1].started is not None and "became inf" in view.runs[1].reason       # failed: trained again
+    assert view.runs[1].started is not None and "became inf" in view.runs[1].record.reason       # failed: trained again
 
 
 def test_a_diverging_run_is_saved_as_failed_with_its_reason(registry, tmp_path, monkeypatch):
@@ -89,7 +89,7 @@ def test_a_diverging_run_is_saved_as_failed_with_its_reason(registry, tmp_path, 
 
     monkeypatch.setattr(lifecycle, "train", diverging)
     run = wait_done(registry.submit("s1", [("nan", tiny())], root=tmp_path)).runs[0]
-    assert run.status == "failed" and run.reason == "loss became nan at step 21"
+    assert run.status == "failed" and run.record.reason == "loss became nan at step 21"
     card = read_card(run.run_dir)
     assert card["status"] == "failed" and card["reason"] == "loss became nan at step 21"
 
@@ -121,7 +121,7 @@ def test_cancel_within_a_second_keeps_a_partial_run_and_no_threads_are_left(tmp_
         run = job.snapshot().runs[0]
         card = read_card(run.run_dir)
         assert run.status == card["status"] == "cancelled" and 0 < card["steps"] == run.steps < 1000 * 20
-        assert run.partial and "cancelled at step" in run.reason and job.snapshot().cancel_requested
+        assert run.partial and "cancelled at step" in run.record.reason and job.snapshot().cancel_requested
         load_checkpoint(run.run_dir)
     assert len({job.snapshot().runs[0].run_dir for job in jobs}) == 2
     reg.shutdown()
@@ -146,9 +146,9 @@ def test_a_save_that_fails_after_training_keeps_the_model_elsewhere(registry, tm
     monkeypatch.setattr(J, "write_tmp", full_disk)              # the run's files are written by the journal
     view = wait_done(registry.submit("s1", [("full", tiny())], root=root))
     [run] = view.runs
-    assert run.status == "completed" and run.saved_elsewhere, (run.status, run.reason)
-    assert "No space left on device" in run.reason and run.run_dir in run.reason and "\n" not in run.reason
-    assert load_checkpoint(run.run_dir).card["steps"] == 20 and str(spare) in run.run_dir
+    assert run.status == "completed" and run.saved_elsewhere, (run.status, run.record.reason)
+    assert "No space left on device" in run.record.reason and run.run_dir in run.record.reason and "\n" not in run.record.reason
+    assert load_checkpoint(run.run_dir).record.steps == 20 and str(spare) in run.run_dir
     assert list(root.iterdir()) == []                # no empty run folder left in the runs folder
 
 
@@ -164,11 +164,11 @@ def test_the_time_cap_stops_a_job_and_saves_it_as_partial_with_its_reason(tmp_pa
         reg.shutdown()
     cap = "stopped by the server's time cap on web jobs (0.3 s, PONDER_MAX_JOB_SECONDS)"
     first, second = view.runs
-    assert first.status == "cancelled" and first.partial and first.reason.startswith(cap + " at step ")
-    assert 0 < first.steps < 20000 and first.seconds < 3.0 and took < 10.0, (first.steps, first.seconds, took)
+    assert first.status == "cancelled" and first.partial and first.record.reason.startswith(cap + " at step ")
+    assert 0 < first.steps < 20000 and first.record.train_seconds < 3.0 and took < 10.0, (first.steps, first.record.train_seconds, took)
     card = read_card(first.run_dir)
-    assert card["status"] == "cancelled" and card["reason"] == first.reason and card["steps"] == first.steps
-    assert second.status == "cancelled" and second.reason == cap + " before it started" and second.run_dir is None
+    assert card["status"] == "cancelled" and card["reason"] == first.record.reason and card["steps"] == first.steps
+    assert second.status == "cancelled" and second.record.reason == cap + " before it started" and second.run_dir is None
     assert view.stop_reason == cap and view.cap == 0.3
 
 

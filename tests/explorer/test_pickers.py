@@ -7,15 +7,17 @@ import pytest
 
 from explorer import pickers
 from helpers import APP_TIMEOUT, edit_card, save_tiny_run
+from ponder.store.record import RunRecord
 from ponder.store.runs import ModelEntry
 from ponder.tasks import TASKS
 
 
 def test_entry_label_names_lambda_p_the_accuracy_and_a_partial_run():
-    cancelled = ModelEntry("r", Path("r"), "run", {"train": {"lambda_p": 0.25}, "status": "cancelled",
-                                                  "metrics": {"test": {"accuracy": 0.875}}})
+    cancelled = ModelEntry("r", Path("r"), "run", RunRecord.from_card({"train": {"lambda_p": 0.25}, "status": "cancelled",
+                                                                       "metrics": {"test": {"accuracy": 0.875}}}))
     assert pickers.entry_label(cancelled) == "r · λp 0.25 · 87.5% · partial (cancelled)"
-    failed = ModelEntry("f", Path("f"), "run", {"train": {"lambda_p": 0.5}, "status": "failed"})    # no metrics: no accuracy
+    failed = ModelEntry("f", Path("f"), "run", RunRecord.from_card({"train": {"lambda_p": 0.5}, "status": "failed"}))   # no
+    # metrics: no accuracy
     assert pickers.entry_label(failed) == "f · λp 0.5 · FAILED"
 
 

@@ -95,13 +95,14 @@ def test_a_sweep_folder_is_shown_or_its_sweep_json_is_one_red_line(tmp_path, mon
 def test_the_reader_note_says_what_a_step_is_for_each_reader_and_why_the_curves_differ():
     from explorer.sweep_views import reader_note
     from explorer.tables import sweep_row
-    rows = [sweep_row("a", {"train": {"task": "mnist", "lambda_p": 0.1}, "model": {"reader": "rows", "rows_per_step": 2}}),
+    from ponder.store.record import RunRecord
+    rows = [sweep_row("a", RunRecord(train={"task": "mnist", "lambda_p": 0.1}, model={"reader": "rows", "rows_per_step": 2})),
             sweep_row("b", None, lambda_p=0.5, train={"task": "mnist", "reader": "cnn"})]       # a job's run, no card yet
     assert [r["reader"] for r in rows] == ["rows", "cnn"]
     note = reader_note(rows)
     assert "**cnn**: every step sees the whole image" in note and "**rows**: each step reveals 2 more rows" in note
     assert "follow the prior's 1/λp" in note and "fall much less than 1/λp" in note
-    assert reader_note([sweep_row("p", {"train": {"task": "parity", "lambda_p": 0.2}})]) == ""   # parity: no reader
+    assert reader_note([sweep_row("p", RunRecord(train={"task": "parity", "lambda_p": 0.2}))]) == ""   # parity: no reader
 
 
 def test_a_sweep_folders_trials_without_card_metrics_are_shown_not_measured(tmp_path, monkeypatch):

@@ -1,37 +1,46 @@
-"""explorer/tables.py: λp-sweep rows and tooltip text from cards, and where a running job is."""
+"""explorer/tables.py: λp-sweep rows and tooltip text from run records, and where a running job is."""
 import re
 
 from explorer import tables
+from ponder.analysis.metrics import TestMetrics
+from ponder.store.record import RunRecord
+
+M = TestMetrics.from_dict                 # a test mapping as TestMetrics
+
+
+def R(card: dict) -> RunRecord:
+    """A card as its record (a card here may leave out its train block)."""
+    return RunRecord.from_card({"train": {}, **card})
 
 
 def test_sweep_rows_and_card_description():
     card = {"name": "r", "status": "failed", "reason": "NaN", "model": {"reader": "cnn"},
             "train": {"task": "mnist", "lambda_p": 0.3, "max_steps": 20, "beta": 0.01, "hidden": 64, "regulariser": "kl"},
             "metrics": {}}
-    row = tables.sweep_row("r", card)
+    row = tables.sweep_row("r", R(card))
     assert row["status"] == "failed" and row["reason"] == "NaN" and row["accuracy"] is None and row["lambda_p"] == 0.3
-    text = tables.describe_card(card)
+    text = tables.describe_run(R(card))
     assert "λp = 0.3" in text and "failed" in text and "NaN" in text
     assert "regulariser KL(p ‖ p_G)" in text and "reader cnn" in text
     assert "λ head reads h," in text                         # a card without lambda_input: the paper's head
-    conf = tables.describe_card({**card, "train": {**card["train"], "lambda_input": "confidence"}})
+    conf = tables.describe_run(R({**card, "train": {**card["train"], "lambda_input": "confidence"}}))
     assert "λ head reads h and the answer's confidence," in conf
     # a card that does not say is not given the defaults: '?' for the regulariser, no reader
-    bare = tables.describe_card({**card, "model": {}, "train": {"beta": 0.01}})
+    bare = tables.describe_run(R({**card, "model": {}, "train": {"beta": 0.01}}))
     assert "regulariser ?" in bare and "reader" not in bare
     assert "N = 20," in text and "ε" not in text
     # the paper's N: each batch ran until every input halted with probability >= 1 - ε, 20 the cap
-    eps = tables.describe_card({**card, "train": {**card["train"], "halt_epsilon": 0.05}})
+    eps = tables.describe_run(R({**card, "train": {**card["train"], "halt_epsilon": 0.05}}))
     assert "N ≤ 20 where Σp ≥ 1 − ε, ε = 0.05," in eps
 
 
 def test_card_description_gives_the_budget_in_seconds_and_the_rotation_only_where_the_task_has_one():
     parity = {"name": "p", "status": "completed",
               "train": {"task": "parity", "lambda_p": 0.2, "max_seconds": 20.0, "rotate_train": 0.0}}
-    text = tables.describe_card(parity)
+    text = tables.describe_run(R(parity))
     assert "time budget = 20 s," in text and "rotation" not in text        # parity vectors are not rotated
     mnist = {**parity, "train": {**parity["train"], "task": "mnist", "max_seconds": None, "rotate_train": 22.5}}
-    assert "time budget = none, train rotation ±22.5°," in tables.describe_card(mnist)
+    assert "time budget = none, train rotation ±22.5°," in tables.describe_run(R(mnist))
 
 
 def test_regulariser_and_reader_names_and_new_metric_shape():
@@ -39,11 +48,11 @@ def test_regulariser_and_reader_names_and_new_metric_shape():
             "train": {"task": "mnist", "lambda_p": 0.5, "max_steps": 20, "beta": 0.01, "regulariser": "kl-reverse"},
             "metrics": {"test": {"accuracy": 0.99, "mean_steps": 10.0, "n": 10,
                                  "expected_steps": {"mean": 10.5, "std": 1.8, "min": 5.0, "max": 19.0}}}}
-    text = tables.describe_card(card)
+    text = tables.describe_run(R(card))
     assert "KL(p_G ‖ p)" in text and "reader rows (2 a step)" in text and "mean E[n] 10.50" in text
-    assert tables.sweep_row("a", card)["expected_steps"] == 10.5
-    assert tables.task_settings({"model": {}, "train": {"task": "parity", "parity_preset": "small"}}) == "parity preset small"
-    assert tables.task_settings({"train": {"task": "unknown"}}) == ""
+    assert tables.sweep_row("a", R(card))["expected_steps"] == 10.5
+    assert tables.task_settings(R({"model": {}, "train": {"task": "parity", "parity_preset": "small"}})) == "parity preset small"
+    assert tables.task_settings(R({"train": {"task": "unknown"}})) == ""
 
 
 def test_training_eta_uses_the_training_clock_and_the_budget():
@@ -95,7 +104,7 @@ def test_a_sweep_row_from_a_job_without_a_card_yet():
     assert (row["lambda_p"], row["status"], row["accuracy"], row["halting"]) == (0.3, "running 40%", None, None)
     card = {"train": {"lambda_p": 0.2}, "status": "completed", "metrics": {"test": {"accuracy": 0.99, "mean_steps": 4.7,
                                                                            "halting_distribution": [0.6, 0.4]}}}
-    row = tables.sweep_row("r", card)
+    row = tables.sweep_row("r", R(card))
     assert (row["accuracy"], row["mean_steps"], row["halting"]) == (0.99, 4.7, [0.6, 0.4])
 
 
@@ -107,7 +116,7 @@ def test_card_text_renders_as_plain_text():
     card = {"name": "imported [x](http://evil.example)", "status": "cancelled", "reason": INJECTION,
             "device": "![d](http://evil.example/d.png)",
             "train": {"task": "mnist", "lambda_p": 0.3, "max_steps": 20, "beta": 0.01}, "metrics": {}}
-    text = tables.describe_card(card)
+    text = tables.describe_run(R(card))
     for raw in ("](", "![", "<img", ":red[", "$\\frac", "**bold**", "http://", "https://", "www.evil", "`code`"):
         assert not re.search(r"(?<!\\)" + re.escape(raw), text), raw          # only escaped, if at all
     assert "λp = 0.3" in text and "status **cancelled**" in text          # the tooltip's own markdown stays
@@ -134,24 +143,24 @@ def test_compare_rows_leave_missing_values_missing_and_drop_an_empty_sweep_colum
     from ponder.store.runs import ModelEntry
     card = {"status": "completed", "device": "cpu",
             "train": {"task": "mnist", "lambda_p": 0.2, "max_steps": 20, "regulariser": "kl"}}
-    a, b = ModelEntry("a", Path("a"), "run", card), ModelEntry("b", Path("b"), "run", {**card, "train_seconds": 7.5})
-    rows = tables.compare_rows([a, b], {"a": {"accuracy": 0.5, "mean_steps": 2.0, "n": 8}, "b": {}})
+    a, b = ModelEntry("a", Path("a"), "run", R(card)), ModelEntry("b", Path("b"), "run", R({**card, "train_seconds": 7.5}))
+    rows = tables.compare_rows([a, b], {"a": M({"accuracy": 0.5, "mean_steps": 2.0, "n": 8}), "b": M({})})
     assert "sweep" not in rows[0] and rows[0]["accuracy"] == 0.5 and rows[0]["train s"] is None
     assert rows[1]["accuracy"] is None and rows[1]["train s"] == 7.5 and rows[1]["device"] == "cpu"
-    rows = tables.compare_rows([a, ModelEntry("s/t", Path("t"), "run", card, sweep="s")], {})
+    rows = tables.compare_rows([a, ModelEntry("s/t", Path("t"), "run", R(card), sweep="s")], {})
     assert [r["sweep"] for r in rows] == [None, "s"]      # shown as "—" (the page's placeholder), not "None"
     assert rows[0]["regulariser"] == "KL(p ‖ p_G)" and rows[0]["E[n]"] is None and rows[0]["E[n] hard − easy"] is None
     assert rows[0]["ε"] is None                          # no halt_epsilon: every batch ran all N steps
     assert rows[0]["λ head reads"] == "h"                  # no lambda_input: the paper's λ head, on h alone
-    (conf,) = tables.compare_rows([ModelEntry("c", Path("c"), "run", {**card, "train": {**card["train"],
-                                                                                         "lambda_input": "confidence"}})], {})
+    (conf,) = tables.compare_rows([ModelEntry("c", Path("c"), "run", R({**card, "train": {**card["train"],
+                                                                                         "lambda_input": "confidence"}}))], {})
     assert conf["λ head reads"] == "h and the answer's confidence"
-    (row,) = tables.compare_rows([ModelEntry("e", Path("e"), "run", {**card, "train": {**card["train"],
-                                                                                        "halt_epsilon": 0.05}})], {})
+    (row,) = tables.compare_rows([ModelEntry("e", Path("e"), "run", R({**card, "train": {**card["train"],
+                                                                                        "halt_epsilon": 0.05}}))], {})
     assert row["N"] == 20 and row["ε"] == 0.05
     # the design (what each step sees) is its own column: the main reason two MNIST models differ
-    rows = tables.compare_rows([ModelEntry("r", Path("r"), "run", {**card, "model": {"reader": "rows",
-                                                                                  "rows_per_step": 2}}), a], {})
+    rows = tables.compare_rows([ModelEntry("r", Path("r"), "run", R({**card, "model": {"reader": "rows",
+                                                                                  "rows_per_step": 2}})), a], {})
     assert [r["design"] for r in rows] == ["reader rows (2 a step)", None]
 
 
@@ -159,9 +168,9 @@ def test_compare_rows_name_the_regulariser_and_the_parity_gap():
     from pathlib import Path
     from ponder.store.runs import ModelEntry
     card = {"train": {"task": "parity", "lambda_p": 0.1, "max_steps": 20, "regulariser": "kl-reverse"}}
-    m = {"accuracy": 0.99, "expected_steps": {"mean": 8.6}, "easy": {"expected_steps": 8.25},
-         "hard": {"expected_steps": 9.0}}
-    (row,) = tables.compare_rows([ModelEntry("p", Path("p"), "run", card)], {"p": m})
+    m = M({"accuracy": 0.99, "expected_steps": {"mean": 8.6}, "easy": {"expected_steps": 8.25},
+           "hard": {"expected_steps": 9.0}})
+    (row,) = tables.compare_rows([ModelEntry("p", Path("p"), "run", R(card))], {"p": m})
     assert row["regulariser"] == "KL(p_G ‖ p)" and row["E[n]"] == 8.6 and row["E[n] hard − easy"] == 0.75   # 9.0 - 8.25
 
 
@@ -169,20 +178,21 @@ def test_the_parity_card_line_gives_the_cards_accuracy_and_expected_steps():
     card = {"metrics": {"test": {"n": 10000, "accuracy": 0.99871, "expected_steps": {"mean": 8.6},
                                  "easy": {"k_range": [1, 4], "expected_steps": 8.2168},
                                  "hard": {"k_range": [11, 15], "expected_steps": 9.0663}}}}
-    line = tables.parity_card_line(card)
+    line = tables.parity_card_line(R(card))
     # 9.0663 - 8.2168 = 0.8495 -> "+0.85"
     assert "10,000 problems" in line and "accuracy 99.87\u00a0%" in line and "hard − easy +0.85" in line
     assert tables.signed(-4.389) == "\u22124.39" and tables.signed(0.85) == "+0.85"     # a minus like the label's
     assert "8.22 on easy k 1–4, 9.07 on hard k 11–15" in line
-    assert tables.parity_card_line({"metrics": {"test": {"accuracy": 0.5}}}) == "" == tables.parity_card_line({})
+    assert tables.parity_card_line(R({"metrics": {"test": {"accuracy": 0.5}}})) == "" == tables.parity_card_line(RunRecord(train={}))
 
 
 def test_compare_rows_put_the_test_numbers_next_to_the_model_and_say_when_test_sets_differ():
     from pathlib import Path
     from ponder.store.runs import ModelEntry
     card = {"status": "completed", "train": {"task": "mnist", "lambda_p": 0.2, "max_steps": 20}}
-    a, b = ModelEntry("mnist-adaptive", Path("a"), "shipped", card), ModelEntry("runs/mine", Path("b"), "run", card)
-    rows = tables.compare_rows([a, b], {"mnist-adaptive": {"accuracy": 0.99, "n": 10000}, "runs/mine": {"accuracy": 0.98, "n": 2000}})
+    a, b = ModelEntry("mnist-adaptive", Path("a"), "shipped", R(card)), ModelEntry("runs/mine", Path("b"), "run", R(card))
+    rows = tables.compare_rows([a, b], {"mnist-adaptive": M({"accuracy": 0.99, "n": 10000}),
+                                    "runs/mine": M({"accuracy": 0.98, "n": 2000})})
     assert list(rows[0])[:4] == ["model", "accuracy", "mean steps", "E[n]"]
     # 2 × √(0.99 × 0.01 / 2000) = 0.00445: ±0.44 points
     assert tables.test_sizes_note(rows) == (

@@ -11,6 +11,7 @@ from helpers import tiny_model
 from ponder.analysis import studies
 from ponder.analysis.unroll import measure_test
 from ponder.config import TrainConfig
+from ponder.store.record import RunRecord
 from ponder.tasks.mnist import mnist_split
 from ponder.tasks.parity import PARITY_PRESETS
 
@@ -77,7 +78,7 @@ def test_rotation_study_rows(mnist):
         assert abs(sum(r["halting_distribution"]) - 1) < 1e-4
     # the 0° row is the unrotated evaluation: the same numbers as the test measurement on those images
     plain = measure_test(model, TrainConfig(), mnist, 60)
-    assert rows[0]["accuracy"] == plain["accuracy"] and rows[0]["mean_steps"] == pytest.approx(plain["mean_steps"])
+    assert rows[0]["accuracy"] == plain.accuracy and rows[0]["mean_steps"] == pytest.approx(plain.mean_steps)
     # without per_sample: the same summary, no per-sample lists
     lean = studies.rotation_study(model, x, y, [0, 90], [45])
     assert [{k: r[k] for k in lr} for r, lr in zip(rows, lean)] == lean and "steps" not in lean[0]
@@ -114,10 +115,11 @@ def test_verdict_names_what_a_step_is_and_the_rows_confound():
     from ponder.tasks import step_meaning
     rows = [_row(0, 0.99, 3), _row(45, 0.8, 4), _row(90, 0.3, 6, wrong_steps=7)]
     card = {"train": {"task": "mnist"}, "model": {"reader": "rows", "rows_per_step": 2}}
-    answer, text = studies.rotation_verdict(rows, step_meaning(card))
+    answer, text = studies.rotation_verdict(rows, step_meaning(RunRecord.from_card(card)))
     head = text.split(" Accuracy goes from")[0]
     assert answer == "longer" and "each step reveals 2 more rows" in head and "moves its ink to other rows" in head
-    assert "every step sees the whole image" in studies.rotation_verdict(rows, step_meaning({"train": {}, "model": {}}))[1]
+    bare = RunRecord.from_card({"train": {}, "model": {}})
+    assert "every step sees the whole image" in studies.rotation_verdict(rows, step_meaning(bare))[1]
 
 
 def test_the_step_a_row_reader_has_seen_all_of_a_digit_moves_with_its_rotation():

@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from helpers import tiny_model
 from ponder import data as D
+from ponder.analysis.metrics import TestMetrics
 from ponder.analysis.baselines import (class_groups, confidence_curve, confidence_exit, differences_table,
                                        exit_steps, fixed_depth, learned, quartile_groups, range_groups, settle, settle_steps, verdict,
                                        worth_sentence)
@@ -207,8 +208,8 @@ def test_the_differences_table_of_several_models():
     # mnist-adaptive's table of the issue: Q-exit 0.9924, confidence 0.9923, fixed 0.9698, sampled 0.9905
     at = _at(0.9924, 0.9923, 0.9698, 0.9905, [[-0.0008, 0.0010], [0.0199, 0.0254], [-0.0025, -0.0013]])
     old = {"mean_steps": 3.5, "learned": 0.9, "confidence_exit": 0.9, "fixed_depth": 0.8}     # no intervals measured
-    rows = differences_table({"a": {"n": 10000, "baselines": {"at_equal_steps": at}},
-                              "b": {"n": 500, "baselines": {"at_equal_steps": old}}})
+    rows = differences_table({"a": TestMetrics(n=10000, baselines={"at_equal_steps": at}),
+                              "b": TestMetrics(n=500, baselines={"at_equal_steps": old})})
     assert rows[0] == {"model": "a", "test items": 10000, "tuned on": "validation (5,000)", "mean steps": 9.6,
                        "Q-exit − confidence": "+0.0001 [-0.0008, +0.0010]: matches",
                        "Q-exit − fixed depth": "+0.0226 [+0.0199, +0.0254]: 0.0226 above",

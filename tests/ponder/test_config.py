@@ -109,7 +109,7 @@ def test_edge_values_allowed_by_validation_train_cleanly(kw):
     base = dict(task="parity", epochs=1, steps_per_epoch=3, batch_size=16, hidden=8, max_steps=5, device="cpu")
     base.update(kw)
     res = train(TrainConfig(**base))
-    assert res.status == "completed", res.reason
+    assert res.record.status == "completed", res.record.reason
     assert all(torch.isfinite(p).all() for p in res.model.parameters())
 
 

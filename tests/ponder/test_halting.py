@@ -451,3 +451,11 @@ def test_a_cap_past_the_training_n_runs_the_same_weights_longer(task, kw):
     res = ponder(capped, x, "sample", uniforms=u)
     assert torch.equal(res.halt_step, first_true(halt_mask(long.lambda_logits, "sample", u)))
     assert res.halt_step.max() > 6                                           # some inputs run past N = 6
+
+
+def test_expected_steps_keeps_float64_and_is_the_one_e_n():
+    # p = (0.5, 0.25, 0.25) at steps 1, 2, 3: E[n] = 0.5 + 0.5 + 0.75 = 1.75; a p of 0 (log p = -inf) adds 0
+    p = torch.tensor([[0.5, 1.0], [0.25, 0.0], [0.25, 0.0]], dtype=torch.float64)              # [N, B]
+    en = expected_steps(p.log())
+    assert en.dtype == torch.float64 and en.tolist() == pytest.approx([1.75, 1.0], abs=1e-12)
+    assert expected_steps(p.float().log()).dtype == torch.float32

@@ -19,7 +19,7 @@ def test_settle_finishes_the_renames_a_journal_lists(tmp_path):
     tmp = write_tmp(d / CARD, json.dumps(dict(card, steps=7)).encode())
     write_journal(d, [(tmp, d / CARD)])                  # killed right after writing the journal
     assert read_card(d)["steps"] == 1
-    assert load_checkpoint(d).card["steps"] == 7         # a reader finishes the save first
+    assert load_checkpoint(d).record.steps == 7         # a reader finishes the save first
     assert sorted(os.listdir(d)) == ["metrics.jsonl", "model.safetensors", "run.json"]
 
 
@@ -67,4 +67,4 @@ def test_a_save_never_removes_a_journal_it_did_not_write(tmp_path, monkeypatch):
     write_journal(d, [(tmp, d / CARD)])
     with pytest.raises(SaveError):
         write_files({d / "metrics.jsonl": b"", d / CARD: b"{}"})
-    assert (d / JOURNAL).exists() and load_checkpoint(d).card["steps"] == 7
+    assert (d / JOURNAL).exists() and load_checkpoint(d).record.steps == 7

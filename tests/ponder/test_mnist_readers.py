@@ -318,7 +318,7 @@ def _expected_steps_after_training(freeze_lambda: bool):
                                              rows_per_step=4), cfg.max_steps, cfg.lambda_p)
     if freeze_lambda:
         model.step_fn.lambda_head.requires_grad_(False)
-    model = train(cfg, mnist=D.Mnist(tx, ty, vx, vy, vx, vy), model=model).model
+    model = train(cfg, data=D.Mnist(tx, ty, vx, vy, vx, vy), model=model).model
     x, _, rows = _bar_images(600, 2)
     with torch.no_grad():
         en = expected_steps(model(D.mnist_inputs(x)).log_p)      # [B]

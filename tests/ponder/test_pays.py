@@ -6,6 +6,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from ponder.analysis.equal_steps import worth_it
+from ponder.analysis.metrics import TestMetrics
 from ponder.analysis.pays import KEYS, MARKS, choose_setting, marks, over_seeds, pays, seed_interval, seed_rank
 
 
@@ -19,9 +20,9 @@ def toy_result():
     stats = {"per_step_correct": correct, "per_step_confidence": conf, "p": p}
     # E[n] = (1, 1, 3, 2.5): easy mean 1, hard mean 2.75; std over the four inputs (sample std) computed below
     en = torch.tensor([1., 1., 3., 2.5])
-    return {"accuracy": 1.0, "expected_steps": {"mean": en.mean().item(), "std": en.std().item()},
-            "easy": {"count": 2, "expected_steps": 1.0}, "hard": {"count": 2, "expected_steps": 2.75},
-            **worth_it(stats, {"easy": easy, "hard": hard})}
+    return TestMetrics.from_dict({"accuracy": 1.0, "expected_steps": {"mean": en.mean().item(), "std": en.std().item()},
+                                  "easy": {"count": 2, "expected_steps": 1.0}, "hard": {"count": 2, "expected_steps": 2.75},
+                                  **worth_it(stats, {"easy": easy, "hard": hard})})
 
 
 def test_pays_by_hand():
@@ -46,10 +47,10 @@ def test_pays_by_hand():
 
 def test_pays_without_groups_or_baselines():
     res = toy_result()
-    del res["easy"], res["hard"]
+    res.easy = res.hard = None
     r = pays(res)
     assert r["hard_minus_easy"] is None and r["needed"] is None and r["learned"] == pytest.approx(1.0)
-    assert pays({"accuracy": 0.5}) is None                    # a measurement without the baselines
+    assert pays(TestMetrics(accuracy=0.5)) is None                    # a measurement without the baselines
 
 
 def test_over_seeds_by_hand():

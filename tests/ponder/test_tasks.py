@@ -14,6 +14,7 @@ from ponder.training import lifecycle
 from ponder.analysis.studies import parity_sets
 from ponder.analysis.unroll import measure_test
 from ponder.config import ConfigError, TrainConfig
+from ponder.store.record import RunRecord
 from ponder.tasks import init_lambda_head
 from ponder.analysis.unroll import near_chance
 from ponder.tasks import (TASKS, Batches, EvalSet, Task, build_model, get_task, model_config, register, train_config,
@@ -106,12 +107,12 @@ def toy(monkeypatch, tmp_path):
 def test_a_third_task_through_the_lifecycle_the_cli_and_the_loaders(toy, capsys):
     # the lifecycle: train, save, measure, card
     done = lifecycle.run(train_config("toy", device="cpu"), toy / "lc")
-    assert done.status == "completed" and done.problems == [] and done.run_dir == toy / "lc"
-    assert done.metrics["accuracy"] > 0.8 and done.metrics["n"] == 500 and done.metrics["split"] == "toy test"
-    assert [r["label"] for r in done.metrics["by_class"]] == [0, 1]
+    assert done.record.status == "completed" and done.problems == [] and done.run_dir == toy / "lc"
+    assert done.metrics.accuracy > 0.8 and done.metrics.n == 500 and done.metrics.split == "toy test"
+    assert [r["label"] for r in done.metrics.by_class] == [0, 1]
     card = json.loads((toy / "lc" / "run.json").read_text())
     assert card["train"]["task"] == "toy" and card["model"] == {"dim": 6, "hidden": 16}
-    assert card["metrics"]["test"]["accuracy"] == done.metrics["accuracy"]
+    assert card["metrics"]["test"]["accuracy"] == done.metrics.accuracy
     # the CLI: train (no evaluation) and evaluate
     rc, out, err = run_cli(["train", "--task", "toy", "--out", str(toy / "cli"), "--device", "cpu", "--quiet",
                             "--no-eval"], capsys)
@@ -125,11 +126,11 @@ def test_a_third_task_through_the_lifecycle_the_cli_and_the_loaders(toy, capsys)
     entries = {e.name: e for e in loaders.models("toy")}
     assert set(entries) == {"runs/lc", "runs/cli"}
     assert loaders.checkpoint(entries["runs/cli"]).task == "toy"
-    assert loaders.test_metrics(entries["runs/lc"])["accuracy"] == done.metrics["accuracy"]
+    assert loaders.test_metrics(entries["runs/lc"]).accuracy == done.metrics.accuracy
     measured = loaders.test_metrics(entries["runs/cli"])
-    assert measured["accuracy"] > 0.8 and measured["n"] == lifecycle.QUICK_TEST_ITEMS == 2000
-    assert "by_class" not in measured                     # the breakdowns stay out of card-shaped metrics
-    assert near_chance("toy", 0.55) and not near_chance("toy", measured["accuracy"])     # its chance level: 0.5
+    assert measured.accuracy > 0.8 and measured.n == lifecycle.QUICK_TEST_ITEMS == 2000
+    assert measured.by_class is None                      # the breakdowns stay out of card-shaped metrics
+    assert near_chance("toy", 0.55) and not near_chance("toy", measured.accuracy)     # its chance level: 0.5
 
 
 def test_the_registry_names_the_tasks_it_knows():
@@ -150,8 +151,9 @@ def test_each_task_checks_the_fields_it_reads_whatever_the_runs_task():
         validate(TrainConfig(task="mnist", parity_preset="giant"))
     # ponder.config knows no task: TrainConfig.validate checks the fields every run has, the registry the rest
     assert TrainConfig(task="toy", reader="lines", parity_preset="giant").validate().task == "toy"
-    assert get_task("mnist").describe({"model": {"reader": "rows", "rows_per_step": 4}}) == "reader rows (4 a step)"
-    assert get_task("parity").describe({"train": {"parity_preset": "video-15"}}) == "parity preset video-15"
+    assert get_task("mnist").describe(RunRecord(train={}, model={"reader": "rows", "rows_per_step": 4})) == \
+        "reader rows (4 a step)"
+    assert get_task("parity").describe(RunRecord(train={"parity_preset": "video-15"})) == "parity preset video-15"
 
 
 @pytest.mark.parametrize("rows_per_step", [2, 4, 14, 28])
@@ -160,16 +162,17 @@ def test_step_meaning_is_read_from_the_readers_definition(rows_per_step):
     # view of the model built from that card agrees (the first step n whose view shows every row)
     from ponder.tasks import step_meaning
     card = {"train": {"task": "mnist"}, "model": {"reader": "rows", "rows_per_step": rows_per_step}}
-    meaning, caveat = step_meaning(card)
+    meaning, caveat = step_meaning(RunRecord.from_card(card))
     model = tiny_model("mnist", max_steps=20, reader="rows", rows_per_step=rows_per_step)
     ink = torch.zeros(1, 1, 28, 28)
     ink[..., 27, :] = 1.0                                                    # ink on the bottom row only
     full = next(n + 1 for n in range(20) if model.step_fn.view(ink, n)[..., 27, :].min() == 1)
     assert meaning == f"each step reveals {rows_per_step} more rows of the image, top to bottom (all 28 by step {full})"
     assert "ink" in caveat and "rotating" in caveat                          # the rows confound, named
-    assert step_meaning({"train": {"task": "mnist"}, "model": {}})[0].startswith("every step sees the whole image")
-    assert "2×2, 3×3, … 28×28 from step 8" in step_meaning({"train": {"task": "mnist"}, "model": {"reader": "coarse"}})[0]
-    assert step_meaning({"train": {"task": "parity"}, "model": {"n_elems": 8}}) == (
+    R = RunRecord.from_card
+    assert step_meaning(R({"train": {"task": "mnist"}, "model": {}}))[0].startswith("every step sees the whole image")
+    assert "2×2, 3×3, … 28×28 from step 8" in step_meaning(R({"train": {"task": "mnist"}, "model": {"reader": "coarse"}}))[0]
+    assert step_meaning(R({"train": {"task": "parity"}, "model": {"n_elems": 8}})) == (
         "every step reads the whole vector again and updates the cell's state: more steps, more thought", "")
 
 
@@ -191,8 +194,8 @@ def test_mnist_split_takes_the_first_images(mnist):
 def test_mnist_groups_by_digit_and_rotates_its_test_images(mnist):
     model = tiny_model("mnist", max_steps=3)
     res = measure_test(model, TrainConfig(), mnist, 50)
-    assert res["n"] == 50 and res["split"] == "test" and res["mode"] == "sample"
-    assert sum(r["count"] for r in res["by_class"]) == 50 and [r["label"] for r in res["by_class"]] == \
+    assert res.n == 50 and res.split == "test" and res.mode == "sample"
+    assert sum(r["count"] for r in res.by_class) == 50 and [r["label"] for r in res.by_class] == \
         sorted(set(mnist.test_y[:50].tolist()))
     x, y = get_task("mnist").rotation_inputs(mnist, 20)
     assert x.dtype == torch.uint8 and x.shape == (20, 28, 28) and torch.equal(y, mnist.test_y[:20])
@@ -233,7 +236,7 @@ def test_the_parity_card_line_and_charts_name_the_same_ranges(preset):
     model = tiny_model("parity", max_steps=3, n_elems=n)
     cfg = TrainConfig(task="parity", parity_preset=preset)
     card = {"task": "parity", "train": cfg.to_dict(), "metrics": card_metrics(measure_test(model, cfg, None, 200))}
-    line, sets = parity_card_line(card), parity_sets(fitted_preset(preset, n))
+    line, sets = parity_card_line(RunRecord.from_card(card)), parity_sets(fitted_preset(preset, n))
     for name, (lo, hi) in zip(("easy", "hard"), easy_hard(PARITY_PRESETS[preset])):
         assert card["metrics"]["test"][name]["k_range"] == [lo, hi]
         assert f"{name} k {lo}–{hi}" in line
@@ -255,5 +258,5 @@ def test_parity_validation_is_held_out_vectors_of_the_trained_k_and_the_unseen_k
     assert list(shift) == ["unseen k (outside 1–25)"] and shift["unseen k (outside 1–25)"].tolist() == [0, 0, 1, 1]
     assert task.shifted(model, TrainConfig(task="parity", parity_preset="large"), torch.tensor([1, 30])) == {}
     res = measure_test(model, cfg, limit=300)
-    assert [r["name"] for r in res["baselines"]["shift"]] == ["unseen k (outside 1–25)"]
-    assert res["baselines"]["shift"][0]["n"] == int((ts.rows[2] > 25).sum())
+    assert [r["name"] for r in res.baselines["shift"]] == ["unseen k (outside 1–25)"]
+    assert res.baselines["shift"][0]["n"] == int((ts.rows[2] > 25).sum())

@@ -14,7 +14,7 @@ from ponder.training.loop import train
 MNIST = TrainConfig()
 
 
-def evaluate_parity(model, preset: str, size: int) -> dict:
+def evaluate_parity(model, preset: str, size: int):
     return measure_test(model, TrainConfig(task="parity", parity_preset=preset), None, size)
 
 
@@ -25,21 +25,21 @@ def small_mnist(m, n_train=6000, n_val=500):
 
 def test_mnist_short_training_learns_and_evaluates(mnist):
     small = small_mnist(mnist)
-    res = train(TrainConfig(epochs=1, batch_size=64, device="cpu", max_steps=8, rotate_train=10.0), mnist=small)
-    assert res.status == "completed"
+    res = train(TrainConfig(epochs=1, batch_size=64, device="cpu", max_steps=8, rotate_train=10.0), data=small)
+    assert res.record.status == "completed"
     ev = measure_test(res.model, MNIST, small)
-    assert ev["accuracy"] > 0.85 and ev["n"] == 1000 and ev["mode"] == "sample" and ev["split"] == "test"
-    assert 1 <= ev["mean_steps"] <= 8
-    assert len(ev["per_step_accuracy"]) == 8 and len(ev["halting_distribution"]) == 8
-    assert abs(sum(ev["halting_distribution"]) - 1) < 1e-4 and abs(sum(ev["prior"]) - 1) < 1e-4
-    assert len(ev["by_class"]) == 10 and sum(r["count"] for r in ev["by_class"]) == 1000
+    assert ev.accuracy > 0.85 and ev.n == 1000 and ev.mode == "sample" and ev.split == "test"
+    assert 1 <= ev.mean_steps <= 8
+    assert len(ev.per_step_accuracy) == 8 and len(ev.halting_distribution) == 8
+    assert abs(sum(ev.halting_distribution) - 1) < 1e-4 and abs(sum(ev.prior) - 1) < 1e-4
+    assert len(ev.by_class) == 10 and sum(r["count"] for r in ev.by_class) == 1000
     # invariant: the accuracy is the count-weighted mean of the per-class accuracies
-    assert ev["accuracy"] == pytest.approx(sum(r["accuracy"] * r["count"] for r in ev["by_class"]) / 1000, abs=1e-6)
+    assert ev.accuracy == pytest.approx(sum(r["accuracy"] * r["count"] for r in ev.by_class) / 1000, abs=1e-6)
     det = measure_test(res.model, MNIST, small, 300, "deterministic")
     exp = measure_test(res.model, MNIST, small, 300, "expected")
-    assert det["accuracy"] > 0.85 and exp["accuracy"] > 0.85 and det["n"] == exp["n"] == 300
+    assert det.accuracy > 0.85 and exp.accuracy > 0.85 and det.n == exp.n == 300
     # expected mode runs every step: its 'steps' are E[n], whose mean is the expected_steps metric
-    assert exp["mean_steps"] == pytest.approx(exp["expected_steps"]["mean"], abs=1e-4)
+    assert exp.mean_steps == pytest.approx(exp.expected_steps["mean"], abs=1e-4)
 
 
 def test_group_stats_and_by_k_by_hand():
@@ -62,17 +62,18 @@ def test_group_stats_and_by_k_by_hand():
 def test_parity_evaluation_easy_hard_is_a_split_of_one_test_set():
     model = tiny_model("parity", max_steps=6)
     ev = evaluate_parity(model, "small", size=1000)
-    easy, hard = ev["easy"], ev["hard"]
-    assert easy["count"] + hard["count"] == ev["n"] == 1000 and ev["test_k"] == [1, 8]
-    assert easy["k_range"] == [1, 4] and hard["k_range"] == [5, 8]
+    easy, hard = ev.easy, ev.hard
+    assert easy.count + hard.count == ev.n == 1000 and ev.test_k == [1, 8]
+    assert easy.k_range == [1, 4] and hard.k_range == [5, 8]
     # invariants: the whole set's accuracy and mean steps are the count-weighted means of the halves, and
     # of the per-k rows
     for key in ("accuracy", "mean_steps"):
-        assert ev[key] == pytest.approx((easy[key] * easy["count"] + hard[key] * hard["count"]) / 1000, abs=1e-5)
-    assert [r["k"] for r in ev["by_k"]] == list(range(1, 9))
-    assert abs(sum(easy["halting_distribution"]) - 1) < 1e-4 and abs(sum(hard["halting_distribution"]) - 1) < 1e-4
+        assert getattr(ev, key) == pytest.approx((getattr(easy, key) * easy.count + getattr(hard, key) * hard.count)
+                                                 / 1000, abs=1e-5)
+    assert [r["k"] for r in ev.by_k] == list(range(1, 9))
+    assert abs(sum(easy.halting_distribution) - 1) < 1e-4 and abs(sum(hard.halting_distribution) - 1) < 1e-4
     # the same seed replays the same draws
-    assert evaluate_parity(model, "small", size=1000)["accuracy"] == ev["accuracy"]
+    assert evaluate_parity(model, "small", size=1000).accuracy == ev.accuracy
 
 
 # ----------------------------------------------------------------------------- per-input E[n] measurements
@@ -114,17 +115,17 @@ def test_parity_blocks_use_the_preset_ranges_and_by_k_adds_up():
     from helpers import tiny_model
     model = tiny_model("parity", max_steps=6, n_elems=15)
     res = evaluate_parity(model, "video-15", size=600)
-    assert res["easy"]["k_range"] == [1, 4] and res["hard"]["k_range"] == [11, 15]
-    rows = {r["k"]: r for r in res["by_k"]}
+    assert res.easy.k_range == [1, 4] and res.hard.k_range == [11, 15]
+    rows = {r["k"]: r for r in res.by_k}
     assert sum(r["count"] for r in rows.values()) == 600
-    assert res["easy"]["count"] == sum(rows[k]["count"] for k in range(1, 5) if k in rows)
+    assert res.easy.count == sum(rows[k]["count"] for k in range(1, 5) if k in rows)
     # invariant: a block's mean E[n] is the count-weighted mean of its k rows
     hard = [rows[k] for k in range(11, 16) if k in rows]
     weighted = sum(r["expected_steps"] * r["count"] for r in hard) / sum(r["count"] for r in hard)
-    assert res["hard"]["expected_steps"] == pytest.approx(weighted, rel=1e-5)
+    assert res.hard.expected_steps == pytest.approx(weighted, rel=1e-5)
     # a preset without its own ranges splits the test range in halves
     small = evaluate_parity(tiny_model("parity", max_steps=6), "small", size=200)
-    assert small["easy"]["k_range"] == [1, 4] and small["hard"]["k_range"] == [5, 8]
+    assert small.easy.k_range == [1, 4] and small.hard.k_range == [5, 8]
 
 
 def test_near_chance_flags_runs_that_learned_nothing():

@@ -161,7 +161,7 @@ def test_cli_evaluate_json_is_strict_json(tmp_path, capsys, monkeypatch):
 
     def with_nan(*a, **kw):
         res = real(*a, **kw)
-        res["accuracy"], res["expected_steps"]["std"] = float("nan"), float("inf")
+        res.accuracy, res.expected_steps["std"] = float("nan"), float("inf")
         return res
     monkeypatch.setattr(E, "measure_test", with_nan)
     rc, out, err = run_cli(["evaluate", str(run), "--json", "--limit", "200"], capsys)

@@ -78,7 +78,7 @@ def test_cli_save_fails_after_training_rescues_the_model(tmp_path, capsys, monke
     rescue = [p for p in tmp_path.iterdir() if p.name.startswith("ponder-unsaved-")]
     assert len(rescue) == 1 and str(rescue[0]) in err
     ck = load_checkpoint(rescue[0])
-    assert ck.card["status"] == "completed" and ck.card["steps"] == 8
+    assert ck.record.status == "completed" and ck.record.steps == 8
     assert not out.exists()                               # no empty run folder left where the save failed
 
 
@@ -98,18 +98,18 @@ def test_cli_ctrl_c_cancels_and_saves(tmp_path, capsys, monkeypatch):
     from ponder.training import lifecycle
     real = lifecycle.train
 
-    def train_with_ctrl_c(cfg, mnist=None, callback=None, cancel=None, **kw):
+    def train_with_ctrl_c(cfg, data=None, callback=None, cancel=None, **kw):
         def cb(p):
             if p.step == 10:                       # progress is reported every 10 steps
                 os.kill(os.getpid(), signal.SIGINT)
-        return real(cfg, mnist=mnist, callback=cb, cancel=cancel, **kw)
+        return real(cfg, data=data, callback=cb, cancel=cancel, **kw)
     monkeypatch.setattr(lifecycle, "train", train_with_ctrl_c)
     out = tmp_path / "out"
     rc = main([*TRAIN, "--out", str(out), "--steps-per-epoch", "1000"])
     stdout, err = capsys.readouterr()
     assert rc == 0 and stdout.startswith("cancelled"), (stdout, err)
     ck = load_checkpoint(out)
-    assert ck.card["status"] == "cancelled" and 10 <= ck.card["steps"] <= 11
+    assert ck.record.status == "cancelled" and 10 <= ck.record.steps <= 11
     assert signal.getsignal(signal.SIGINT) is before                  # the handler is put back
 
 
@@ -117,11 +117,11 @@ def test_cli_second_ctrl_c_aborts_without_leaving_an_empty_folder(tmp_path, caps
     from ponder.training import lifecycle
     real = lifecycle.train
 
-    def train_ctrl_c_twice(cfg, mnist=None, callback=None, cancel=None, **kw):
+    def train_ctrl_c_twice(cfg, data=None, callback=None, cancel=None, **kw):
         def cb(p):
             if p.step in (10, 20):
                 os.kill(os.getpid(), signal.SIGINT)
-        return real(cfg, mnist=mnist, callback=cb, cancel=None, **kw)     # ignores the cancel flag
+        return real(cfg, data=data, callback=cb, cancel=None, **kw)     # ignores the cancel flag
     monkeypatch.setattr(lifecycle, "train", train_ctrl_c_twice)
     out = tmp_path / "out"
     rc = main([*TRAIN, "--out", str(out), "--steps-per-epoch", "1000"])
@@ -138,7 +138,7 @@ def test_cli_diverging_run_exits_3_and_keeps_the_failed_run(tmp_path, capsys):
     assert rc == 3, (stdout, err)
     assert stdout.startswith("failed:") and "at step" in stdout and "Traceback" not in err
     ck = load_checkpoint(out)
-    assert ck.card["status"] == "failed" and "at step" in ck.card["reason"]
+    assert ck.record.status == "failed" and "at step" in ck.record.reason
     assert all(torch.isfinite(p).all() for p in ck.model.parameters())
 
 
@@ -163,7 +163,7 @@ def test_cli_overwrite_replaces_the_run_and_drops_the_old_metrics(tmp_path, caps
     rc, out, err = run_cli([*TRAIN, "--out", str(run), "--overwrite"], capsys)     # --no-eval: no new metrics
     assert rc == 0, err
     ck = load_checkpoint(run)
-    assert ck.card["steps"] == 8 and ck.card["metrics"] == {}, ck.card["metrics"]
+    assert ck.record.steps == 8 and ck.record.metrics == {}, ck.record.metrics
 
 
 def test_cli_train_refuses_an_empty_out(tmp_path, capsys, monkeypatch):

@@ -3,6 +3,7 @@
 import json
 
 from helpers import ROOT
+from ponder.analysis.metrics import TestMetrics
 from ponder.cli.reproduce import results_markdown, specs, stats_cells
 
 RESULTS = json.loads((ROOT / "docs" / "results.json").read_text())
@@ -17,7 +18,7 @@ def test_expected_mode_row_says_all_steps_run_and_keeps_two_decimals_of_the_medi
 
 
 def test_stats_cells_by_hand():
-    r = dict(accuracy=0.5, mean_steps=4.654, median_steps=4.648, std_steps=0.0583)
+    r = TestMetrics(accuracy=0.5, mean_steps=4.654, median_steps=4.648, std_steps=0.0583)
     assert stats_cells(r) == "0.5000 | 4.65 | 5 | 0.06"
     assert stats_cells(r, expected=True) == "0.5000 | 4.65 | 4.65 | 0.06"
 

@@ -24,7 +24,7 @@ def test_cli_sweep_trains_each_trial_then_resumes(tmp_path, capsys):
     info = json.loads((out / "sweep.json").read_text())
     assert [t["status"] for t in info["trials"]] == ["completed", "completed"]
     assert info["trials"][1]["config"]["lambda_p"] == 0.5 and info["trials"][1]["config"]["hidden"] == 16
-    assert load_checkpoint(out / "lambda_p0.2-seed0").card["metrics"]["test"]["n"] == 10000   # as train measures
+    assert load_checkpoint(out / "lambda_p0.2-seed0").record.metrics["test"]["n"] == 10000   # as train measures
     rc, stdout, err = run_cli([*SWEEP, "--out", str(out)], capsys)
     assert rc == 0 and "[1/2]" not in stdout and "2 completed (2 in an earlier run, skipped)" in stdout, err
 
@@ -36,7 +36,7 @@ def test_cli_sweep_with_a_diverging_trial_exits_3_and_records_it(tmp_path, capsy
     info = json.loads((out / "sweep.json").read_text())
     assert [t["status"] for t in info["trials"]] == ["completed", "failed", "completed", "failed"]
     assert "2 completed (0 in an earlier run, skipped), 2 failed" in stdout
-    assert load_checkpoint(out / "lambda_p0.5-beta1e38-seed0").card["status"] == "failed"
+    assert load_checkpoint(out / "lambda_p0.5-beta1e38-seed0").record.status == "failed"
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -9,6 +9,7 @@ from helpers import ShellPayload, assert_one_line, edit_card, run_threads, save_
 from ponder.store import card as K
 from ponder.store.card import CARD, HISTORY, CheckpointError, read_card, read_history, update_card
 from ponder.store.checkpoint import load_checkpoint, save_run
+from ponder.store.record import RunRecord
 from ponder.config import TrainConfig
 
 
@@ -184,7 +185,7 @@ def test_a_card_read_is_whole_a_default_for_each_field_it_leaves_out(tiny_run):
 @pytest.mark.parametrize("field", ["n", "accuracy", "mean_steps", "median_steps", "expected_steps",
                                    "halting_distribution"])
 def test_a_null_test_number_reads_as_not_measured_and_the_pages_format_the_card(tiny_run, field):
-    from explorer.tables import describe_card, parity_card_line
+    from explorer.tables import describe_run, parity_card_line
     d, _ = tiny_run
     test = {"n": 10, "accuracy": 0.5, "mean_steps": 2.0, "median_steps": 2, "halting_distribution": [0.5, 0.5],
             "expected_steps": {"mean": 2.0, "std": 0.1, "min": 1.5, "max": 2.5},
@@ -193,7 +194,8 @@ def test_a_null_test_number_reads_as_not_measured_and_the_pages_format_the_card(
     edit_card(d, lambda c: c.update(metrics={"test": {**test, field: None}}))   # what save_run writes for NaN
     card = read_card(d)
     assert field not in card["metrics"]["test"] and card["metrics"]["test"]["easy"] == test["easy"]
-    describe_card(card), parity_card_line(card)       # formatted '{:.2f}' / '{:,}': None raised TypeError
+    record = RunRecord.from_card(card)
+    describe_run(record), parity_card_line(record)    # formatted '{:.2f}' / '{:,}': None raised TypeError
 
 
 @pytest.mark.parametrize("content", [b"\xff\xfe\x00garbage\n", b"[" * 50000 + b"\n", b"1\n2\n\"x\"\nnull\n[]\n",
@@ -220,7 +222,7 @@ def test_save_run_with_odd_text_fields_stays_loadable(tmp_path, field, value):
     model = tiny_model("parity", max_steps=5)
     d = save_run(tmp_path / "r", model, TrainConfig(task="parity", max_steps=5, hidden=16), **{field: value})
     ck = load_checkpoint(d)
-    assert isinstance(ck.card[field], str) and len(ck.card[field]) <= K.MAX_CARD_TEXT
+    assert isinstance(getattr(ck.record, field), str) and len(getattr(ck.record, field)) <= K.MAX_CARD_TEXT
 
 
 @pytest.mark.parametrize("edit", [lambda c: c.update(lambda_p=2.0), lambda c: c.update(task="cifar"),
@@ -307,3 +309,11 @@ def test_history_fields_that_nest_are_dropped(tiny_run):
                              + ', "y": {"a": 1}}\n')
     rows = read_history(d)
     assert rows == [{"step": 1, "loss": 0.5, "phase": "training"}] and pickle.loads(pickle.dumps(rows)) == rows
+
+
+def test_one_line_is_the_one_error_formatter():
+    # every layer's one-line error text: whitespace runs as one space, the class name for a silent error, and a
+    # limit that keeps the start and says it was cut
+    assert K.one_line(ValueError("bad\n  value\tthere")) == "bad value there"
+    assert K.one_line(KeyboardInterrupt()) == "KeyboardInterrupt"
+    assert K.one_line(OSError("x" * 600), 500) == "x" * 499 + "…" and len(K.one_line("y" * 400, 400)) == 400

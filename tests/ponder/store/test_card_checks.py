@@ -41,7 +41,7 @@ def test_expected_steps_must_be_its_spread(tiny_run, en):
     assert_one_line(e, "metrics.test.expected_steps must be {mean, std, min, max}")
     spread = {"mean": 4.65, "std": 0.06, "min": 4.41, "max": 4.91}                  # within N = 5
     edit_card(d, lambda card: card.update(metrics={"test": {"accuracy": 0.9, "expected_steps": spread}}))
-    assert K.mean_expected_steps(read_card(d)["metrics"]["test"]) == 4.65
+    assert K.read_record(d).test.mean_expected_steps == 4.65
 
 
 def test_good_metric_lists_are_kept(tiny_run):

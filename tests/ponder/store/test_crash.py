@@ -109,8 +109,8 @@ def _base(tmp_path):
 def fingerprint(run_dir):
     """(weights, card steps, history length) of a loadable run: load_checkpoint finishes a save cut short."""
     ck = load_checkpoint(run_dir)
-    return (ck.model.state_dict()["step_fn.lambda_head.weight"].sum().item(), ck.card["steps"],
-            len(read_history(run_dir)), ck.card["name"])
+    return (ck.model.state_dict()["step_fn.lambda_head.weight"].sum().item(), ck.record.steps,
+            len(read_history(run_dir)), ck.record.name)
 
 
 def clean(root):

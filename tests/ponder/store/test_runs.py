@@ -64,7 +64,7 @@ def test_names_stay_inside_the_runs_folder(tmp_path, name):
         assert d.parent == root and d.is_dir() and d.resolve().parent == root.resolve()
         save_run(d, tiny_model("parity", max_steps=3), TrainConfig(task="parity", max_steps=3, hidden=16))
         ck = load_checkpoint(run_path(root, d.name))
-        assert ck.path == d and ck.card["name"] == d.name and ck.task == "parity"
+        assert ck.path == d and ck.record.name == d.name and ck.task == "parity"
     assert sorted(p.name for p in tmp_path.iterdir()) == outside_before, "something was created outside the runs folder"
     assert (p is None) == (d is None)
 
@@ -229,14 +229,14 @@ def test_two_sessions_train_and_save_at_once(tmp_path):
         cfg = TrainConfig(**PARITY, seed=i)
         d = new_run_dir(root, "parity")
         res = train(cfg)
-        save_run(d, res.model, cfg, status=res.status, reason=res.reason, steps=res.steps, history=res.history)
+        save_run(d, res.model, cfg, status=res.record.status, reason=res.record.reason, steps=res.record.steps, history=res.history)
         return d, res
 
     out = run_threads(2, session)
     (d0, r0), (d1, r1) = out
-    assert d0 != d1 and r0.status == r1.status == "completed" and r0.steps == r1.steps == 20
+    assert d0 != d1 and r0.record.status == r1.record.status == "completed" and r0.record.steps == r1.record.steps == 20
     c0, c1 = load_checkpoint(d0), load_checkpoint(d1)
-    assert c0.card["train"]["seed"] != c1.card["train"]["seed"]
+    assert c0.record.train["seed"] != c1.record.train["seed"]
     assert not all(torch.equal(a, b) for a, b in zip(c0.model.state_dict().values(), c1.model.state_dict().values()))
     assert {m.path for m in list_models(root, assets=tmp_path / "none")} == {d0, d1}
     assert set(threading.enumerate()) <= before | {threading.current_thread()}, "training left threads behind"
@@ -257,7 +257,7 @@ def test_listing_while_runs_are_written_never_crashes_or_shows_half_runs(tmp_pat
         n = 0
         while not stop.is_set() or n == 0:
             for m in list_models(root, assets=tmp_path / "none"):
-                assert (m.path / WEIGHTS).exists() and m.card["train"]["task"] == "parity"
+                assert (m.path / WEIGHTS).exists() and m.record.train["task"] == "parity"
             n += 1
         return n
 

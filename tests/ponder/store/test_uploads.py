@@ -58,7 +58,7 @@ def test_upload_imported_into_runs_folder(tmp_path):
     dest = import_checkpoint(w, c, "My run: λ=0.3 / ../x", root=root, history=h)
     assert dest.parent == root and dest.name.isascii() and "/" not in dest.name and not dest.name.startswith(".")
     ck = load_checkpoint(dest)
-    assert ck.card["name"] == dest.name            # the uploaded name is not kept verbatim
+    assert ck.record.name == dest.name            # the uploaded name is not kept verbatim
     x = torch.randint(0, 2, (4, 8)).float()
     with torch.no_grad():
         assert torch.equal(ck.model(x).y, model.eval()(x).y)
@@ -168,7 +168,7 @@ def test_imports_with_the_same_name_at_once(tmp_path):
     dests = run_threads(6, lambda i: import_checkpoint(w, c, "upload", root=root))
     assert len(set(dests)) == 6
     for d in dests:
-        assert load_checkpoint(d).card["name"] == d.name
+        assert load_checkpoint(d).record.name == d.name
     assert sorted(p.name for p in root.iterdir()) == sorted(d.name for d in dests)      # no .import-* left
 
 

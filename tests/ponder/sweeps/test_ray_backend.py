@@ -46,7 +46,7 @@ def test_a_ray_sweep_on_a_local_ray(tmp_path, monkeypatch):
     assert [t.status for t in trials] == ["completed", "failed"]
     for t in trials:                                             # the run files came back from the Ray workers
         ck = load_checkpoint(tmp_path / "sw" / t.name)
-        assert ck.card["status"] == t.status and ck.card["train"] == t.config.to_dict()
+        assert ck.record.status == t.status and ck.record.train == t.config.to_dict()
     info = json.loads((tmp_path / "sw" / S.SWEEP).read_text())
     assert info["backend"] == "ray" and [r["status"] for r in info["trials"]] == ["completed", "failed"]
     assert info["trials"][0]["metrics"]["n"] == 100 and "became inf" in info["trials"][1]["reason"]

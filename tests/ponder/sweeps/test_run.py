@@ -39,10 +39,10 @@ def test_a_local_sweep_leaves_a_run_folder_per_trial_and_sweep_json(tmp_path):
     assert info["plan"]["grid"] == {"lambda_p": [0.2, 0.5]} and info["backend"] == "local"
     for t, rec in zip(trials, info["trials"]):
         ck = load_checkpoint(tmp_path / "sw" / t.name)              # a normal run folder, the same card as train's
-        assert ck.card["status"] == "completed" and ck.card["name"] == t.name and ck.model.lambda_p == t.values["lambda_p"]
-        assert rec["config"] == ck.card["train"] and rec["status"] == "completed" and rec["steps"] == 10
-        assert rec["metrics"] == ck.card["metrics"]["test"] and rec["metrics"]["n"] == 200
-        assert t.record.train == ck.card["train"] and t.record.metrics == ck.card["metrics"]   # the trial's record
+        assert ck.record.status == "completed" and ck.record.name == t.name and ck.model.lambda_p == t.values["lambda_p"]
+        assert rec["config"] == ck.record.train and rec["status"] == "completed" and rec["steps"] == 10
+        assert rec["metrics"] == ck.record.metrics["test"] and rec["metrics"]["n"] == 200
+        assert t.record.train == ck.record.train and t.record.metrics == ck.record.metrics   # the trial's record
     table = (tmp_path / "sw" / S.TABLE).read_text().splitlines()
     assert table[0].startswith("| trial | lambda_p | seed | status | test accuracy") and len(table) == 4
     assert table[2].startswith("| lambda_p0.2-seed0 | 0.2 | 0 | completed | 0.")
@@ -60,7 +60,7 @@ def test_resume_skips_the_completed_trials_and_trains_the_rest(tmp_path, monkeyp
     assert trained == ["lambda_p0.5-seed0"]
     assert [(t.status, t.resumed) for t in trials] == [("completed", True), ("completed", False)]
     assert (tmp_path / "sw" / "lambda_p0.2-seed0" / WEIGHTS).read_bytes() == weights
-    assert trials[0].metrics["n"] == 100                          # its record is kept from the first run
+    assert trials[0].metrics.n == 100                          # its record is kept from the first run
     assert trials[0].record == read_record(tmp_path / "sw" / "lambda_p0.2-seed0")   # read from its card
     assert "completed (resumed)" in (tmp_path / "sw" / S.TABLE).read_text()
     trained.clear()                     # another config with the same trial names: refused, nothing replaced

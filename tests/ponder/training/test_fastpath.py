@@ -82,7 +82,7 @@ def test_parity_weights_and_log_metrics_equal_the_per_step_sync_loop(check_every
     model = tiny_model("parity", max_steps=6)
     ref_w, ref_rows = reference_train(cfg, copy.deepcopy(model))
     res = train(cfg, model=model)
-    assert res.status == "completed" and res.steps == 24 and res.step_mode == "eager"
+    assert res.record.status == "completed" and res.record.steps == 24 and res.step_mode == "eager"
     assert same_weights(weights(res.model), ref_w)
     assert [{k: r[k] for k in METRICS} for r in res.history] == ref_rows       # exactly the old reads
 
@@ -95,8 +95,8 @@ def test_mnist_weights_and_log_metrics_equal_the_per_step_sync_loop(mnist):
                       rotate_train=15.0, seed=1)
     model = tiny_model("mnist", max_steps=5)
     ref_w, ref_rows = reference_train(cfg, copy.deepcopy(model), mnist=small)
-    res = train(cfg, mnist=small, model=model)
-    assert res.status == "completed" and res.steps == n
+    res = train(cfg, data=small, model=model)
+    assert res.record.status == "completed" and res.record.steps == n
     assert same_weights(weights(res.model), ref_w)
     assert [{k: r[k] for k in METRICS} for r in res.history] == ref_rows
     assert res.history[-1]["val_accuracy"] is not None
@@ -129,8 +129,8 @@ def test_non_finite_loss_found_within_K_steps_keeps_last_good_weights(bad_at, K)
     model = tiny_model("parity", max_steps=6)
     seen = forward_counter(model, bad_from=bad_at)
     res = train(parity_cfg(epochs=10, check_every=K), model=model)
-    assert res.status == "failed" and f"loss became nan at step {bad_at}" == res.reason
-    assert res.steps == bad_at - 1
+    assert res.record.status == "failed" and f"loss became nan at step {bad_at}" == res.record.reason
+    assert res.record.steps == bad_at - 1
     # stopped at the first check at or after the bad step: at most K - 1 steps late
     assert seen["passes"]() == K * math.ceil(bad_at / K)
     assert same_weights(weights(res.model), seen["before"][bad_at])      # the weights after step bad_at - 1
@@ -148,8 +148,8 @@ def test_non_finite_gradient_found_at_the_next_check():
 
     model.step_fn.out_head.weight.register_hook(poison)
     res = train(parity_cfg(epochs=10, check_every=10, log_every=3), model=model)
-    assert res.status == "failed" and res.reason.startswith("gradient norm became") and "at step 6" in res.reason
-    assert res.steps == 5 and seen["passes"]() == 6               # the log point at step 6 is a check too
+    assert res.record.status == "failed" and res.record.reason.startswith("gradient norm became") and "at step 6" in res.record.reason
+    assert res.record.steps == 5 and seen["passes"]() == 6               # the log point at step 6 is a check too
     assert same_weights(weights(res.model), seen["before"][6])
     assert [r["step"] for r in res.history] == [3]                # history holds checked, good steps only
 
@@ -171,9 +171,9 @@ def test_update_that_poisons_weights_restores_the_last_checked_snapshot(monkeypa
 
     monkeypatch.setattr(torch.optim.Adam, "step", poisoned_step)
     res = train(parity_cfg(epochs=10, check_every=5), model=model)
-    assert res.status == "failed" and "non-finite after the update at step 7" in res.reason, res.reason
-    assert "weights of step 5" in res.reason
-    assert res.steps == 5 and len(after) == 10
+    assert res.record.status == "failed" and "non-finite after the update at step 7" in res.record.reason, res.record.reason
+    assert "weights of step 5" in res.record.reason
+    assert res.record.steps == 5 and len(after) == 10
     assert same_weights(weights(res.model), after[5])
     assert all(torch.isfinite(p).all() for p in res.model.parameters())
 
@@ -192,7 +192,7 @@ def test_a_divergence_found_after_cancel_is_reported_as_failed():
 
     model.step_fn.loss = loss
     res = train(parity_cfg(epochs=10, check_every=50), model=model, cancel=cancel)
-    assert res.status == "failed" and "at step 3" in res.reason and res.steps == 2
+    assert res.record.status == "failed" and "at step 3" in res.record.reason and res.record.steps == 2
     assert same_weights(weights(res.model), seen["before"][3])
 
 
@@ -340,7 +340,7 @@ def test_train_with_the_graph_path_forced_on_cpu_falls_back_and_trains_on(monkey
     model = tiny_model("parity", max_steps=6)
     eager = train(parity_cfg(log_every=6, cuda_graph=False), model=copy.deepcopy(model))
     res = train(parity_cfg(log_every=6), model=model)
-    assert res.status == "completed" and res.steps == 24
+    assert res.record.status == "completed" and res.record.steps == 24
     assert res.step_mode == "eager" and "capture failed" in res.step_mode_reason
     # capturable Adam with the learning rate as a tensor: the same update up to rounding
     for k, v in weights(res.model).items():

@@ -24,19 +24,19 @@ def test_a_run_is_trained_saved_measured_and_recorded(tmp_path):
     done = lifecycle.run(TrainConfig(**TINY), tmp_path / "r", on_phase=phases.append, callback=reports.append,
                          eval_limit=500)
     assert phases == ["training", "validating", "saving", "evaluating"]          # parity: no data to load
-    assert done.status == "completed" and done.reason == "" and not done.problems and not done.saved_elsewhere
+    assert done.record.status == "completed" and done.reason == "" and not done.problems and not done.saved_elsewhere
     assert done.run_dir == tmp_path / "r" and [p.step for p in reports] == [5, 10, 15, 20]
     card = read_card(done.run_dir)
     assert card["status"] == "completed" and card["steps"] == 20 and len(read_history(done.run_dir)) == 4
     # one metrics shape: {'test': the full metrics less the per-class / per-k breakdowns and the baselines,
     # plus the baselines' few numbers (pays)}
     assert set(card["metrics"]) == {"test"}
-    assert card["metrics"]["test"] == {**{k: v for k, v in done.metrics.items() if k not in (
+    assert card["metrics"]["test"] == {**{k: v for k, v in done.metrics.to_dict().items() if k not in (
         "by_class", "by_k", "baselines", "settle", "per_step_accuracy_by_group", "learned_by_group", "validation")},
         "pays": pays(done.metrics)}
-    assert card["metrics"]["test"]["pays"]["learned"] == done.metrics["baselines"]["at_equal_steps"]["learned"]
-    assert "baselines" in done.metrics and "baselines" not in card["metrics"]["test"]
-    assert "by_k" in done.metrics and card["metrics"]["test"]["n"] == 500
+    assert card["metrics"]["test"]["pays"]["learned"] == done.metrics.baselines["at_equal_steps"]["learned"]
+    assert done.metrics.baselines and "baselines" not in card["metrics"]["test"]
+    assert done.metrics.by_k and card["metrics"]["test"]["n"] == 500
     assert card["metrics"] == lifecycle.card_metrics(done.metrics) == done.record.metrics
     # the record training returned, named and measured by the lifecycle, is the one the card holds
     saved = read_record(done.run_dir)
@@ -53,7 +53,7 @@ def test_mnist_data_is_loaded_once_by_the_given_loader(tmp_path, mnist):
     cfg = TrainConfig(epochs=0.002, batch_size=64, max_steps=4, hidden=16, device="cpu")     # 2 steps
     done = lifecycle.run(cfg, tmp_path / "m", load_data=load, on_phase=phases.append, eval_limit=200)
     assert loads == [1] and phases == ["loading data", "training", "validating", "saving", "evaluating"]
-    assert done.status == "completed" and read_card(done.run_dir)["metrics"]["test"]["n"] == 200
+    assert done.record.status == "completed" and read_card(done.run_dir)["metrics"]["test"]["n"] == 200
 
 
 def test_cancelled_before_the_first_step_saves_nothing(tmp_path):
@@ -61,7 +61,7 @@ def test_cancelled_before_the_first_step_saves_nothing(tmp_path):
     cancel.set()
     made = []
     done = lifecycle.run(TrainConfig(**TINY), lambda: made.append(1) or tmp_path / "never", cancel=cancel)
-    assert done.status == "cancelled" and done.run_dir is None and done.metrics is None
+    assert done.record.status == "cancelled" and done.run_dir is None and done.metrics is None
     assert "nothing to save" in done.reason and not made and not (tmp_path / "never").exists()
 
 
@@ -105,7 +105,7 @@ def test_a_failed_evaluation_is_a_problem_not_a_crash(tmp_path):
     def broken(model, mnist):
         raise RuntimeError("out of memory\nwhile measuring")
     done = lifecycle.run(TrainConfig(**TINY), tmp_path / "r", measure_fn=broken)
-    assert done.status == "completed" and done.metrics is None
+    assert done.record.status == "completed" and done.metrics is None
     assert done.problems == ["evaluation failed: out of memory while measuring"]
     assert done.reason == "evaluation failed: out of memory while measuring"
     assert read_card(done.run_dir)["status"] == "completed"           # saved before it was measured
@@ -131,16 +131,16 @@ def test_a_diverging_run_is_saved_as_failed_and_loads(tmp_path):
     root = tmp_path / "runs"
     done = lifecycle.run(bad, root / "diverged")
     res = done.result
-    assert res.status == "failed" and "at step" in res.reason
+    assert res.record.status == "failed" and "at step" in res.record.reason
     card = read_card(done.run_dir)
-    assert card["status"] == "failed" and card["reason"] == res.reason and card["steps"] == res.steps
+    assert card["status"] == "failed" and card["reason"] == res.record.reason and card["steps"] == res.record.steps
     ck = load_checkpoint(done.run_dir)
     x = torch.randint(0, 2, (5, 8)).float()
     with torch.no_grad():
         assert torch.equal(ck.model(x).y, res.model.eval()(x).y)         # the last good weights
-    assert all(r["step"] <= res.steps for r in read_history(done.run_dir))
+    assert all(r["step"] <= res.record.steps for r in read_history(done.run_dir))
     [entry] = list_models(root, assets=tmp_path / "none")
-    assert entry.card["status"] == "failed" and "at step" in entry.card["reason"]
+    assert entry.record.status == "failed" and "at step" in entry.record.reason
 
 
 @needs_mnist            # reproduce.run loads MNIST, even for a parity-only spec

@@ -25,7 +25,7 @@ def parity_cfg(**kw):
 def test_callback_fields_and_completion():
     seen = []
     res = train(parity_cfg(), callback=seen.append)
-    assert res.status == "completed" and res.steps == 20
+    assert res.record.status == "completed" and res.record.steps == 20
     assert [p.step for p in seen] == [5, 10, 15, 20]
     last = seen[-1]
     for f in ("step", "epoch", "loss", "rec", "reg", "accuracy", "mean_steps", "elapsed"):
@@ -41,7 +41,7 @@ def test_halt_epsilon_trains_each_batch_on_the_steps_the_paper_rule_gives():
     seen = []
     res = train(parity_cfg(halt_epsilon=0.05, lambda_p=0.2, max_steps=30, steps_per_epoch=2, log_every=1),
                 callback=seen.append)
-    assert res.status == "completed" and res.step_mode == "eager"
+    assert res.record.status == "completed" and res.step_mode == "eager"
     assert len(seen[0].halting) == 14 and abs(sum(seen[0].halting) - 1) < 1e-4      # sum_n p_n = 1 over them
     assert res.record.train["halt_epsilon"] == 0.05 and res.model.max_steps == 30     # evaluation: up to 30
 
@@ -62,13 +62,13 @@ def test_cancel_stops_promptly():
             cancel.set()
 
     res = train(parity_cfg(epochs=100, log_every=1), callback=cb, cancel=cancel)
-    assert res.status == "cancelled" and res.steps == 10 and res.partial and "step 10" in res.reason
+    assert res.record.status == "cancelled" and res.record.steps == 10 and res.record.partial and "step 10" in res.record.reason
 
 
 def test_time_budget():
     res = train(parity_cfg(epochs=10000, max_seconds=1.0))
-    assert res.status == "completed" and "time budget" in res.reason
-    assert 0 < res.steps < 20000 and res.seconds < 5
+    assert res.record.status == "completed" and "time budget" in res.record.reason
+    assert 0 < res.record.steps < 20000 and res.record.train_seconds < 5
 
 
 def slow(seconds, validation_seconds=0.0):
@@ -100,11 +100,11 @@ def test_the_budget_bounds_the_training_loop_and_the_final_validation_comes_afte
     phases, seen = [], []
     res = train(parity_cfg(epochs=10000, log_every=1, max_seconds=1.0), model=model, on_phase=phases.append,
                 callback=seen.append)
-    assert res.status == "completed" and "time budget of 1 s" in res.reason
-    assert res.steps == 3 and 0.85 < res.seconds <= 1.0 + 0.1, res.seconds      # 3 x 0.3 s, plus jitter
+    assert res.record.status == "completed" and "time budget of 1 s" in res.record.reason
+    assert res.record.steps == 3 and 0.85 < res.record.train_seconds <= 1.0 + 0.1, res.record.train_seconds      # 3 x 0.3 s, plus jitter
     assert res.validation_seconds >= 0.5 and phases == ["validating"]
-    assert seen[-1].elapsed == res.seconds and seen[-1].val_accuracy is not None
-    assert [p.forecast_steps for p in seen][-1] == res.steps == seen[-1].step
+    assert seen[-1].elapsed == res.record.train_seconds and seen[-1].val_accuracy is not None
+    assert [p.forecast_steps for p in seen][-1] == res.record.steps == seen[-1].step
 
 
 def test_a_cancel_returns_within_a_step_without_a_validation_pass(monkeypatch):
@@ -120,7 +120,7 @@ def test_a_cancel_returns_within_a_step_without_a_validation_pass(monkeypatch):
             cancel.set()
     res = train(parity_cfg(epochs=10000, log_every=1), model=model, callback=cb, cancel=cancel)
     took = time.perf_counter() - set_at[0]
-    assert res.status == "cancelled" and res.steps == 5 and took < 0.5, took
+    assert res.record.status == "cancelled" and res.record.steps == 5 and took < 0.5, took
     assert res.history[-1]["val_accuracy"] is None and res.history[-1]["forecast_steps"] == 5
 
 
@@ -160,8 +160,8 @@ def test_non_finite_loss_fails_and_keeps_last_good_weights():
 
     model.step_fn.loss = loss
     res = train(cfg, model=model)
-    assert res.status == "failed" and "step 8" in res.reason and "inf" in res.reason
-    assert res.steps == 7
+    assert res.record.status == "failed" and "step 8" in res.record.reason and "inf" in res.record.reason
+    assert res.record.steps == 7
     # the weights are those after step 7: the failed step was never applied
     after7 = res.model.state_dict()
     assert snapshot and not all(torch.equal(snapshot[k], after7[k]) for k in after7)   # step 7 was applied
@@ -215,14 +215,14 @@ def weights(model):
 
 
 def assert_failed_cleanly(res):
-    assert res.status == "failed", (res.status, res.reason)
-    m = re.search(r"at step (\d+)", res.reason)
-    assert m, res.reason
-    assert int(m.group(1)) == res.steps + 1, (res.reason, res.steps)     # stopped within one step
-    assert re.search(r"\b(nan|inf|-inf)\b", res.reason), res.reason
+    assert res.record.status == "failed", (res.record.status, res.record.reason)
+    m = re.search(r"at step (\d+)", res.record.reason)
+    assert m, res.record.reason
+    assert int(m.group(1)) == res.record.steps + 1, (res.record.reason, res.record.steps)     # stopped within one step
+    assert re.search(r"\b(nan|inf|-inf)\b", res.record.reason), res.record.reason
     assert all(torch.isfinite(p).all() for p in res.model.state_dict().values()), "non-finite weights kept"
     for row in res.history:                                               # history holds good steps only
-        assert row["step"] <= res.steps and all(
+        assert row["step"] <= res.record.steps and all(
             v is None or v == v and abs(v) != float("inf") for v in (row["loss"], row["rec"], row["reg"]))
 
 
@@ -231,10 +231,10 @@ def test_real_config_diverges_at_a_later_step_and_keeps_last_good_weights():
     bad = cfg(lambda_p=0.9, lr=1.0, beta=1e20, lr_schedule="constant", steps_per_epoch=30)
     res = train(bad)
     assert_failed_cleanly(res)
-    assert res.steps >= 1, "expected some good steps before the divergence"
+    assert res.record.steps >= 1, "expected some good steps before the divergence"
     # the returned weights are exactly those after the last good step: rerun for that many steps
-    again = train(cfg(lambda_p=0.9, lr=1.0, beta=1e20, lr_schedule="constant", steps_per_epoch=res.steps))
-    assert again.status == "completed" and again.steps == res.steps
+    again = train(cfg(lambda_p=0.9, lr=1.0, beta=1e20, lr_schedule="constant", steps_per_epoch=res.record.steps))
+    assert again.record.status == "completed" and again.record.steps == res.record.steps
     for k, v in weights(res.model).items():
         assert torch.equal(v, again.model.state_dict()[k]), k
 
@@ -247,7 +247,7 @@ def test_real_configs_that_overflow_at_the_first_step(kw):
     start = weights(model)
     res = train(cfg(**kw), model=model)
     assert_failed_cleanly(res)
-    assert res.steps == 0
+    assert res.record.steps == 0
     for k, v in weights(res.model).items():              # no optimiser step was taken
         assert torch.equal(v, start[k]), k
 
@@ -258,10 +258,10 @@ def test_high_lambda_high_lr_ends_cleanly(kw):
     """lambda_p >= 0.7 with a high lr: lr is capped at 1 and Adam + clipping keep it finite
     here; whichever way it ends, it must end cleanly."""
     res = train(cfg(lr_schedule="constant", **kw))
-    if res.status == "failed":
+    if res.record.status == "failed":
         assert_failed_cleanly(res)
     else:
-        assert res.status == "completed" and res.steps == 20
+        assert res.record.status == "completed" and res.record.steps == 20
         assert all(torch.isfinite(p).all() for p in res.model.parameters())
 
 
@@ -279,7 +279,7 @@ def test_overflowing_weights_fail_at_step_one(scale):
     start = weights(model)
     res = train(cfg(), model=model)
     assert_failed_cleanly(res)
-    assert res.steps == 0 and all(torch.equal(v, start[k]) for k, v in weights(res.model).items())
+    assert res.record.steps == 0 and all(torch.equal(v, start[k]) for k, v in weights(res.model).items())
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
@@ -302,7 +302,7 @@ def test_loss_becomes_non_finite_after_good_steps(value, at):
     model.step_fn.out_head.register_forward_hook(hook)
     res = train(cfg(), model=model)
     assert_failed_cleanly(res)
-    assert res.steps == at and "loss" in res.reason
+    assert res.record.steps == at and "loss" in res.record.reason
     assert all(torch.equal(v, snapshot[k]) for k, v in weights(res.model).items())
 
 
@@ -321,7 +321,7 @@ def test_gradient_becomes_non_finite(value):
     model.step_fn.out_head.weight.register_hook(poison)
     res = train(cfg(), model=model)
     assert_failed_cleanly(res)
-    assert res.steps == 2 and "gradient" in res.reason
+    assert res.record.steps == 2 and "gradient" in res.record.reason
     assert all(torch.equal(v, snapshot[k]) for k, v in weights(res.model).items())
 
 
@@ -345,6 +345,6 @@ def test_update_that_makes_weights_non_finite_is_undone(monkeypatch, value):
 
     monkeypatch.setattr(torch.optim.Adam, "step", poisoned_step)
     res = train(cfg(), model=model)
-    assert res.status == "failed" and "non-finite after the update at step 3" in res.reason, res.reason
-    assert res.steps == 2
+    assert res.record.status == "failed" and "non-finite after the update at step 3" in res.record.reason, res.record.reason
+    assert res.record.steps == 2
     assert all(torch.equal(v, snapshot[k]) for k, v in weights(res.model).items())

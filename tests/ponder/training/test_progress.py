@@ -137,4 +137,4 @@ def test_train_starts_a_cancelled_runs_reason_with_the_cancels_words():
     c.stop("stopped by the test")
     r = train(TrainConfig(task="parity", hidden=8, batch_size=8, max_steps=3, epochs=1.0, steps_per_epoch=5, device="cpu"),
               cancel=c)
-    assert (r.status, r.reason, r.steps) == ("cancelled", "stopped by the test at step 0", 0)
+    assert (r.record.status, r.record.reason, r.record.steps) == ("cancelled", "stopped by the test at step 0", 0)
