@@ -10,7 +10,7 @@ import torch
 
 from ponder.config import REGULARISERS, ConfigError, TrainConfig
 from ponder.tasks import TASKS, get_task, train_config, validate
-from ponder.tasks.mnist import MNIST_READERS
+from ponder.tasks.mnist.task import MNIST_READERS
 from ponder.store.manage import import_zip
 from ponder.store.runs import RunNameError, safe_name, unused_name
 from ponder.store.uploads import IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, import_checkpoint

@@ -10,7 +10,7 @@ from ponder.config import REGULARISERS, ConfigError, TrainConfig
 from ponder.halting import LAMBDA_INPUTS
 from ponder.store.runs import RunNameError, safe_name, unused_name
 from ponder.tasks import get_task, train_config, validate
-from ponder.tasks.mnist import MNIST_READERS
+from ponder.tasks.mnist.task import MNIST_READERS
 from ponder.training.loop import trains_on
 
 from . import tables

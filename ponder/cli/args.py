@@ -13,7 +13,7 @@ from dataclasses import fields
 from ..config import ANSWER_LOSSES, DEVICES, HALTING_LOSSES, MAX_SEED, REGULARISERS, TrainConfig
 from ..halting import LAMBDA_INPUTS
 from ..tasks import TASKS, train_config, validate
-from ..tasks.mnist import MNIST_READERS
+from ..tasks.mnist.task import MNIST_READERS
 
 
 class _Parser(argparse.ArgumentParser):

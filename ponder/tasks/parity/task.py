@@ -12,9 +12,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .. import data as D
-from ..config import TrainConfig, _check, _choice
-from .base import Batches, EvalSet, Task, init_lambda_head, register
+from ... import data as D
+from ...config import TrainConfig, _check, _choice
+from ..base import Batches, EvalSet, Task, init_lambda_head, register
 
 PARITY_PRESETS = {
     # name: n_elems, the k (number of non-zeros) trained on and tested on, and the test's easy and

@@ -1,4 +1,4 @@
-"""MNIST: classify a digit; its step functions (readers) are in ponder.tasks.mnist_readers.
+"""MNIST: classify a digit; its step functions (readers) are in ponder.tasks.mnist.readers.
 
 Its difficulty groups: the digit class (by_class rows) and the rotation (ponder.analysis.studies.rotation_study
 on rotation_inputs()).
@@ -11,9 +11,9 @@ from typing import Optional
 
 import torch
 
-from .. import data as D
-from ..config import TrainConfig, _check, _choice, finite, is_int
-from .base import Batches, EvalSet, Task, register
+from ... import data as D
+from ...config import TrainConfig, _check, _choice, finite, is_int
+from ..base import Batches, EvalSet, Task, register
 
 MNIST_READERS = ("cnn", "rows", "coarse", "recall")
 # Per-reader model sizes over MnistConfig's: the row reader's fc sees a 14 x 7 map per channel, so
@@ -35,7 +35,7 @@ class MnistConfig:
                              # "rows": the first rows_per_step * n rows at step n (evidence grows);
                              # "coarse": the image at a growing resolution, 2x2 ... 28x28;
                              # "recall": the whole image every step, a weight-tied conv block over a
-                             # channels1 x 14 x 14 state (ponder.tasks.mnist_recall; embed, hidden unused)
+                             # channels1 x 14 x 14 state (ponder.tasks.mnist.recall; embed, hidden unused)
     rows_per_step: int = 2   # "rows" reader: image rows revealed per step (2 -> all 28 rows by step 14)
 
 
@@ -118,7 +118,7 @@ class MnistTask(Task):
         self.check_model_field("rows_per_step", cfg.rows_per_step)
 
     def build_step(self, model_cfg: MnistConfig, lambda_p: float):
-        from .mnist_readers import MNIST_STEPS
+        from .readers import MNIST_STEPS
         return MNIST_STEPS[model_cfg.reader](model_cfg, lambda_p)
 
     def batches(self, cfg: TrainConfig, device, data: D.Mnist) -> MnistBatches:
@@ -165,7 +165,7 @@ class MnistTask(Task):
                     "so the steps a digit needs depend on how far down its ink goes, not only on how hard it is "
                     "(rotating a digit also moves its ink to other rows)")
         if reader == "coarse":
-            from .mnist_readers import CoarseReader
+            from .readers import CoarseReader
             r = CoarseReader.RESOLUTIONS
             return (f"each step sees the image at a finer resolution ({r[0]}×{r[0]}, {r[1]}×{r[1]}, … "
                     f"{r[-1]}×{r[-1]} from step {len(r)})", "")
