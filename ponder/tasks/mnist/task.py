@@ -14,12 +14,11 @@ import torch
 from ... import data as D
 from ...config import TrainConfig, _check, _choice, finite, is_int
 from ..base import Batches, EvalSet, Task, register
+from .options import MNIST_READERS, ROWS_PER_STEP, MnistOptions
 
-MNIST_READERS = ("cnn", "rows", "coarse", "recall")
 # Per-reader model sizes over MnistConfig's: the row reader's fc sees a 14 x 7 map per channel, so
 # 16 second-layer channels keep it at 1568 x 128 weights (~1 MB a model, like the "cnn" reader's).
 READER_DEFAULTS = {"rows": dict(channels2=16)}
-ROWS_PER_STEP = (2, 4, 14, 28)   # the row reader's feature map has 14 rows, each 2 image rows high
 
 
 @dataclass
@@ -80,14 +79,14 @@ def mnist_split(mnist: D.Mnist, split: str = "test", limit: Optional[int] = None
 class MnistTask(Task):
     name, label = "mnist", "MNIST"
     model_config_cls = MnistConfig
-    # The default design ponders: the row reader (evidence grows with the steps, so E[n] varies by digit) and
-    # lambda_p 0.5 (prior mean 2 steps), which pulls halting to the earliest step a digit allows; at 0.2 most
+    options_cls = MnistOptions
+    # The default design ponders: the row reader (MnistOptions: evidence grows with the steps, so E[n] varies by
+    # digit) and lambda_p 0.5 (prior mean 2 steps), which pulls halting to the earliest step a digit allows; at 0.2 most
     # digits wait for all 28 rows. 60 s on one CPU core: 0.990 test accuracy, E[n] std 1.56-1.77 over 3 seeds
     # (docs/results.md, "The default MNIST design"). The article's design is reader "cnn".
-    defaults = {"reader": "rows", "lambda_p": 0.5}
+    defaults = {"lambda_p": 0.5}
     chance = 0.1                    # 10 classes
     uses_data = True
-    reads = ("reader", "rows_per_step", "rotate_train")
     pages = ("digit", "rotation")
     default_model = "mnist-adaptive"
     shown_groups = ("E[n] Q", "by quartile of E[n] (Q1: the quarter of digits it ponders least)")
@@ -112,10 +111,6 @@ class MnistTask(Task):
         else:
             return False
         return True
-
-    def check(self, cfg: TrainConfig) -> None:
-        self.check_model_field("reader", cfg.reader)
-        self.check_model_field("rows_per_step", cfg.rows_per_step)
 
     def build_step(self, model_cfg: MnistConfig, lambda_p: float):
         from .readers import MNIST_STEPS
