@@ -30,7 +30,7 @@ from ponder import data as D
 from ponder.analysis.unroll import evaluate
 from ponder.config import TrainConfig
 from ponder.tasks import build_model, model_config, train_config
-from ponder.tasks.parity import PARITY_PRESETS
+from ponder.tasks.parity.task import PARITY_PRESETS
 from ponder.training.loop import device_name
 
 from . import common

@@ -21,7 +21,7 @@ from ponder.config import TrainConfig
 from ponder.halting import halting_log_probs
 from ponder.losses import ponder_loss
 from ponder.tasks import build_model, model_config
-from ponder.tasks.mnist import MnistBatches
+from ponder.tasks.mnist.task import MnistBatches
 from ponder.training.loop import train
 
 from . import common

@@ -144,7 +144,7 @@ def throughput_section(d: dict) -> str:
             f"- (a)'s time per image / (d)'s = **{f(ratio['a_time_over_d'])}×** (target ≤ "
             f"{f(ratio['target_a_time_over_d'], 1)}×: {ok(ratio['met_a_time_over_d'])})."]
     if "a_over_a0" in ratio:
-        text.append(f"- (a) / (a0) = {f(ratio['a_over_a0'])}×: what this work's changes to `ponder/tasks/mnist_readers.py` and "
+        text.append(f"- (a) / (a0) = {f(ratio['a_over_a0'])}×: what this work's changes to `ponder/tasks/mnist/readers.py` and "
                     "`ponder/halting.py` bought on the default model (same weights, same loop; see *Profile*).")
     if "e_over_a" in ratio:
         text.append(f"- torch.compile: (e) / (a) = {f(ratio['e_over_a'])}× on this CPU, after a compilation that "
@@ -314,7 +314,7 @@ def profile_section(d: dict, tp: Optional[dict]) -> str:
             f"The backward pass is {100 * a['backward'] / a['total']:.0f}% of (a)'s step.", "",
             f"Top operators by self CPU time (torch.profiler over {d['config']['profiled_steps']} steps of the real "
             "`ponder.training.loop.train` loop):", "", table(["operator", "calls / step", "self ms / step", "share"], ops), ""]
-    text += ["What the profile showed, and what was changed (`ponder/tasks/mnist_readers.py`, `ponder/halting.py`):", "",
+    text += ["What the profile showed, and what was changed (`ponder/tasks/mnist/readers.py`, `ponder/halting.py`):", "",
              "1. **max-pool on NCHW tensors is slow on CPU.** Before, `aten::max_pool2d_with_indices` was among the "
              "top operators, costlier than both convolutions' forward passes. oneDNN's channels-last kernels are faster"
              + (f" (max-pool forward + backward on [{d['config']['batch_size']}, 16, 28, 28]: NCHW {f(lay['nchw_ms'])} ms, "

@@ -12,7 +12,7 @@
     (e) compiled    (a) with TrainConfig.compile = True (only with --compile)
     (a0) plain      (a)'s network computed the plain way (NCHW activations, relu before max-pool,
                     nn.GRUCell re-projecting the embedding at every step, both heads applied step
-                    by step): same weights, same loop, so (a0) / (a) is what ponder/tasks/mnist_readers.py's
+                    by step): same weights, same loop, so (a0) / (a) is what ponder/tasks/mnist/readers.py's
                     channels-last, pool-first, projection-once computation buys
 
 Each variant runs `warm` steps untimed, then `steps` timed steps, one after the other in one
@@ -31,11 +31,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ponder.tasks.mnist import MnistConfig
+from ponder.tasks.mnist.task import MnistConfig
 from ponder.config import TrainConfig
 from ponder.halting import PonderNet
 from ponder.tasks import count_parameters
-from ponder.tasks.mnist_readers import MnistStep
+from ponder.tasks.mnist.readers import MnistStep
 from ponder.tasks import build_model, model_config
 from ponder.training.loop import train
 

@@ -9,7 +9,7 @@ read, then train() runs 3 steps and its final validation pass on stand-in data (
 images: 2,048 training and 1,000 validation images, so one validation chunk of 1,000 as with the real
 5,000), and the peak RSS (resource.getrusage ru_maxrss) is read. "measured" is peak minus the RSS before
 train(): what a training job adds to a process that already holds the data. The data itself is what
-ponder.tasks.mnist.MnistTask.data_bytes counts (MemoryEstimate.data). Prints a table of measured against estimated bytes.
+ponder.tasks.mnist.task.MnistTask.data_bytes counts (MemoryEstimate.data). Prints a table of measured against estimated bytes.
 """
 from __future__ import annotations
 

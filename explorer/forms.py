@@ -11,7 +11,8 @@ import torch
 from ponder.config import ConfigError, TrainConfig
 from ponder.losses import REGULARISERS, regulariser_help
 from ponder.tasks import TASKS, get_task, train_config, validate
-from ponder.tasks.mnist import MNIST_READERS
+from ponder.tasks.mnist.options import MNIST_READERS, READER_LABELS, READER_NOTE
+from ponder.tasks.parity.options import preset_label
 from ponder.store.manage import import_zip
 from ponder.store.runs import RunNameError, safe_name, unused_name
 from ponder.store.uploads import IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, import_checkpoint
@@ -52,12 +53,6 @@ def all_presets() -> dict:
     return {name: p for t in TASKS.values() for name, p in t.presets.items()}
 
 
-def preset_label(name: str) -> str:
-    """'small (n=8)'; 'video-30 extrap. (n=30)' for a preset with "-extrapolation" (its whole name is cut in the
-    sidebar's box)."""
-    return f"{name.replace('-extrapolation', ' extrap.')} (n={all_presets()[name]['n_elems']})"
-
-
 # What one web user can ask for (hidden 1024, batch 4096, N 200 would need ~40 GB and get the server
 # OOM-killed). With these the largest run, the coarse reader at all three maxima, needs ~2.3 GB at its
 # peak by ponder.training.memory.estimate (cnn reader 1.5 GB, parity 1.4 GB); JobRegistry.submit still refuses a run
@@ -73,11 +68,6 @@ def regulariser_choice(name: str) -> str:
 
 
 LAMBDA_INPUT_LABELS = {"hidden": "h (the paper's)", "confidence": "h + answer's confidence"}   # fit the sidebar
-READER_LABELS = {"rows": "rows: 2 more each step", "coarse": "coarse to fine",      # fit the sidebar's box
-                 "cnn": "cnn: whole image", "recall": "recall: whole image, more"}
-# E[n] std over the test digits, 3-epoch runs (README's reader table; docs/results.md, "The default MNIST design")
-READER_NOTE = ("Which ponder: rows most (E[n] std ~1.6 steps over digits), coarse less (~1.0); cnn, the article's, "
-               "sees the whole digit at step 1 and halts by the prior.")
 
 
 SWEEP_CHOICES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)    # λp in (0, 1): see links.LP_RANGE

@@ -17,7 +17,7 @@ from ponder.store.checkpoint import Checkpoint, load_checkpoint
 from ponder.training.lifecycle import QUICK_TEST_ITEMS, card_metrics, measure
 from ponder.training.memory import measure_batch
 from ponder.tasks import get_task
-from ponder.tasks.parity import fitted_preset
+from ponder.tasks.parity.task import fitted_preset
 from ponder.store.runs import ModelEntry, list_models, models_stamp
 from ponder import data as D
 from ponder.analysis.studies import parity_sets, parity_study, pondering_gallery as pondering_gallery_of, rotation_study

@@ -11,17 +11,16 @@ from ponder.losses import REGULARISERS, regulariser_help
 from ponder.halting import LAMBDA_INPUTS
 from ponder.store.runs import RunNameError, safe_name, unused_name
 from ponder.tasks import get_task, train_config, validate
-from ponder.tasks.mnist import MNIST_READERS
+from ponder.tasks.options import default_of, option_fields, options_of
 from ponder.training.loop import trains_on
 
 from . import tables
-from .forms import (LAMBDA_INPUT_LABELS, MAX_BATCH, MAX_HIDDEN, MAX_STEPS, READER_LABELS, READER_NOTE,
-                    SIZE_HELP, all_presets, device_label, devices, preset_label, regulariser_choice)
+from .forms import (LAMBDA_INPUT_LABELS, MAX_BATCH, MAX_HIDDEN, MAX_STEPS, SIZE_HELP, device_label, devices,
+                    regulariser_choice)
 from .links import LP_HELP, LP_RANGE
 from .ui import error_text, remembered_lambda_p
 
-FIELDS = ("name", "lp", "beta", "reg", "lam_in", "reader", "n", "hidden", "batch", "lr", "epochs", "seconds", "rot",
-          "preset", "seed", "device")
+FIELDS = ("name", "lp", "beta", "reg", "lam_in", "n", "hidden", "batch", "lr", "epochs", "seconds", "seed", "device")
 
 
 def auto_name(task: str, lambda_p: float) -> str:
@@ -46,9 +45,26 @@ def keep_job_settings(name: str, cfg: TrainConfig) -> None:
     if kept:
         return
     kept.update(name=name, lp=cfg.lambda_p, beta=cfg.beta, reg=cfg.regulariser, lam_in=cfg.lambda_input,
-                reader=cfg.reader, n=cfg.max_steps, hidden=cfg.hidden, batch=cfg.batch_size, lr=cfg.lr,
-                epochs=cfg.epochs, seconds=int(cfg.max_seconds or 0), rot=int(cfg.rotate_train),
-                preset=cfg.parity_preset, seed=cfg.seed, device=cfg.device)
+                n=cfg.max_steps, hidden=cfg.hidden, batch=cfg.batch_size, lr=cfg.lr, epochs=cfg.epochs,
+                seconds=int(cfg.max_seconds or 0), seed=cfg.seed, device=cfg.device, **vars(options_of(get_task(cfg.task), cfg)))
+
+
+def option_ui(f, key: str):
+    """The widget of one task option, made from its field (ponder.tasks.options.option); returns its value."""
+    m, d, sb = f.metadata, default_of(f), st.sidebar
+    label, help = m["label"] or f.name.replace("_", " "), m["help"][:1].upper() + m["help"][1:] + "."
+    if m["choices"]:
+        value = sb.selectbox(label, m["choices"], key=key, help=help, format_func=lambda v: m["labels"].get(v, str(v)))
+    elif isinstance(d, bool):
+        value = sb.checkbox(label, key=key, help=help)
+    elif m["slider"]:
+        value = sb.slider(label, m["lo"], m["hi"], step=m["step"], key=key, help=help)
+    else:
+        value = sb.number_input(label, m["lo"], m["hi"], step=m["step"] or (1 if type(d) is int else None), key=key,
+                                help=help, format=None if type(d) is int else "%g")
+    if m["note"]:
+        sb.caption(m["note"])
+    return type(d)(value)
 
 
 def train_form_ui(task: str, busy: str = "") -> tuple:
@@ -62,11 +78,11 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
     d, t, sb = train_config(task), get_task(task), st.sidebar
     k = f"tf_{task}_"
     kept = st.session_state.setdefault(f"_kept_{k}", {})     # the form's values: a widget's own state is dropped
-    choices, presets = devices(), list(t.presets or all_presets())     # on a page that does not draw it
+    choices, own = devices(), option_fields(t)                # on a page that does not draw it
     defaults = dict(lp=float(remembered_lambda_p(kept.get("lp", d.lambda_p))), beta=float(d.beta), reg=d.regulariser,
-                    lam_in=d.lambda_input, reader=d.reader, n=int(d.max_steps), hidden=int(d.hidden),
-                    batch=int(d.batch_size), lr=float(d.lr), epochs=float(d.epochs), seconds=t.budget_seconds, rot=0,
-                    preset=presets[0], seed=0, device=choices[0])
+                    lam_in=d.lambda_input, n=int(d.max_steps), hidden=int(d.hidden), batch=int(d.batch_size),
+                    lr=float(d.lr), epochs=float(d.epochs), seconds=t.budget_seconds, seed=0, device=choices[0],
+                    **vars(options_of(t, d)))
     for f, v in defaults.items():              # a value out of a widget's range falls back to its default
         st.session_state.setdefault(k + f, kept.get(f, v) if f != "lp" else v)
     if st.session_state[k + "device"] not in choices:
@@ -92,14 +108,7 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
     lam_in = sb.selectbox("What the λ head reads", LAMBDA_INPUTS, key=k + "lam_in", format_func=LAMBDA_INPUT_LABELS.get,
                           help="The halting probability λ_n comes from the cell's state h; 'confidence' also gives "
                                "it the answer's top probability and how far the answer moved since the last step.")
-    reader = sb.selectbox("What each step sees (MNIST)", MNIST_READERS, disabled="reader" not in t.reads,
-                          key=k + "reader", format_func=READER_LABELS.get,
-                          help="rows (the default): 2 more image rows each step, so extra steps bring evidence "
-                               "and halting varies by digit (λp 0.5 pulls halting to the earliest step a digit "
-                               "allows); cnn, the article's: the whole image every step (step 1 is already a "
-                               "classifier).")
-    if "reader" in t.reads:
-        sb.caption(READER_NOTE)
+    options = {f.name: option_ui(f, k + f.name) for f in own}         # the task's own options
     n = sb.number_input("N (most steps)", 1, MAX_STEPS, defaults["n"], 1, key=k + "n", help=SIZE_HELP)
     hidden = sb.number_input("Hidden size", 4, MAX_HIDDEN, defaults["hidden"], 8, key=k + "hidden", help=SIZE_HELP)
     batch = sb.number_input("Batch size", 8, MAX_BATCH, defaults["batch"], 16, key=k + "batch", help=SIZE_HELP)
@@ -110,26 +119,19 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
                               help="Training stops at whichever comes first: the epochs or the budget. The budget "
                                    "covers the training steps; a validation pass, saving and a test measurement "
                                    "on 2,000 images follow (a few seconds, shown as they run).")
-    rot = sb.slider("Training rotation ±d (degrees)", 0, 180, step=5, disabled="rotate_train" not in t.reads,
-                    key=k + "rot", help="Each training image is rotated by its own angle drawn uniformly in ±d.")
-    preset = sb.selectbox("Parity preset", presets, disabled="parity_preset" not in t.reads, key=k + "preset",
-                          format_func=preset_label)
     seed = sb.number_input("Seed", 0, 2**31 - 1, 0, 1, key=k + "seed")
     device = sb.selectbox("Device", choices, key=k + "device", format_func=device_label,
                           help="auto: the GPU when there is one (CUDA, else Apple's MPS), else the CPU.")
     sb.caption(f"Trains on: {trains_on(device)}")
-    kept.update({f: st.session_state[k + f] for f in FIELDS})
+    kept.update({f: st.session_state[k + f] for f in FIELDS + tuple(options)})
     settings = dict(lambda_p=float(lp), beta=float(beta), n=int(n), regulariser=reg)
     if not go:
         return None, settings
     st.session_state["_lp"] = lp
     st.query_params["lp"] = f"{lp:g}"
     cfg = train_config(task, lambda_p=float(lp), beta=float(beta), max_steps=int(n), hidden=int(hidden),
-                               batch_size=int(batch), lr=float(lr), epochs=float(epochs),
-                               max_seconds=float(seconds) or None,
-                               rotate_train=float(rot) if "rotate_train" in t.reads else 0.0,
-                               seed=int(seed), device=device, parity_preset=preset, regulariser=reg,
-                               lambda_input=lam_in, reader=reader if "reader" in t.reads else d.reader)
+                       batch_size=int(batch), lr=float(lr), epochs=float(epochs), max_seconds=float(seconds) or None,
+                       seed=int(seed), device=device, regulariser=reg, lambda_input=lam_in, **options)
     try:
         safe, cfg = safe_name(name), validate(cfg)
         if note := tables.renamed(name, safe):

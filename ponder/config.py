@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -60,6 +60,8 @@ class TrainConfig:
                                      # ponder.halting.confidence_features)
     cuda_graph: bool = True          # on CUDA: capture the whole training step in a CUDA graph and replay it
                                      # (eager steps where capture fails; ignored on CPU/MPS and with compile)
+    options: dict = field(default_factory=dict)   # the task's options that have no field above, {name: value}
+                                     # (ponder.tasks.options; each task checks its own)
 
     def validate(self) -> "TrainConfig":
         """Check the fields every run has (ConfigError naming the first bad one); returns self. The task and the
@@ -100,6 +102,9 @@ class TrainConfig:
         _check(isinstance(self.compile, bool), "compile", "true or false", self.compile)
         _check(is_int(self.check_every) and 1 <= self.check_every <= 100000, "check_every", "an integer in [1, 100000]", self.check_every)
         _check(isinstance(self.cuda_graph, bool), "cuda_graph", "true or false", self.cuda_graph)
+        _check(isinstance(self.options, dict) and all(isinstance(k, str) and (isinstance(v, (str, bool)) or finite(v))
+                                                      for k, v in self.options.items()),
+               "options", "a mapping of option names to strings, numbers or true / false", self.options)
         return self
 
     def to_dict(self) -> dict:

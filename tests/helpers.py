@@ -16,7 +16,7 @@ import torch
 from PIL import Image, ImageDraw
 
 from ponder.store.checkpoint import load_checkpoint
-from ponder.tasks.parity import ParityConfig
+from ponder.tasks.parity.task import ParityConfig
 from ponder.config import TrainConfig
 from ponder.tasks import build_model
 
@@ -43,7 +43,7 @@ needs_mnist = pytest.mark.skipif(not have_mnist(), reason=NO_MNIST)
 def tiny_model(task="mnist", max_steps=5, lambda_p=0.3, seed=0, lambda_std=1.0, lambda_input="hidden", **model_kw):
     """A small untrained model whose lambda head is randomised so halting varies by sample (with
     lambda_input="confidence", the confidence head too)."""
-    from ponder.tasks.mnist import MnistConfig
+    from ponder.tasks.mnist.task import MnistConfig
     torch.manual_seed(seed)
     cfg = (MnistConfig(channels1=4, channels2=8, embed=16, hidden=16, **model_kw) if task == "mnist"
            else ParityConfig(n_elems=model_kw.get("n_elems", 8), hidden=16))

@@ -8,7 +8,7 @@ seen_at_steps     the image each step sees (readers whose evidence grows), or No
 pondering_gallery the inputs with the fewest and the most expected steps E[n]
 rotation_study    accuracy and halting steps per rotation: fixed angles θ and uniform ranges ±d
 rotation_verdict  "does it ponder longer on harder inputs?" from rotation rows, in plain words
-parity_sets       the test sets of k a parity preset reports: easy / hard (ponder.tasks.parity.easy_hard),
+parity_sets       the test sets of k a parity preset reports: easy / hard (ponder.tasks.parity.task.easy_hard),
                   and the trained range and the extrapolation beyond it where those lie outside them
 parity_study      accuracy, halting steps and p_n per set of k, and per k
 prior_mean        mean of the geometric prior truncated to N steps (what the KL term pulls to)
@@ -25,7 +25,7 @@ from .. import data as D
 from ..halting import PonderNet, expected_steps, step_probs
 from ..inference import ponder
 from ..losses import log_geometric_prior
-from ..tasks.parity import easy_hard
+from ..tasks.parity.task import easy_hard
 from .unroll import by_k_rows, expected_steps_per_input, group_stats, summarize, unroll_stats
 
 
@@ -266,7 +266,7 @@ def rotation_verdict(rows: Sequence[dict], step: tuple[str, str] = ("", "")) -> 
 
 def parity_sets(preset: dict) -> dict:
     """The test sets of k a parity preset is measured on, {name: (k_lo, k_hi)}: its easy and hard ranges
-    (ponder.tasks.parity.easy_hard, what its test metrics report), the trained range when it lies below the
+    (ponder.tasks.parity.task.easy_hard, what its test metrics report), the trained range when it lies below the
     easy one, and the extrapolation above both the trained and the hard range when the vectors are longer."""
     (lo, mid), (mid1, hi) = easy_hard(preset)
     t_lo, t_hi = (int(v) for v in preset["train_k"])

@@ -13,8 +13,8 @@ from dataclasses import fields
 from ..config import ANSWER_LOSSES, DEVICES, HALTING_LOSSES, MAX_SEED, TrainConfig
 from ..halting import LAMBDA_INPUTS
 from ..losses import REGULARISERS, regulariser_help
-from ..tasks import TASKS, train_config, validate
-from ..tasks.mnist import MNIST_READERS
+from ..tasks import TASKS, get_task, train_config, validate
+from ..tasks.options import default_of, option_fields, options_of
 
 
 class _Parser(argparse.ArgumentParser):
@@ -194,12 +194,6 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
     t.add_argument("--lambda-input", default=d.lambda_input, choices=LAMBDA_INPUTS,
                    help="what the lambda head reads: hidden (the cell's state, the paper's) or confidence (also the "
                         f"answer's top probability and how far it moved since the last step) (default {d.lambda_input})")
-    t.add_argument("--reader", default=None, choices=MNIST_READERS,
-                   help="MNIST step function: rows (rows_per_step more rows each step: evidence grows, so halting "
-                        "varies by digit), cnn (the article's: the whole image every step, halting follows the "
-                        "prior), coarse (growing resolution), recall (the whole image every step, a weight-tied "
-                        f"conv block computing further on it each step) (default {train_config('mnist').reader})")
-    t.add_argument("--rows-per-step", type=int, default=None, help=f"rows reader: image rows per step (default {d.rows_per_step})")
     t.add_argument("--max-steps", type=int, default=d.max_steps, help=f"N, most pondering steps (default {d.max_steps})")
     t.add_argument("--halt-epsilon", type=float, default=None,
                    help="the paper's N: train each batch until every input halts with probability >= 1 - eps "
@@ -208,25 +202,54 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
     t.add_argument("--batch-size", type=int, default=None, help=f"(default {d.batch_size})")
     t.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default: {defaults('lr')})")
     t.add_argument("--lr-schedule", default=d.lr_schedule, help="onecycle or constant")
-    t.add_argument("--rotate-train", type=float, default=d.rotate_train, help="rotate training images by U(-d, d) degrees")
-    t.add_argument("--parity-preset", default=d.parity_preset,
-                   help=f"one of {', '.join(p for task in TASKS.values() for p in task.presets)}")
-    t.add_argument("--steps-per-epoch", type=int, default=d.steps_per_epoch, help="parity: batches per epoch")
     t.add_argument("--seed", type=_seed, default=None, help=f"(default {d.seed})")
     t.add_argument("--device", default=d.device, help="auto, cpu, cuda or mps")
     t.add_argument("--compile", action="store_true", help="torch.compile the model (GPU)")
+    add_option_flags(t)
 
 
-def defaults(name: str) -> str:
-    """A TrainConfig field's default for each task, e.g. 'kl for mnist, kl-reverse for parity'."""
-    def show(v):
+def add_option_flags(t: argparse.ArgumentParser) -> None:
+    """One flag per option of each task, made from its options dataclass (ponder.tasks.options), in a group per
+    task. Each defaults to None (not given); an option two tasks share is one flag."""
+    seen = set()
+    for task in TASKS.values():
+        group = None
+        for f in option_fields(task):
+            if f.name in seen:
+                continue
+            seen.add(f.name)
+            group = group or t.add_argument_group(f"{task.label} options (--task {task.name})")
+            d, m = default_of(f), f.metadata
+            kind = _bool if isinstance(d, bool) else type(d)
+            choices = f"; one of {', '.join(map(str, m['choices']))}" if m.get("choices") else ""
+            group.add_argument("--" + f.name.replace("_", "-"), type=kind, default=None,
+                               help=f"{m['help']}{choices} (default {defaults(f.name, [task.name])})")
+
+
+def defaults(name: str, tasks=None) -> str:
+    """A TrainConfig field's (or a task option's) default for each task, e.g. 'kl for mnist, kl-reverse for
+    parity'; for one task just the value."""
+    def show(t):
+        cfg = train_config(t)
+        v = getattr(options_of(get_task(t), cfg) if name in get_task(t).reads else cfg, name)
         return f"{v:g}" if isinstance(v, float) else str(v)
-    return ", ".join(f"{show(getattr(train_config(t), name))} for {t}" for t in TASKS)
+    if tasks and len(tasks) == 1:
+        return show(tasks[0])
+    return ", ".join(f"{show(t)} for {t}" for t in (tasks or TASKS))
+
+
+def _bool(s: str) -> bool:
+    if s.lower() in ("true", "1", "yes"):
+        return True
+    if s.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"true or false, got {s!r}")
 
 
 def config_from_args(args) -> TrainConfig:
     """Task defaults, then every flag the user gave (flags default to None = not given)."""
-    names = {f.name for f in fields(TrainConfig)} - {"task"}
+    names = ({f.name for f in fields(TrainConfig)} - {"task", "options"}) | \
+        {f.name for task in TASKS.values() for f in option_fields(task)}
     given = {k: v for k, v in vars(args).items() if k in names and v is not None}
     return validate(train_config(args.task, **given))
 

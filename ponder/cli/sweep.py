@@ -12,6 +12,7 @@ def cmd_sweep(args) -> int:
     import time
     from pathlib import Path
 
+    from ..store.runs import SWEEP, TABLE
     from ..sweeps import run as S
     from ..sweeps.plan import Plan, markdown_table, parse_grid, parse_seeds
 
@@ -48,7 +49,7 @@ def cmd_sweep(args) -> int:
     resumed = sum(t.resumed for t in trials)
     print(f"{count['completed']} completed ({resumed} in an earlier run, skipped), {count['failed']} failed, "
           f"{n - count['completed'] - count['failed']} not finished, in {time.time() - t0:.1f} s; "
-          f"wrote {out / S.SWEEP} and {out / S.TABLE}")
+          f"wrote {out / SWEEP} and {out / TABLE}")
     if cancel.is_set():
         return 130
     return 3 if count["failed"] else 0

@@ -14,7 +14,8 @@ from ..store.record import RunRecord
 from ..store.runs import safe_name
 from ..tasks import get_task, train_config, validate
 
-NOT_IN_GRID = {"task": "a sweep has one task (--task)", "seed": "give the seeds with --seeds"}
+NOT_IN_GRID = {"task": "a sweep has one task (--task)", "seed": "give the seeds with --seeds",
+               "options": "a task's options without a config field of their own are not swept"}
 MAX_TRIALS = 1000                                     # grid points x seeds one sweep may train
 
 

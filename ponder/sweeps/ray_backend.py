@@ -17,6 +17,7 @@ from ..journal import write_files
 from ..store.card import CARD, HISTORY, WEIGHTS, one_line
 from ..store.record import new_record
 from ..config import ConfigError, TrainConfig
+from .journal import SweepJournal
 from .trial import clear_run, run_trial
 from ..tasks import get_task, validate
 
@@ -35,8 +36,9 @@ def ray_trial(config: dict, name: str, data_dir: Optional[str], eval_limit: Opti
     return outcome, files                       # the card last: written last, as save_run does
 
 
-def run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data_dir, eval_limit, cancel) -> None:
-    """Each trial a Ray task; the run files each one sends back are written under `folder` as it ends."""
+def run_on_ray(todo, folder: Path, journal: SweepJournal, address, cpus, gpus, data_dir, eval_limit, cancel) -> None:
+    """Each trial a Ray task; the run files each one sends back are written under `folder` as it ends, and the
+    journal told as each trial starts and ends."""
     try:
         import ray                               # only this backend needs Ray
     except ImportError:
@@ -64,12 +66,12 @@ def run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data_
         for t in todo:
             clear_run(folder / t.name)
             pending[task.remote(t.config.to_dict(), t.name, data_dir, eval_limit)] = t
-            started(t)
+            journal.started(t)
         while pending:
             if cancel is not None and cancel.is_set():
                 for ref, t in pending.items():
                     ray.cancel(ref, force=True)
-                    finished(t, new_record(t.config, {}, status="cancelled", reason="cancelled: the sweep was stopped",
+                    journal.finished(t, new_record(t.config, {}, status="cancelled", reason="cancelled: the sweep was stopped",
                                            device=""))
                 return
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
@@ -83,7 +85,7 @@ def run_on_ray(todo, folder: Path, started, finished, address, cpus, gpus, data_
                     (folder / t.name).mkdir(parents=True, exist_ok=True)
                     with folder_lock(folder / t.name):     # a journal in an unlocked folder is a killed writer's
                         write_files({folder / t.name / f: b for f, b in files.items()})
-                finished(t, outcome)
+                journal.finished(t, outcome)
     except KeyboardInterrupt:
         for ref in pending:
             ray.cancel(ref, force=True)

@@ -4,8 +4,8 @@ plan, its --grid / --seeds parsing and the table: ponder/sweeps/plan.py).
 A sweep folder DIR holds one run folder per trial (the same card and files as `python -m ponder train`
 writes), DIR/sweep.json (the grid, and each trial's config, status, reason and test metrics) and
 DIR/sweep.md (the same as a Markdown table), both written when the sweep starts and when it ends. In
-between, each trial's record is appended to DIR/sweep.log as it starts and ends (one JSON line; nothing
-is rewritten whole per trial), and read_sweep (ponder/sweeps/record.py) reads sweep.json with the log's newer
+between, each trial's record is appended to DIR/sweep.log as it starts and ends (ponder/sweeps/journal.py,
+which both backends tell), and read_sweep (ponder/sweeps/record.py) reads sweep.json with the log's newer
 records, so a killed sweep still says what it finished.
 
 Backends: "local" trains the trials one after the other in this process. "ray" hands each trial to a
@@ -20,22 +20,18 @@ sweep before it could record the trial); failed, cancelled and missing trials ru
 """
 from __future__ import annotations
 
-import json
-import os
 import threading
-import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..training import lifecycle
-from ..files import SaveError, folder_lock
-from ..journal import atomic_write_bytes, atomic_write_json
-from ..store.card import CARD, HISTORY, WEIGHTS, CheckpointError, one_line, read_record
-from ..store.record import RunRecord, new_record
-from ..config import ConfigError, TrainConfig
+from ..config import ConfigError
+from ..files import folder_lock
+from ..store.card import CARD, CheckpointError, one_line, read_record
+from ..store.record import RunRecord
+from ..store.runs import SWEEP, inside
 from ..tasks import get_task
-from ..store.runs import LOG, SWEEP, TABLE, inside
-from .plan import Plan, Trial, markdown_table
+from .journal import SweepJournal
+from .plan import Plan, Trial
 from .record import read_sweep
 from .trial import run_trial
 
@@ -78,34 +74,9 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
                 t.end(saved)                   # its card says it completed, with this config, and was measured
                 t.resumed = True               # (or the sweep said so: a run saved before its measurement)
         kept = [r.to_dict() for n, r in old.items() if n not in {t.name for t in trials}]   # an earlier, other grid
-        info = dict(plan=plan.to_dict(), backend=backend, started=time.time())
-        lock = threading.Lock()
-
-        def write() -> None:                   # the whole state: at the start and the end
-            with lock:
-                atomic_write_json(folder / SWEEP, dict(info, updated=time.time(),
-                                                       trials=[t.entry() for t in trials] + kept))
-                atomic_write_bytes(folder / TABLE, markdown_table(plan, trials).encode())
-                _append(folder / LOG, b"", "w")     # its records are in sweep.json now
-
-        def append(t: Trial) -> None:           # one trial's record, as it starts and as it ends
-            with lock:
-                _append(folder / LOG, (json.dumps(t.entry()) + "\n").encode())
-
-        def started(t: Trial) -> None:
-            t.status = "running"
-            append(t)
-            if on_trial:
-                on_trial(t)
-
-        def finished(t: Trial, record: RunRecord) -> None:
-            t.end(record)
-            append(t)
-            if on_trial:
-                on_trial(t)
-
+        journal = SweepJournal(folder, plan, trials, backend, kept, on_trial)
         todo = [t for t in trials if not t.resumed]
-        write()
+        journal.write()
         if backend == "local":
             data = []                         # the task's data set, loaded by the first trial that needs it
 
@@ -118,43 +89,27 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
                 for t in todo:
                     if cancel is not None and cancel.is_set():
                         break
-                    started(t)
-                    finished(t, run_trial(t.config, folder / t.name, load_once, cancel,
-                                          callback=callback and (lambda p, t=t: callback(t, p)),
-                                          on_phase=on_phase and (lambda ph, t=t: on_phase(t, ph)),
-                                          eval_limit=eval_limit))
+                    journal.started(t)
+                    journal.finished(t, run_trial(t.config, folder / t.name, load_once, cancel,
+                                                  callback=callback and (lambda p, t=t: callback(t, p)),
+                                                  on_phase=on_phase and (lambda ph, t=t: on_phase(t, ph)),
+                                                  eval_limit=eval_limit))
             except OSError:                   # sweep.log could not be written (a full disk): say in sweep.json
                 try:                          # how the ended trials ended, if it still can be written
-                    write()
+                    journal.write()
                 except OSError:
                     pass                      # a resume still finds each saved trial by its card
                 raise
         else:
             from .ray_backend import run_on_ray              # imports Ray, only for this backend
             try:
-                run_on_ray(todo, folder, started, finished, address, cpus_per_trial, gpus_per_trial, data_dir,
-                           eval_limit, cancel)
+                run_on_ray(todo, folder, journal, address, cpus_per_trial, gpus_per_trial, data_dir, eval_limit, cancel)
             except BaseException as e:            # the file says what happened to the trials that did not end
-                status, why = (("cancelled", "interrupted (Ctrl-C)") if isinstance(e, KeyboardInterrupt)
-                               else ("failed", one_line(e)))
-                for t in todo:
-                    if t.status in ("pending", "running"):
-                        t.end(new_record(t.config, {}, status=status, reason=why, device=""))
-                write()
+                journal.unfinished(*(("cancelled", "interrupted (Ctrl-C)") if isinstance(e, KeyboardInterrupt)
+                                     else ("failed", one_line(e))))
                 raise
-        write()
+        journal.write()
         return trials
-
-
-def _append(f: Path, data: bytes, mode: str = "a") -> None:
-    """Append data to f (mode "w": replace it), flushed; SaveError (one line naming f) when it cannot be written."""
-    try:
-        with open(f, mode + "b") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-    except OSError as e:
-        raise SaveError(f, e) from None
 
 
 def _check_sweep_folder(folder: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Optional
 import torch
 
 from ..config import ConfigError, TrainConfig, from_mapping, is_int, short_repr, _check
+from .options import check_options, option_defaults, option_fields, split_options
 
 
 @dataclass
@@ -43,11 +44,13 @@ class Task:
     name: str = ""                  # the registry key, stored in every run card as `task`
     label: str = ""                 # how pages name it ("MNIST")
     model_config_cls: type = None   # the step function's config dataclass (a card's `model`)
+    options_cls: type = None        # its options dataclass (ponder.tasks.options.option fields): what its runs set
+                                    # that other tasks' do not; the CLI's flags and the Train form's widgets for them
     defaults: dict = {}             # TrainConfig fields that differ from TrainConfig's defaults for this task
+                                    # (its options' defaults are those of options_cls)
     chance: float = 0.5             # test accuracy of guessing
     presets: dict = {}              # named data settings (TrainConfig.parity_preset); {} when it has none
     uses_data: bool = False         # load_data() reads a data set from disk before training / measuring
-    reads: tuple = ()               # the task-specific TrainConfig fields it reads (the forms enable those)
     pages: tuple = ()               # explorer pages with a single-model picker that show this task's models
     default_model: str = ""         # the shipped model those pickers start on
     shown_groups: tuple = ("E[n] Q", "by quartile of E[n] (Q1: the quarter of inputs it ponders least)")
@@ -55,6 +58,11 @@ class Task:
     budget_seconds: int = 60        # the training form's default time budget
     data_bytes: int = 0             # bytes of data the training loop holds (ponder.training.memory's estimate)
     infer_states: int = 0           # floats per hidden unit and step a no-grad unroll keeps alive (ponder.training.memory)
+
+    @property
+    def reads(self) -> tuple:
+        """The names of its options (the forms enable those)."""
+        return tuple(f.name for f in option_fields(self))
 
     def load_data(self, data_dir: Optional[str] = None):
         """The task's data set (None when it generates its data)."""
@@ -79,7 +87,8 @@ class Task:
         return False
 
     def check(self, cfg: TrainConfig) -> None:
-        """Raise ConfigError for a TrainConfig field this task reads that is out of range."""
+        """Raise ConfigError for what its options' fields cannot say alone (each option's choices and range are
+        checked from its field, ponder.tasks.options.check_option)."""
 
     def build_step(self, model_cfg, lambda_p: float) -> torch.nn.Module:
         """The step function (ponder.halting.StepFunction) for model_cfg, keeping it as .cfg (a run's card
@@ -174,18 +183,22 @@ def step_meaning(record) -> tuple[str, str]:
 
 
 def train_config(task: str, **overrides) -> TrainConfig:
-    """A TrainConfig with the defaults that suit the task (Task.defaults); overrides win."""
-    base = dict(TASKS[task].defaults) if isinstance(task, str) and task in TASKS else {}
-    base.update(overrides)
-    return TrainConfig(task=task, **base)
+    """A TrainConfig with the defaults that suit the task (its options' defaults, Task.defaults); overrides win.
+    An option without a TrainConfig field of its name goes into TrainConfig.options."""
+    t = TASKS.get(task) if isinstance(task, str) else None
+    if t is None:                              # validate() names the unknown task
+        return TrainConfig(task=task, **overrides)
+    return TrainConfig(task=task, **split_options(t, {**option_defaults(t), **t.defaults, **overrides}))
 
 
 def validate(cfg: TrainConfig) -> TrainConfig:
-    """cfg, checked: its task is registered, the fields every run has (TrainConfig.validate) and the fields
-    each task reads, whatever the run's task (Task.check). ConfigError naming the first bad field."""
-    get_task(cfg.task)
+    """cfg, checked: its task is registered, the fields every run has (TrainConfig.validate), each task's options
+    stored as TrainConfig fields whatever the run's task, the run's task's own options (TrainConfig.options) and
+    Task.check. ConfigError naming the first bad field."""
+    own = get_task(cfg.task)
     cfg.validate()
     for task in TASKS.values():
+        check_options(task, cfg, own=task is own)
         task.check(cfg)
     return cfg
 

@@ -316,23 +316,31 @@ def test_play_starts_at_step_1_and_the_slider_and_the_panel_agree(server, new_pa
 
 
 def test_no_choice_of_a_train_form_select_is_cut_in_the_sidebar(server, new_page):
-    # "rows: 2 more a step (ponde…": every choice of each sidebar select, measured in the box's own font, fits it
+    # "rows: 2 more a step (ponde…": every choice of each sidebar select, measured in the box's own font, fits it;
+    # a task's option selects (made from its options dataclass) are measured with that task chosen
     from explorer import forms
     from ponder.losses import REGULARISERS
-    options = {"Regulariser": [forms.regulariser_choice(name) for name in REGULARISERS],
-               "What the λ head reads": list(forms.LAMBDA_INPUT_LABELS.values()),
-               "What each step sees (MNIST)": list(forms.READER_LABELS.values()),
-               "Parity preset": [forms.preset_label(n) for n in forms.all_presets()]}
+    from ponder.tasks import TASKS
+    from ponder.tasks.options import option_fields
     page = new_page(1280, 800)
     page.goto(server + "/?page=train")
-    page.get_by_text("What each step sees").first.wait_for(timeout=60000)
-    measured = page.evaluate("""(options) => Object.fromEntries(Object.entries(options).map(([label, choices]) => {
+    measured = {}
+    for task in TASKS.values():
+        page.get_by_role("radio", name=forms.task_label(task.name)).click(force=True)     # its styled dot covers it
+        selects = {f.metadata["label"]: [f.metadata["labels"].get(c, str(c)) for c in f.metadata["choices"]]
+                   for f in option_fields(task) if f.metadata["choices"]}
+        for label in selects:
+            page.locator(f'[data-testid=stSidebar] input[role=combobox][aria-label="{label}"]').wait_for(timeout=60000)
+        options = {"Regulariser": [forms.regulariser_choice(name) for name in REGULARISERS],
+                   "What the λ head reads": list(forms.LAMBDA_INPUT_LABELS.values()), **selects}
+        measured.update(page.evaluate("""(options) => Object.fromEntries(Object.entries(options).map(([label, choices]) => {
         const input = document.querySelector(`[data-testid=stSidebar] input[role=combobox][aria-label="${label}"]`);
         const cs = getComputedStyle(input), ctx = document.createElement('canvas').getContext('2d');
         ctx.font = cs.font;
         const room = input.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
         return [label, choices.filter(c => ctx.measureText(c).width > room).concat([room])];
-    }))""", options)
+    }))""", options))
+    assert {"What each step sees (MNIST)", "Parity preset"} <= set(measured)
     assert all(len(cut) == 1 and cut[0] > 100 for cut in measured.values()), measured     # only the room: none cut
 
 

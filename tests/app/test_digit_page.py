@@ -119,7 +119,7 @@ def test_a_model_no_measurement_fits_is_one_red_line_on_its_pages(runs, tmp_path
     """A wide run (channels1 1024, ~7 MB an input to measure) put in the runs folder under a 50 MB measurement
     budget: the digit and Compare pages say so in one line instead of measuring it."""
     from ponder.tasks import build_model
-    from ponder.tasks.mnist import MnistConfig
+    from ponder.tasks.mnist.task import MnistConfig
     monkeypatch.setenv("PONDER_RUNS", str(tmp_path))
     for name in ("wide", "wide-b"):
         save_run(tmp_path / name, build_model("mnist", MnistConfig(channels1=1024, channels2=8, embed=16, hidden=16),

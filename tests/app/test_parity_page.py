@@ -64,7 +64,7 @@ def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
     t = read_card(ASSETS / "parity-15")["metrics"]["test"]
     gap = t["hard"]["expected_steps"] - t["easy"]["expected_steps"]
     assert any(f"hard − easy {gap:+.2f}" in c.value and "10,000 problems" in c.value for c in at.caption)
-    # video-15's test sets are easy k 1–4 and hard k 11–15 (ponder.tasks.parity): the by-k chart's caption says
+    # video-15's test sets are easy k 1–4 and hard k 11–15 (ponder.tasks.parity.task): the by-k chart's caption says
     # why its lines break between them
     assert any("No test set has k 5–10" in c.value for c in at.caption)
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from helpers import open_app, run_ok, save_tiny_run, shown, texts
+from helpers import open_app, run_cli, run_ok, save_tiny_run, shown, texts
 from job_helpers import TINY
 from ponder.config import TrainConfig
 
@@ -193,3 +193,54 @@ def test_the_train_page_shows_the_watched_input_learning_to_halt(runs):
     assert any("p_n now" in t for t in titles) and any("E[n] and the answer as it trains" in t for t in titles)
     job.cancel()
     assert job.join(60)
+
+
+@pytest.fixture
+def wiggle_task():
+    """A third task, defined here and registered by one line: parity's behaviour under another name, with one
+    option of its own (no TrainConfig field), unregistered afterwards."""
+    from dataclasses import dataclass
+    from ponder.tasks import TASKS, register
+    from ponder.tasks.options import option
+    from ponder.tasks.parity.task import ParityTask
+
+    @dataclass
+    class WiggleOptions:
+        wiggles: int = option(3, "how many times the toy wiggles before it reads", label="Wiggles", lo=1, hi=9)
+
+    class WiggleTask(ParityTask):
+        name, label, options_cls = "wiggle", "wiggle", WiggleOptions
+
+    yield register(WiggleTask())
+    TASKS.pop("wiggle")
+
+
+@pytest.mark.slow
+def test_a_third_task_with_an_option_of_its_own_shows_it_in_the_train_form_and_in_train_help(runs, wiggle_task,
+                                                                                               capsys):
+    rc, out, _ = run_cli(["train", "--help"], capsys)
+    out = " ".join(out.split())                                   # argparse wraps the help at any space
+    assert rc == 0 and "wiggle options (--task wiggle): --wiggles WIGGLES how many times the toy wiggles before " \
+        "it reads (default 3)" in out
+    at = open_app(page="train")
+    assert "Wiggle" in at.sidebar.radio(key="train_task").options            # its label, as the task radio shows it
+    at.sidebar.radio(key="train_task").set_value("wiggle")
+    run_ok(at)
+    box = at.sidebar.number_input(key="tf_wiggle_wiggles")
+    assert (box.label, box.value, box.min, box.max, box.help) == \
+        ("Wiggles", 3, 1, 9, "How many times the toy wiggles before it reads.")
+    assert not any(w.key.startswith("tf_wiggle_") and w.key.endswith(("reader", "parity_preset"))
+                   for w in at.sidebar.selectbox)                   # only its own options
+    box.set_value(5)                                                # the value reaches the run's card
+    for key, value in (("epochs", 0.04), ("hidden", 16), ("batch", 32), ("n", 6)):
+        at.number_input(key=f"tf_wiggle_{key}").set_value(value)
+    at.text_input(key="tf_wiggle_name").input("wiggly")
+    at.button(key="tf_start").click()
+    run_ok(at)
+    from explorer.loaders import job_registry
+    [job] = job_registry().recent("train", 1)
+    assert job.join(120)
+    assert job.snapshot().runs[0].status == "completed", job.snapshot().runs[0]
+    from ponder.store.card import read_card
+    card = read_card(runs / "wiggly")
+    assert card["train"]["task"] == "wiggle" and card["train"]["options"] == {"wiggles": 5}

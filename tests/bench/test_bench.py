@@ -10,7 +10,7 @@ from bench import common, early_exit, gpu, latency, profiling, report, throughpu
 from bench import ood as bench_ood
 from bench.__main__ import main
 from explorer import ood
-from ponder.tasks.parity import PARITY_PRESETS
+from ponder.tasks.parity.task import PARITY_PRESETS
 from ponder.config import TrainConfig
 from ponder.training.loop import train
 

@@ -12,8 +12,8 @@ from ponder.analysis import studies
 from ponder.analysis.unroll import measure_test
 from ponder.config import TrainConfig
 from ponder.store.record import RunRecord
-from ponder.tasks.mnist import mnist_split
-from ponder.tasks.parity import PARITY_PRESETS
+from ponder.tasks.mnist.task import mnist_split
+from ponder.tasks.parity.task import PARITY_PRESETS
 
 
 def test_trace_matches_the_core_and_replays_with_its_seed():

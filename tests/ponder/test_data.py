@@ -8,7 +8,7 @@ import torch
 
 from helpers import DATA_DIR, needs_mnist
 from ponder import data as D
-from ponder.tasks.parity import PARITY_PRESETS
+from ponder.tasks.parity.task import PARITY_PRESETS
 
 
 def test_split_sizes_and_disjoint(mnist):

@@ -1,4 +1,4 @@
-"""ponder/tasks/mnist_readers.py: MnistStep's speed-ups (precomputed GRU input projection, fused gates, one unroll)
+"""ponder/tasks/mnist/readers.py: MnistStep's speed-ups (precomputed GRU input projection, fused gates, one unroll)
 give the values and gradients of nn.GRUCell run step by step on the same parameters; the readers whose
 evidence grows with the steps ("rows", "coarse"): shapes, causality, early exit equal to a full
 unroll, and a short training after which E[n] depends on the input."""
@@ -8,12 +8,12 @@ from hypothesis import given, settings, strategies as st
 
 from helpers import tiny_model
 from ponder import data as D
-from ponder.tasks.mnist import MnistConfig
+from ponder.tasks.mnist.task import MnistConfig
 from ponder.config import TrainConfig
 from ponder.halting import expected_steps, first_true, halt_mask
 from ponder.inference import ponder
-from ponder.tasks import mnist_readers
-from ponder.tasks.mnist_readers import GruUpdate, RowReader
+from ponder.tasks.mnist import readers as mnist_readers
+from ponder.tasks.mnist.readers import GruUpdate, RowReader
 from ponder.tasks import build_model, model_config, validate
 from ponder.training.loop import train
 
@@ -21,7 +21,7 @@ from ponder.training.loop import train
 def test_mnist_step_equals_grucell_and_unroll_equals_steps():
     """encode() precomputes the GRU input projection, step() fuses the gates, unroll() applies the
     heads once: the same values as nn.GRUCell run step by step on the same parameters."""
-    from ponder.tasks.mnist import MnistConfig
+    from ponder.tasks.mnist.task import MnistConfig
     from ponder.tasks import build_model
     torch.manual_seed(0)
     model = build_model("mnist", MnistConfig(channels1=4, channels2=8, embed=16, hidden=12), 6, 0.3).eval()
@@ -45,7 +45,7 @@ def test_mnist_step_equals_grucell_and_unroll_equals_steps():
 
 
 def test_mnist_gradients_match_grucell():
-    from ponder.tasks.mnist import MnistConfig
+    from ponder.tasks.mnist.task import MnistConfig
     from ponder.tasks import build_model
     torch.manual_seed(1)
     model = build_model("mnist", MnistConfig(channels1=4, channels2=8, embed=16, hidden=12), 5, 0.3).train()

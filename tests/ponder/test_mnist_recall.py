@@ -1,4 +1,4 @@
-"""ponder/tasks/mnist_recall.py: the recall step function sees the whole image every step, each position's
+"""ponder/tasks/mnist/recall.py: the recall step function sees the whole image every step, each position's
 receptive field grows by one cell of the 14 x 14 grid (4 image pixels) a step, unroll() equals step() calls,
 and early exit equals a full unroll."""
 import pytest
@@ -9,7 +9,7 @@ from ponder.config import TrainConfig
 from ponder.halting import first_true, halt_mask
 from ponder.inference import ponder
 from ponder.tasks import build_model, model_config, model_config_dict, validate
-from ponder.tasks.mnist_recall import RecallStep, receptive_field
+from ponder.tasks.mnist.recall import RecallStep, receptive_field
 
 
 def recall(max_steps=6, **kw):

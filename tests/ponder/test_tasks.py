@@ -19,8 +19,8 @@ from ponder.tasks import init_lambda_head
 from ponder.analysis.unroll import near_chance
 from ponder.tasks import (TASKS, Batches, EvalSet, Task, build_model, get_task, model_config, register, train_config,
                           validate)
-from ponder.tasks.mnist import mnist_split
-from ponder.tasks.parity import PARITY_PRESETS, easy_hard, fitted_preset, halves
+from ponder.tasks.mnist.task import mnist_split
+from ponder.tasks.parity.task import PARITY_PRESETS, easy_hard, fitted_preset, halves
 
 
 # ----------------------------------------------------------------------------- a toy third task

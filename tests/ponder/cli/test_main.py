@@ -211,7 +211,7 @@ def test_train_threads_follow_the_flag_then_omp_num_threads_then_the_free_cores(
 def test_train_without_choices_trains_the_pondering_mnist_design():
     from ponder.cli.main import build_parser, config_from_args
     from ponder.tasks import build_model, model_config
-    from ponder.tasks.mnist_readers import MnistStep, RowReader
+    from ponder.tasks.mnist.readers import MnistStep, RowReader
     cfg = config_from_args(build_parser().parse_args(["train", "--out", "x"]))
     assert cfg.task == "mnist" and cfg.reader == "rows" and cfg.lambda_p == 0.5
     assert isinstance(build_model("mnist", model_config(cfg), 20, cfg.lambda_p).step_fn, RowReader)

@@ -95,7 +95,7 @@ def test_an_import_no_page_could_measure_is_refused_in_one_line(tmp_path, monkey
     Under a 50 MB measurement budget not one input fits: refused at import, nothing left behind; under the default
     budget it is imported (the pages measure it in batches that fit)."""
     from ponder.tasks import build_model
-    from ponder.tasks.mnist import MnistConfig
+    from ponder.tasks.mnist.task import MnistConfig
     from helpers import tiny_config
     model = build_model("mnist", MnistConfig(channels1=1024, channels2=8, embed=16, hidden=16), 5, 0.3)
     d = save_run(tmp_path / "src", model, tiny_config("mnist"), steps=1)
@@ -184,7 +184,7 @@ def test_an_imported_run_keeps_no_unverified_test_metrics(tmp_path):
 def test_an_import_larger_than_the_train_form_trains_is_refused(tmp_path, n, hidden):
     # an imported MNIST run of hidden 2048 and N 200 (27 MB, under the upload limit) took 72.8 s a Compare view
     from ponder.tasks import build_model
-    from ponder.tasks.parity import ParityConfig
+    from ponder.tasks.parity.task import ParityConfig
     src = save_run(tmp_path / "src", build_model("parity", ParityConfig(n_elems=8, hidden=hidden), n, 0.3),
                    TrainConfig(task="parity", max_steps=n, hidden=hidden))
     with pytest.raises(CheckpointError) as e:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers import assert_one_line
-from ponder.sweeps import run as S, plan as P, ray_backend as sweep_ray
+from ponder.sweeps import journal as J, run as S, plan as P, ray_backend as sweep_ray
 from ponder.store.checkpoint import load_checkpoint
 from ponder.config import ConfigError
 
@@ -47,10 +47,10 @@ def test_a_ray_sweep_on_a_local_ray(tmp_path, monkeypatch):
     for t in trials:                                             # the run files came back from the Ray workers
         ck = load_checkpoint(tmp_path / "sw" / t.name)
         assert ck.record.status == t.status and ck.record.train == t.config.to_dict()
-    info = json.loads((tmp_path / "sw" / S.SWEEP).read_text())
+    info = json.loads((tmp_path / "sw" / J.SWEEP).read_text())
     assert info["backend"] == "ray" and [r["status"] for r in info["trials"]] == ["completed", "failed"]
     assert info["trials"][0]["metrics"]["n"] == 100 and "became inf" in info["trials"][1]["reason"]
-    assert (tmp_path / "sw" / S.TABLE).read_text().count("| lambda_p0.2-beta") == 2
+    assert (tmp_path / "sw" / J.TABLE).read_text().count("| lambda_p0.2-beta") == 2
 
 
 def test_a_ray_address_where_nothing_answers_fails_in_seconds_and_the_file_says_so(tmp_path):
@@ -65,6 +65,6 @@ def test_a_ray_address_where_nothing_answers_fails_in_seconds_and_the_file_says_
         S.run_sweep(plan(), tmp_path / "sw", "ray", address=f"127.0.0.1:{port}", eval_limit=50)
     assert_one_line(e, f"could not join Ray at 127.0.0.1:{port}: nothing answers there")
     assert time.time() - t0 < sweep_ray.CONNECT_SECONDS + 30
-    info = json.loads((tmp_path / "sw" / S.SWEEP).read_text())
+    info = json.loads((tmp_path / "sw" / J.SWEEP).read_text())
     assert [r["status"] for r in info["trials"]] == ["failed", "failed"]
     assert all("nothing answers" in r["reason"] for r in info["trials"])

@@ -6,7 +6,7 @@ import pytest
 
 from helpers import assert_one_line
 from ponder.training import lifecycle
-from ponder.sweeps import run as S, plan as P
+from ponder.sweeps import journal as J, run as S, plan as P
 from ponder.store.card import WEIGHTS, read_card, read_record
 from ponder.store.checkpoint import load_checkpoint
 from ponder.config import ConfigError
@@ -35,7 +35,7 @@ def test_a_local_sweep_leaves_a_run_folder_per_trial_and_sweep_json(tmp_path):
     assert [t.status for t in trials] == ["completed", "completed"]
     assert seen == [("lambda_p0.2-seed0", "running"), ("lambda_p0.2-seed0", "completed"),
                     ("lambda_p0.5-seed0", "running"), ("lambda_p0.5-seed0", "completed")]
-    info = json.loads((tmp_path / "sw" / S.SWEEP).read_text())
+    info = json.loads((tmp_path / "sw" / J.SWEEP).read_text())
     assert info["plan"]["grid"] == {"lambda_p": [0.2, 0.5]} and info["backend"] == "local"
     for t, rec in zip(trials, info["trials"]):
         ck = load_checkpoint(tmp_path / "sw" / t.name)              # a normal run folder, the same card as train's
@@ -43,7 +43,7 @@ def test_a_local_sweep_leaves_a_run_folder_per_trial_and_sweep_json(tmp_path):
         assert rec["config"] == ck.record.train and rec["status"] == "completed" and rec["steps"] == 10
         assert rec["metrics"] == ck.record.metrics["test"] and rec["metrics"]["n"] == 200
         assert t.record.train == ck.record.train and t.record.metrics == ck.record.metrics   # the trial's record
-    table = (tmp_path / "sw" / S.TABLE).read_text().splitlines()
+    table = (tmp_path / "sw" / J.TABLE).read_text().splitlines()
     assert table[0].startswith("| trial | lambda_p | seed | status | test accuracy") and len(table) == 4
     assert table[2].startswith("| lambda_p0.2-seed0 | 0.2 | 0 | completed | 0.")
     assert list_sweeps(tmp_path) == [tmp_path / "sw"]
@@ -62,7 +62,7 @@ def test_resume_skips_the_completed_trials_and_trains_the_rest(tmp_path, monkeyp
     assert (tmp_path / "sw" / "lambda_p0.2-seed0" / WEIGHTS).read_bytes() == weights
     assert trials[0].metrics.n == 100                          # its record is kept from the first run
     assert trials[0].record == read_record(tmp_path / "sw" / "lambda_p0.2-seed0")   # read from its card
-    assert "completed (resumed)" in (tmp_path / "sw" / S.TABLE).read_text()
+    assert "completed (resumed)" in (tmp_path / "sw" / J.TABLE).read_text()
     trained.clear()                     # another config with the same trial names: refused, nothing replaced
     with pytest.raises(ConfigError) as e:
         S.run_sweep(plan("lambda_p=0.2,0.5", steps_per_epoch=5), tmp_path / "sw", eval_limit=100)
@@ -90,7 +90,7 @@ def test_a_sweep_never_writes_into_a_folder_that_is_not_a_sweep(tmp_path, holds)
 def test_failed_trials_are_recorded_and_the_sweep_goes_on_then_rerun(tmp_path):
     p = plan(["beta=1e38,0.01", "lambda_p=0.9"])                  # beta 1e38: the loss is inf at the first step
     (tmp_path / "sw").mkdir()                                     # a sweep folder, with a file where a run goes
-    (tmp_path / "sw" / S.SWEEP).write_text(json.dumps({"plan": p.to_dict(), "trials": []}))
+    (tmp_path / "sw" / J.SWEEP).write_text(json.dumps({"plan": p.to_dict(), "trials": []}))
     (tmp_path / "sw" / "beta0.01-lambda_p0.9-seed0").write_text("a file where the run folder goes")
     trials = S.run_sweep(p, tmp_path / "sw", eval_limit=100)
     assert [t.status for t in trials] == ["failed", "failed"]
@@ -99,7 +99,7 @@ def test_failed_trials_are_recorded_and_the_sweep_goes_on_then_rerun(tmp_path):
     (tmp_path / "sw" / "beta0.01-lambda_p0.9-seed0").unlink()
     trials = S.run_sweep(p, tmp_path / "sw", eval_limit=100)       # failed trials run again
     assert [t.status for t in trials] == ["failed", "completed"] and not any(t.resumed for t in trials)
-    info = json.loads((tmp_path / "sw" / S.SWEEP).read_text())
+    info = json.loads((tmp_path / "sw" / J.SWEEP).read_text())
     assert [r["status"] for r in info["trials"]] == ["failed", "completed"] and "became inf" in info["trials"][0]["reason"]
 
 
@@ -109,8 +109,8 @@ def test_an_unknown_backend_is_one_line(tmp_path):
     assert_one_line(e, "backend must be one of local, ray")
 def test_sweep_json_is_written_at_the_start_and_end_and_trials_are_appended_between(tmp_path, monkeypatch):
     # sweep.json was rewritten whole after every trial (a large grid rewrote megabytes per trial)
-    writes, real = [], S.atomic_write_json
-    monkeypatch.setattr(S, "atomic_write_json", lambda path, obj: writes.append(path.name) or real(path, obj))
+    writes, real = [], J.atomic_write_json
+    monkeypatch.setattr(J, "atomic_write_json", lambda path, obj: writes.append(path.name) or real(path, obj))
     seen = []
 
     def on_trial(t):                           # what a reader (the Sweep page) sees while the sweep runs
@@ -119,7 +119,7 @@ def test_sweep_json_is_written_at_the_start_and_end_and_trials_are_appended_betw
             raise KeyboardInterrupt           # killed after its second trial
     with pytest.raises(KeyboardInterrupt):
         S.run_sweep(plan("lambda_p=0.2,0.5,0.9"), tmp_path / "sw", eval_limit=50, on_trial=on_trial)
-    assert writes == [S.SWEEP]                 # the start; the kill came before the end
+    assert writes == [J.SWEEP]                 # the start; the kill came before the end
     assert seen[1] == [("lambda_p0.2-seed0", "completed"), ("lambda_p0.5-seed0", "pending"),
                        ("lambda_p0.9-seed0", "pending")]
     after = [(r.name, r.status) for r in S.read_sweep(tmp_path / "sw").trials]
@@ -128,7 +128,7 @@ def test_sweep_json_is_written_at_the_start_and_end_and_trials_are_appended_betw
     writes.clear()                             # resumed: the two completed trials are kept, the third trains
     trials = S.run_sweep(plan("lambda_p=0.2,0.5,0.9"), tmp_path / "sw", eval_limit=50)
     assert [(t.status, t.resumed) for t in trials] == [("completed", True)] * 2 + [("completed", False)]
-    assert writes == [S.SWEEP, S.SWEEP] and (tmp_path / "sw" / S.LOG).read_text() == ""
+    assert writes == [J.SWEEP, J.SWEEP] and (tmp_path / "sw" / J.LOG).read_text() == ""
 
 
 @pytest.mark.parametrize("full", ["sweep.log", "every file"])
@@ -138,10 +138,10 @@ def test_a_full_disk_names_the_file_and_a_saved_trial_is_not_trained_again(tmp_p
     card, with its test metrics, says so)."""
     import builtins
     import errno
-    appends, real_open, real_write = [], builtins.open, S.atomic_write_json
+    appends, real_open, real_write = [], builtins.open, J.atomic_write_json
 
     def full_open(path, mode="r", *a, **kw):
-        if str(path).endswith(S.LOG) and "a" in mode:
+        if str(path).endswith(J.LOG) and "a" in mode:
             appends.append(path)
             if len(appends) >= 2:                       # the first trial's end record
                 raise OSError(errno.ENOSPC, "No space left on device")
@@ -149,13 +149,13 @@ def test_a_full_disk_names_the_file_and_a_saved_trial_is_not_trained_again(tmp_p
 
     def full_write(path, obj):
         if appends[1:] and full == "every file":
-            raise S.SaveError(path, OSError(errno.ENOSPC, "No space left on device"))
+            raise J.SaveError(path, OSError(errno.ENOSPC, "No space left on device"))
         return real_write(path, obj)
-    monkeypatch.setattr(S, "open", full_open, raising=False)
-    monkeypatch.setattr(S, "atomic_write_json", full_write)
+    monkeypatch.setattr(J, "open", full_open, raising=False)
+    monkeypatch.setattr(J, "atomic_write_json", full_write)
     with pytest.raises(OSError) as e:
         S.run_sweep(plan(), tmp_path / "sw", eval_limit=50)
-    assert_one_line(e, f"{tmp_path / 'sw' / S.LOG}: cannot write (No space left on device: the disk is full)")
+    assert_one_line(e, f"{tmp_path / 'sw' / J.LOG}: cannot write (No space left on device: the disk is full)")
     recorded = {r.name: r.status for r in S.read_sweep(tmp_path / "sw").trials}
     assert recorded["lambda_p0.2-seed0"] == ("completed" if full == "sweep.log" else "running")
     monkeypatch.undo()
@@ -174,7 +174,7 @@ def test_a_trial_folder_that_is_a_link_to_another_run_is_never_written_through(t
     before = {f.name: f.read_bytes() for f in victim.iterdir()}
     p = plan("lambda_p=0.2")
     (tmp_path / "sw").mkdir()
-    (tmp_path / "sw" / S.SWEEP).write_text(json.dumps({"plan": p.to_dict(), "trials": []}))
+    (tmp_path / "sw" / J.SWEEP).write_text(json.dumps({"plan": p.to_dict(), "trials": []}))
     (tmp_path / "sw" / "lambda_p0.2-seed0").symlink_to(victim)
     with pytest.raises(ConfigError) as e:
         S.run_sweep(p, tmp_path / "sw", eval_limit=50)

@@ -74,7 +74,7 @@ def test_the_estimate_is_within_its_measured_factor_for_a_small_config():
 def _mnist_model(device="cpu", max_steps=20, **kw):
     import torch
     from ponder.tasks import build_model
-    from ponder.tasks.mnist import MnistConfig
+    from ponder.tasks.mnist.task import MnistConfig
     with torch.device(device):
         return build_model("mnist", MnistConfig(**kw), max_steps, 0.2)
 

@@ -20,10 +20,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .base import init_lambda_head
+from ..base import init_lambda_head
 
 if TYPE_CHECKING:
-    from .mnist import MnistConfig
+    from .task import MnistConfig
 
 STEM_PIXELS, PIXELS_PER_STEP = 5, 4      # receptive field of the stem (5x5 conv), and its growth per 3x3 conv at stride 2
 

@@ -1,4 +1,4 @@
-"""MNIST: classify a digit; its step functions (readers) are in ponder.tasks.mnist_readers.
+"""MNIST: classify a digit; its step functions (readers) are in ponder.tasks.mnist.readers.
 
 Its difficulty groups: the digit class (by_class rows) and the rotation (ponder.analysis.studies.rotation_study
 on rotation_inputs()).
@@ -11,15 +11,14 @@ from typing import Optional
 
 import torch
 
-from .. import data as D
-from ..config import TrainConfig, _check, _choice, finite, is_int
-from .base import Batches, EvalSet, Task, register
+from ... import data as D
+from ...config import TrainConfig, _check, _choice, finite, is_int
+from ..base import Batches, EvalSet, Task, register
+from .options import MNIST_READERS, ROWS_PER_STEP, MnistOptions
 
-MNIST_READERS = ("cnn", "rows", "coarse", "recall")
 # Per-reader model sizes over MnistConfig's: the row reader's fc sees a 14 x 7 map per channel, so
 # 16 second-layer channels keep it at 1568 x 128 weights (~1 MB a model, like the "cnn" reader's).
 READER_DEFAULTS = {"rows": dict(channels2=16)}
-ROWS_PER_STEP = (2, 4, 14, 28)   # the row reader's feature map has 14 rows, each 2 image rows high
 
 
 @dataclass
@@ -35,7 +34,7 @@ class MnistConfig:
                              # "rows": the first rows_per_step * n rows at step n (evidence grows);
                              # "coarse": the image at a growing resolution, 2x2 ... 28x28;
                              # "recall": the whole image every step, a weight-tied conv block over a
-                             # channels1 x 14 x 14 state (ponder.tasks.mnist_recall; embed, hidden unused)
+                             # channels1 x 14 x 14 state (ponder.tasks.mnist.recall; embed, hidden unused)
     rows_per_step: int = 2   # "rows" reader: image rows revealed per step (2 -> all 28 rows by step 14)
 
 
@@ -80,14 +79,14 @@ def mnist_split(mnist: D.Mnist, split: str = "test", limit: Optional[int] = None
 class MnistTask(Task):
     name, label = "mnist", "MNIST"
     model_config_cls = MnistConfig
-    # The default design ponders: the row reader (evidence grows with the steps, so E[n] varies by digit) and
-    # lambda_p 0.5 (prior mean 2 steps), which pulls halting to the earliest step a digit allows; at 0.2 most
+    options_cls = MnistOptions
+    # The default design ponders: the row reader (MnistOptions: evidence grows with the steps, so E[n] varies by
+    # digit) and lambda_p 0.5 (prior mean 2 steps), which pulls halting to the earliest step a digit allows; at 0.2 most
     # digits wait for all 28 rows. 60 s on one CPU core: 0.990 test accuracy, E[n] std 1.56-1.77 over 3 seeds
     # (docs/results.md, "The default MNIST design"). The article's design is reader "cnn".
-    defaults = {"reader": "rows", "lambda_p": 0.5}
+    defaults = {"lambda_p": 0.5}
     chance = 0.1                    # 10 classes
     uses_data = True
-    reads = ("reader", "rows_per_step", "rotate_train")
     pages = ("digit", "rotation")
     default_model = "mnist-adaptive"
     shown_groups = ("E[n] Q", "by quartile of E[n] (Q1: the quarter of digits it ponders least)")
@@ -113,12 +112,8 @@ class MnistTask(Task):
             return False
         return True
 
-    def check(self, cfg: TrainConfig) -> None:
-        self.check_model_field("reader", cfg.reader)
-        self.check_model_field("rows_per_step", cfg.rows_per_step)
-
     def build_step(self, model_cfg: MnistConfig, lambda_p: float):
-        from .mnist_readers import MNIST_STEPS
+        from .readers import MNIST_STEPS
         return MNIST_STEPS[model_cfg.reader](model_cfg, lambda_p)
 
     def batches(self, cfg: TrainConfig, device, data: D.Mnist) -> MnistBatches:
@@ -165,7 +160,7 @@ class MnistTask(Task):
                     "so the steps a digit needs depend on how far down its ink goes, not only on how hard it is "
                     "(rotating a digit also moves its ink to other rows)")
         if reader == "coarse":
-            from .mnist_readers import CoarseReader
+            from .readers import CoarseReader
             r = CoarseReader.RESOLUTIONS
             return (f"each step sees the image at a finer resolution ({r[0]}×{r[0]}, {r[1]}×{r[1]}, … "
                     f"{r[-1]}×{r[-1]} from step {len(r)})", "")

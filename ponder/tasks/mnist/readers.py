@@ -1,4 +1,4 @@
-"""The MNIST step functions (readers); ponder.tasks.mnist picks one from its config.
+"""The MNIST step functions (readers); ponder.tasks.mnist.task picks one from its config.
 
 All follow the StepFunction protocol of ponder.halting:
     encode(x) -> ctx, init_hidden(ctx) -> h_1, step(ctx, h_n, n) -> (y_n, h_{n+1}, lambda_logit_n)
@@ -8,7 +8,7 @@ MNIST has four step functions (MnistConfig.reader), which differ in what the cel
               classifier, so extra steps bring nothing and halting follows the prior.
     "rows"    RowReader: the first rows_per_step * n image rows. Evidence grows with the steps.
     "coarse"  CoarseReader: the image at a growing resolution (2x2, 3x3, ..., 28x28).
-    "recall"  RecallStep (ponder.tasks.mnist_recall): the whole image every step, a weight-tied conv block
+    "recall"  RecallStep (ponder.tasks.mnist.recall): the whole image every step, a weight-tied conv block
               that computes further on it each step; no view(), what grows is each position's receptive field.
 The readers have view(x, n): the image as step n sees it (the explorer draws it).
 """
@@ -20,10 +20,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .base import init_lambda_head
+from ..base import init_lambda_head
 
 if TYPE_CHECKING:
-    from .mnist import MnistConfig
+    from .task import MnistConfig
 
 
 def fused_gru(t: torch.Tensor) -> bool:
@@ -278,6 +278,6 @@ class CoarseReader(GrowingEvidence):
         return self.at_resolution(x, self.RESOLUTIONS[min(n, len(self.RESOLUTIONS) - 1)])
 
 
-from .mnist_recall import RecallStep  # noqa: E402  (it imports nothing from here)
+from .recall import RecallStep  # noqa: E402  (it imports nothing from here)
 
 MNIST_STEPS = {"cnn": MnistStep, "rows": RowReader, "coarse": CoarseReader, "recall": RecallStep}

@@ -12,24 +12,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .. import data as D
-from ..config import TrainConfig, _check, _choice
-from .base import Batches, EvalSet, Task, init_lambda_head, register
+from ... import data as D
+from ...config import TrainConfig
+from ..base import Batches, EvalSet, Task, init_lambda_head, register
+from .options import PARITY_PRESETS, ParityOptions
 
-PARITY_PRESETS = {
-    # name: n_elems, the k (number of non-zeros) trained on and tested on, and the test's easy and
-    # hard ranges of k (what every measurement reports as `easy` / `hard`; without them: the two halves
-    # of the test range, see easy_hard)
-    "small": dict(n_elems=8, train_k=(1, 8), test_k=(1, 8)),          # ~1 minute on 2 CPU cores
-    "medium": dict(n_elems=16, train_k=(1, 16), test_k=(1, 16)),
-    "medium-extrapolation": dict(n_elems=16, train_k=(1, 8), test_k=(9, 16)),   # the paper's split, scaled to 16
-    "large": dict(n_elems=32, train_k=(1, 32), test_k=(1, 32)),
-    "video-15": dict(n_elems=15, train_k=(1, 15), test_k=(1, 15), easy=(1, 4), hard=(11, 15)),   # the video seed's
-    # the video seed's extrapolation: trained on k <= 25, tested on all k; easy = seen k, hard = unseen 26..30
-    "video-30-extrapolation": dict(n_elems=30, train_k=(1, 25), test_k=(1, 30), easy=(1, 25), hard=(26, 30)),
-    "paper": dict(n_elems=64, train_k=(1, 64), test_k=(1, 64)),       # the paper's interpolation
-    "extrapolation": dict(n_elems=96, train_k=(1, 48), test_k=(49, 96)),  # the paper's extrapolation
-}
 TEST_SIZE = 10000            # problems in a preset's test set
 
 
@@ -122,13 +109,13 @@ class ParityBatches(Batches):
 class ParityTask(Task):
     name, label = "parity", "parity"
     model_config_cls = ParityConfig
+    options_cls = ParityOptions
     # the reverse KL(p_G || p) by default: on the video's n = 15 it makes hard vectors take more expected
     # steps (+2.07 +- 0.84 at 15k steps, +0.66 +- 0.21 at 40k; 3 seeds each), the paper's KL(p || p_G) does not
     # (-0.72 +- 1.21 at 40k) (docs/findings.md §5); a wider cell and more steps than MNIST's
     defaults = dict(hidden=128, lr=3e-3, epochs=6.0, batch_size=128, regulariser="kl-reverse")
     chance = 0.5                    # odd or even
     presets = PARITY_PRESETS
-    reads = ("parity_preset", "steps_per_epoch")
     pages = ("parity",)
     default_model = "parity-15"
     shown_groups = (("easy", "hard"), "on easy and hard problems (the preset's ranges of the number of non-zeros k)")
@@ -136,10 +123,6 @@ class ParityTask(Task):
 
     def model_config(self, cfg: TrainConfig) -> ParityConfig:
         return ParityConfig(n_elems=PARITY_PRESETS[cfg.parity_preset]["n_elems"], hidden=cfg.hidden)
-
-    def check(self, cfg: TrainConfig) -> None:
-        _check(_choice(cfg.parity_preset, PARITY_PRESETS), "parity_preset", f"one of {', '.join(PARITY_PRESETS)}",
-               cfg.parity_preset)
 
     def build_step(self, model_cfg: ParityConfig, lambda_p: float) -> ParityStep:
         return ParityStep(model_cfg, lambda_p)

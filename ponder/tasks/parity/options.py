@@ -1,0 +1,36 @@
+"""Parity's options: the data preset (vector length, the k trained and tested on) and the batches an epoch."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..options import option
+
+PARITY_PRESETS = {
+    # name: n_elems, the k (number of non-zeros) trained on and tested on, and the test's easy and
+    # hard ranges of k (what every measurement reports as `easy` / `hard`; without them: the two halves
+    # of the test range, see easy_hard)
+    "small": dict(n_elems=8, train_k=(1, 8), test_k=(1, 8)),          # ~1 minute on 2 CPU cores
+    "medium": dict(n_elems=16, train_k=(1, 16), test_k=(1, 16)),
+    "medium-extrapolation": dict(n_elems=16, train_k=(1, 8), test_k=(9, 16)),   # the paper's split, scaled to 16
+    "large": dict(n_elems=32, train_k=(1, 32), test_k=(1, 32)),
+    "video-15": dict(n_elems=15, train_k=(1, 15), test_k=(1, 15), easy=(1, 4), hard=(11, 15)),   # the video seed's
+    # the video seed's extrapolation: trained on k <= 25, tested on all k; easy = seen k, hard = unseen 26..30
+    "video-30-extrapolation": dict(n_elems=30, train_k=(1, 25), test_k=(1, 30), easy=(1, 25), hard=(26, 30)),
+    "paper": dict(n_elems=64, train_k=(1, 64), test_k=(1, 64)),       # the paper's interpolation
+    "extrapolation": dict(n_elems=96, train_k=(1, 48), test_k=(49, 96)),  # the paper's extrapolation
+}
+
+
+def preset_label(name: str) -> str:
+    """'small (n=8)'; 'video-30 extrap. (n=30)' for a preset with "-extrapolation" (its whole name is cut in the
+    sidebar's box)."""
+    return f"{name.replace('-extrapolation', ' extrap.')} (n={PARITY_PRESETS[name]['n_elems']})"
+
+
+@dataclass
+class ParityOptions:
+    parity_preset: str = option("small", "the parity data preset: vector length n and the numbers of non-zeros k "
+                                "trained and tested on", label="Parity preset", choices=tuple(PARITY_PRESETS),
+                                labels={name: preset_label(name) for name in PARITY_PRESETS})
+    steps_per_epoch: int = option(500, "batches per epoch (parity generates its data)", label="Batches per epoch",
+                                  lo=1, step=100)
