@@ -338,7 +338,7 @@ def profile_section(d: dict, tp: Optional[dict]) -> str:
                  f"{f(tp['results']['ratios']['a_over_a0'])}× the images per second."]
     text += ["", "Checked and left alone: the batch pipeline (`MnistBatches`) already keeps MNIST as one uint8 tensor "
              "on the device and normalises / rotates whole batches there, with no DataLoader (the *batch* phase "
-             "above). Intra-op threads: one per core (2 here), set by `bench` (`common.set_threads`). Side tests "
+             "above). Intra-op threads: the cores the load average leaves free (`common.set_threads`, as the CLI's training; each result's machine record has the number). Side tests "
              "during development (not re-measured by `bench`): the recurrent part ran no faster on 1 thread; a "
              "hand-written autograd function for the whole GRU unroll (manual backpropagation through time) was no "
              "faster than autograd, so the cost is per operator, not in the autograd engine. The training loop uses "
