@@ -99,7 +99,7 @@ def summary_section(docs: dict, hist: Optional[dict]) -> str:
         prim = ee["by_batch"][0]
         for name, m in prim["models"].items():
             s = m["modes"].get("sample") or next(iter(m["modes"].values()))
-            rows.append(["3", f"Early exit, recurrent part, `{name}` (mean {f(s['mean_steps'])} steps, sample mode, "
+            rows.append(["3", f"Early exit, recurrent part, `{name}`, {m.get('design', 'cnn reader')} (mean {f(s['mean_steps'])} steps, sample mode, "
                               f"{prim['batch_size']:,} images per call)",
                          f"{f(s['rec_speedup'])}× (ideal {f(s['ideal_speedup'])}×)", f"≥ {f(s['target_speedup'])}×",
                          ok(s["met"])])
@@ -220,19 +220,19 @@ def early_exit_section(d: dict) -> str:
     synth = [n for bb in r["by_batch"] for n, m in bb["models"].items() if m.get("synthetic")]
     if synth:
         text.append(f"No shipped model halts near 10 steps on average (the slowest, sweep-lp0.1, takes about 6.6), so "
-                    f"`{synth[0]}` is mnist-default with its λ-head bias lowered until the mean sampled halting step is "
+                    f"`{synth[0]}` is mnist-default (cnn reader) with its λ-head bias lowered until the mean sampled halting step is "
                     "about 10: the same network and cost per step, only the halting moves (its accuracy is not the point).")
     for bb in r["by_batch"]:
         rows = []
         for name, m in bb["models"].items():
             for mode, s in m["modes"].items():
-                rows.append([f"`{name}`", mode, f(s["mean_steps"]), f(s["accuracy"], 4), f(m["full_images_per_s"], 0),
+                rows.append([f"`{name}`", m.get("design", "cnn reader"), mode, f(s["mean_steps"]), f(s["accuracy"], 4), f(m["full_images_per_s"], 0),
                              f(s["early_images_per_s"], 0), f"{f(s['whole_speedup'])}×", f"**{f(s['rec_speedup'])}×**",
                              f"{f(s['ideal_speedup'])}×", f"{f(s['target_speedup'])}×", ok(s["met"])])
         primary = bb["batch_size"] == r["primary_batch_size"]
         text += ["", f"**{bb['batch_size']:,} image{'s' if bb['batch_size'] > 1 else ''} per call** "
                  f"({bb['images']:,} test images{'; the target is judged here' if primary else ''}):", "",
-                 table(["model", "mode", "mean steps", "accuracy", "full: images/s", "early: images/s", "whole speed-up",
+                 table(["model", "design", "mode", "mean steps", "accuracy", "full: images/s", "early: images/s", "whole speed-up",
                         "recurrent speed-up", "ideal", "target", "result"], rows)]
     prim = r["by_batch"][0]
     shares = [m["rec_full_seconds"] / m["full_seconds"] for m in prim["models"].values() if m["full_seconds"]]
