@@ -62,7 +62,8 @@ def test_digit_page_inference_runs_on_the_free_cores(runs, monkeypatch):
     seen, real = [], studies.trace_input
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(progress, "machine_cores_and_load", lambda: (2, 1.6))      # one core busy elsewhere
-    monkeypatch.setattr(studies, "trace_input", lambda *a, **kw: (seen.append(torch.get_num_threads()), real(*a, **kw))[1])
+    monkeypatch.setattr(studies, "trace_input",
+                        lambda *a, **kw: (seen.append(torch.get_num_threads()), real(*a, **kw))[1])
     before = torch.get_num_threads()
     torch.set_num_threads(2)                    # a new thread starts with the number last set: one per core here
     try:
