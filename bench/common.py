@@ -38,12 +38,13 @@ def default_out(name: str, quick: bool = False) -> Path:
 # ----------------------------------------------------------------------------- machine
 
 def set_threads(threads: Optional[int] = None) -> int:
-    """Intra-op threads: one per core on small machines (torch's default can count hyper-threads).
-
-    threads=None: min(os.cpu_count(), 8). Interop threads are left alone (nothing here runs
+    """Intra-op threads: `threads` when given, else the cores the load average leaves free, at most 8
+    (ponder.training.progress.free_threads, as the CLI's training chooses them: on a 2-core machine with other work
+    running, 2 threads ran 1.5-2.7x slower than 1). Interop threads are left alone (nothing here runs
     independent ops in parallel). Returns the number in use.
     """
-    n = threads or min(os.cpu_count() or 1, 8)
+    from ponder.training.progress import free_threads
+    n = threads or min(free_threads(), 8)
     torch.set_num_threads(max(1, int(n)))
     return torch.get_num_threads()
 

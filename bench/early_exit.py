@@ -1,9 +1,9 @@
 """Benchmark 3: inference with per-sample early exit vs a full N-step unroll.
 
-For shipped models whose mean halting steps are about 2, 5 and 7 (sweep-lp0.5, mnist-default,
-sweep-lp0.1; no shipped model halts near 10 on average), plus mnist-default with its lambda-head
-bias lowered until the mean sampled halting step is about 10 (a timing stand-in: the same network
-and cost per step, only the halting moves; its accuracy is not the point).
+For every shipped model (assets/, each on its own task's test set, each row labelled by its design:
+the MNIST reader or the task), plus mnist-default with its lambda-head bias lowered until the mean
+sampled halting step is about 10 (a timing stand-in: the same network and cost per step, only the
+halting moves; its accuracy is not the point).
 
     early  ponder(model, x, mode) with mode 'sample' (the paper's inference, seeded draws) and
            'deterministic' (the median step): halted samples leave the batch
@@ -26,8 +26,8 @@ from typing import Optional, Sequence
 import torch
 import torch.nn as nn
 
-from ponder import data as D
 from ponder.store.checkpoint import load_checkpoint
+from ponder.tasks import get_task
 from ponder.halting import PonderNet, first_true, halt_mask
 from ponder.inference import draw_uniforms, ponder
 
@@ -38,10 +38,10 @@ TARGET_FRACTION = 0.7          # of the ideal speed-up N / mean steps
 
 @dataclass
 class EarlyExitConfig:
-    models: Sequence[str] = ("sweep-lp0.5", "mnist-default", "sweep-lp0.1")   # shipped, in assets/
+    models: Optional[Sequence[str]] = None    # shipped models in assets/ (None: every one)
     synthetic_steps: Optional[float] = 10.0   # also mnist-default shifted to this mean step (None: skip)
     modes: Sequence[str] = ("sample", "deterministic")
-    n_images: int = 10000      # MNIST test images
+    n_images: int = 10000      # test items of each model's task
     batch_sizes: Sequence[int] = (10000, 1000, 1)   # images per ponder() call; the first judges the target
     single_images: int = 100   # images timed at batch size 1 (one call each)
     repeats: int = 2           # best of
@@ -50,7 +50,7 @@ class EarlyExitConfig:
 
     @classmethod
     def quick(cls, **kw) -> "EarlyExitConfig":
-        return cls(**{**dict(models=("mnist-default",), n_images=256, batch_sizes=(256, 1), single_images=4,
+        return cls(**{**dict(models=("mnist-adaptive", "parity-15"), n_images=256, batch_sizes=(256, 1), single_images=4,
                              repeats=1), **kw})
 
 
@@ -172,40 +172,59 @@ def time_model(model: PonderNet, xs: list, ys: list, cfg: EarlyExitConfig) -> di
     return out
 
 
+def shipped_models() -> list:
+    """The names of the shipped models (assets/ folders with a run card)."""
+    return sorted(p.name for p in common.ASSETS.iterdir() if (p / "run.json").is_file())
+
+
+def design(record) -> str:
+    """A model's design in words (a RunRecord): its MNIST reader ("rows reader") or its task."""
+    reader = record.model.get("reader")
+    return f"{reader} reader" if reader else record.task
+
+
+def test_items(ck, mnist, n: int):
+    """The first n items (x, y) of the test set of the model's task."""
+    ts = get_task(ck.task).test_set(ck.model, ck.record.config, mnist, n)
+    return ts.x[:n], ts.y[:n]
+
+
 def run(cfg: EarlyExitConfig, mnist=None, data_dir: Optional[str] = None, out=None, quick: bool = False) -> dict:
     threads = common.set_threads(cfg.threads)
     machine = common.machine_info("cpu")
     mnist = mnist if mnist is not None else common.load_mnist(data_dir)
-    n = min(cfg.n_images, len(mnist.test_y))
-    x_all, y_all = D.mnist_inputs(mnist.test_x[:n]), mnist.test_y[:n]
     models = []
-    for name in cfg.models:
+    for name in cfg.models or shipped_models():
         ck = load_checkpoint(common.ASSETS / name)
-        models.append((name, ck.model, {"card_mean_steps": ck.record.test.mean_steps}))
+        x, y = test_items(ck, mnist, cfg.n_images)
+        models.append((name, ck.model, x, y, {"design": design(ck.record),
+                                              "card_mean_steps": ck.record.test.mean_steps}))
     if cfg.synthetic_steps:
-        base = load_checkpoint(common.ASSETS / "mnist-default").model
-        shifted, delta, got = shift_to_mean_steps(base, x_all[:1000], cfg.synthetic_steps, cfg.seed)
-        models.append((f"mnist-default, lambda bias {delta:+.2f}", shifted,
-                       {"synthetic": True, "bias_shift": delta, "target_mean_steps": cfg.synthetic_steps}))
+        ck = load_checkpoint(common.ASSETS / "mnist-default")
+        x, y = test_items(ck, mnist, cfg.n_images)
+        shifted, delta, got = shift_to_mean_steps(ck.model, x[:1000], cfg.synthetic_steps, cfg.seed)
+        models.append((f"mnist-default, lambda bias {delta:+.2f}", shifted, x, y,
+                       {"design": design(ck.record), "synthetic": True, "bias_shift": delta,
+                        "target_mean_steps": cfg.synthetic_steps}))
     by_batch = []
     for bs in cfg.batch_sizes:
-        m_img = min(n, cfg.single_images) if bs == 1 else n
-        xs, ys = list(x_all[:m_img].split(bs)), list(y_all[:m_img].split(bs))
         rows = {}
-        for name, model, extra in models:
+        for name, model, x, y, extra in models:
+            m_img = min(len(x), cfg.single_images) if bs == 1 else len(x)
+            xs, ys = list(x[:m_img].split(bs)), list(y[:m_img].split(bs))
             r = time_model(model, xs, ys, cfg)
             r.update(extra)
             rows[name] = r
             for mode, m in r["modes"].items():
-                print(f"  batch {bs}, {name} [{mode}]: mean steps {m['mean_steps']:.2f}, recurrent "
+                print(f"  batch {bs}, {name} ({extra['design']}) [{mode}]: mean steps {m['mean_steps']:.2f}, recurrent "
                       f"x{m['rec_speedup']:.2f} (ideal x{m['ideal_speedup']:.2f}), whole x{m['whole_speedup']:.2f}")
         by_batch.append({"batch_size": bs, "images": m_img, "models": rows})
         table = []
         for name, r in rows.items():
             for mode, m in r["modes"].items():
-                table.append([name, mode, m["mean_steps"], m["accuracy"], r["full_images_per_s"],
+                table.append([name, r["design"], mode, m["mean_steps"], m["accuracy"], r["full_images_per_s"],
                               m["early_images_per_s"], m["whole_speedup"], m["rec_speedup"], m["target_speedup"], m["met"]])
-        common.print_table(["model", "mode", "mean steps", "accuracy", "full img/s", "early img/s", "whole x",
+        common.print_table(["model", "design", "mode", "mean steps", "accuracy", "full img/s", "early img/s", "whole x",
                             "recurrent x", "target x", "met"], table,
                            title=f"Early exit vs full N-step unroll ({m_img} test images, batch {bs}, {threads} threads)")
     return common.write_result("early_exit", out, quick, machine, cfg,

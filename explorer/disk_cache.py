@@ -6,8 +6,9 @@ here once: one JSON file per (study, model, settings) under <runs folder>/.cache
 folder, which the run listings skip). The key holds the run folder, its file stamp (mtime and size of
 the weights and the card: a run saved again is measured again), the study's settings and SCHEMA, a hash of the
 test measurement's fields (ponder.analysis.metrics.TestMetrics): a new field measures every model again.
-The measurement itself runs with one torch thread: on a loaded 2-core machine two threads wait on each
-other (200 images × 16 rotations took 8.0 s with two, 0.3 s with one).
+The measurement runs with the torch threads of the page that asks for it (streamlit_app.py: the cores the load
+average leaves free; on a loaded 2-core machine two threads wait on each other, 200 images × 16 rotations took
+8.0 s with two, 0.3 s with one).
 A file that cannot be read or parsed, or whose key differs, is ignored and the result recomputed;
 a folder that cannot be written only means the result is not kept.
 """
@@ -19,12 +20,10 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ponder.analysis.metrics import schema
-from ponder.training.progress import intra_op_threads
 from ponder.journal import atomic_write_bytes
 from ponder.store.runs import runs_root
 
 SCHEMA = schema()  # the test measurement's schema: a result kept under another one is measured again
-STUDY_THREADS = 1  # torch intra-op threads a measurement runs with
 MAX_FILES = 200    # results kept (the newest; a 2,000-image rotation study is about 1 MB)
 MAX_BYTES = 64 * 2**20   # and at most this many bytes of them: any visitor can ask for studies with new settings
 
@@ -96,7 +95,6 @@ def cached(study: str, path: str, file_stamp: tuple, settings: dict, compute: Ca
     got = read(study, path, file_stamp, settings)
     if got is not None:
         return got
-    with intra_op_threads(STUDY_THREADS):
-        result = json.loads(json.dumps(compute(), default=_plain))
+    result = json.loads(json.dumps(compute(), default=_plain))
     write(study, path, file_stamp, settings, result)
     return result

@@ -19,6 +19,7 @@ from ponder.files import SaveError
 from ponder.store.card import CheckpointError, one_line
 from ponder.config import ConfigError
 from ponder.halting import MODES
+from ponder.training.progress import free_threads
 from ponder.store.runs import RunNameError
 
 from . import digits, inputs, links, loaders, navigation, tables
@@ -44,7 +45,13 @@ def app_guard(script: str) -> None:
     page script alone, in Streamlit's old multipage mode for a pages/ folder: without st.navigation, the page
     config or the sidebar's page links. Switch to the app with ?page=<page> (the page's name in
     explorer.navigation), which streamlit_app.py turns into that page.
+
+    The page's models then run on the cores the load average leaves free (ponder.training.progress.free_threads): two
+    threads where one core is busy elsewhere wait on each other. torch's thread number is per thread, and each
+    script run is a thread of its own; a job's thread sets its own (explorer.limits.job_threads_from_env).
     """
+    import torch
+    torch.set_num_threads(free_threads())
     if not st.session_state.get("_via_app"):
         params = {k: st.query_params.get_all(k) for k in st.query_params}
         params["page"] = navigation.page_of(script).name

@@ -24,6 +24,9 @@ def pytest_configure(config):
     # next to any other load on a 2-core machine, spins: a 3-step parity training took 1.42 s with 2 threads
     # and 0.018 s with 1 while another process used the cores).
     torch.set_num_threads(1)
+    # ponder.training.progress.free_threads, which the pages, `bench` and the CLI's training choose their threads with,
+    # keeps the process's one where $OMP_NUM_THREADS is set (and the CLIs the tests start run with one)
+    os.environ["OMP_NUM_THREADS"] = "1"
     # Every AppTest scans the metadata of every installed distribution for Streamlit components when it is
     # created (456 distributions here: 0.4-0.7 s, most of a page test's time); the installed packages do not
     # change during a test run, so the scan runs once.

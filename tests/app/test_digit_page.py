@@ -55,6 +55,26 @@ def test_digit_page_blank_canvas_hint_then_pick_and_rotate_a_test_digit(runs):
     assert at.query_params["model"] == "runs/tiny-mnist" and at.query_params["page"] == "digit"
 
 
+def test_digit_page_inference_runs_on_the_free_cores(runs, monkeypatch):
+    import torch
+    from ponder.training import progress
+    from ponder.analysis import studies
+    seen, real = [], studies.trace_input
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(progress, "machine_cores_and_load", lambda: (2, 1.6))      # one core busy elsewhere
+    monkeypatch.setattr(studies, "trace_input",
+                        lambda *a, **kw: (seen.append(torch.get_num_threads()), real(*a, **kw))[1])
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)                    # a new thread starts with the number last set: one per core here
+    try:
+        at = open_app(model="runs/tiny-mnist")
+        at.segmented_control(key="digit_source").set_value("MNIST test digit")
+        run_ok(at)
+    finally:
+        torch.set_num_threads(before)
+    assert seen and set(seen) == {1}
+
+
 @pytest.mark.parametrize("query, title, said, url", [
     (dict(model="../../etc", lp="abc", page="nope"), "Ponder a digit",
      ["page=nope (no such page; there are digit, train", "model=../../etc (no MNIST model or run of that name)",

@@ -71,7 +71,10 @@ def test_early_exit_quick(docs):
     r = _doc(docs / "early_exit.json", "early_exit")
     assert [b["batch_size"] for b in r["by_batch"]] == [128, 1] and r["primary_batch_size"] == 128
     for b in r["by_batch"]:
-        assert len(b["models"]) == 2                        # mnist-default and the ~10-step stand-in
+        # the row reader users get, parity, and the ~10-step stand-in (mnist-default), each labelled by its design
+        assert {n: m["design"] for n, m in b["models"].items() if not m.get("synthetic")} == {
+            "mnist-adaptive": "rows reader", "parity-15": "parity"}
+        assert len(b["models"]) == 3
         for m in b["models"].values():
             _pos(m["full_seconds"], m["rec_full_seconds"], m["encode_seconds"], m["full_images_per_s"])
             for s in m["modes"].values():

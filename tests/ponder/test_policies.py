@@ -59,6 +59,19 @@ def test_bootstrap_of_constant_differences_and_of_a_policy_against_itself():
     assert ci["a-b"] == pytest.approx([0.25, 0.25]) and ci["a-c"] == [0.0, 0.0]
 
 
+def test_bootstrap_means_are_those_of_the_resampled_items():
+    # the definition: resample r draws the items idx[r] (the generator's randint, chunk by chunk), its mean is
+    # theirs; the 2.5 % and 97.5 % quantiles of the differences over the resamples
+    g = torch.Generator().manual_seed(1)
+    per = {"a": (torch.rand(300, generator=g) < 0.7).double(), "b": torch.rand(300, generator=g).double()}
+    got = paired_bootstrap(per, [("b", "a")], resamples=70, seed=5, chunk=30)
+    g = torch.Generator().manual_seed(5)
+    idx = torch.cat([torch.randint(0, 300, (n, 300), generator=g) for n in (30, 30, 10)])       # [70, 300]
+    d = per["b"][idx].mean(1) - per["a"][idx].mean(1)
+    want = torch.quantile(d, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    assert got["b-a"] == pytest.approx(want, abs=1e-12)
+
+
 def test_bootstrap_is_seeded_and_brackets_the_difference_of_a_large_sample():
     g = torch.Generator().manual_seed(0)
     a, b = (torch.rand(4000, generator=g) < 0.9).double(), (torch.rand(4000, generator=g) < 0.8).double()

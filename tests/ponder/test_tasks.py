@@ -115,7 +115,7 @@ def test_a_third_task_through_the_lifecycle_the_cli_and_the_loaders(toy, capsys)
     assert card["metrics"]["test"]["accuracy"] == done.metrics.accuracy
     # the CLI: train (no evaluation) and evaluate
     rc, out, err = run_cli(["train", "--task", "toy", "--out", str(toy / "cli"), "--device", "cpu", "--quiet",
-                            "--no-eval"], capsys)
+                            "--no-eval", "--steps-per-epoch", "40"], capsys)       # the toy task's 40 steps
     assert rc == 0, err
     rc, out, err = run_cli(["evaluate", str(toy / "cli"), "--json", "--limit", "300"], capsys)
     assert rc == 0, err

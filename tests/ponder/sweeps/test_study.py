@@ -13,6 +13,9 @@ TINY = ["--task", "parity", "--parity-preset", "small", "--hidden", "8", "--epoc
         "--max-steps", "4", "--device", "cpu"]
 
 
+pytestmark = pytest.mark.xdist_group("study")       # under pytest-xdist: one worker makes the module's sweep once
+
+
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     folder = tmp_path_factory.mktemp("study") / "sw"

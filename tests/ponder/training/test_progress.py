@@ -115,6 +115,15 @@ def test_free_cores_on_a_2_core_machine():
     assert cores >= 1 and load >= 0.0
 
 
+def test_free_threads_are_the_free_cores_unless_omp_num_threads_is_set(monkeypatch):
+    from ponder.training import progress
+    monkeypatch.setattr(progress, "machine_cores_and_load", lambda: (2, 1.3))      # one core busy elsewhere
+    assert progress.free_threads(environ={}) == 1
+    monkeypatch.setattr(progress, "machine_cores_and_load", lambda: (8, 2.2))
+    assert progress.free_threads(environ={"OMP_NUM_THREADS": " "}) == 6
+    assert progress.free_threads(environ={"OMP_NUM_THREADS": "3"}) == progress.PROCESS_THREADS
+
+
 def test_a_cancel_keeps_its_first_reason_and_a_plain_event_is_just_cancelled():
     import threading
     from ponder.training.progress import Cancel, cancel_reason
