@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from typing import Optional
 
 from ponder.store.card import mean_expected_steps, test_metrics
 from ponder.store.runs import MAX_NAME, RunNameError, safe_name
-from ponder.tasks import TASKS
+from ponder.tasks import TASKS, model_config, step_meaning
 
 
 def sweep_row(name: str, card: Optional[dict], status: Optional[str] = None, reason: str = "",
@@ -65,6 +66,31 @@ def task_settings(card: dict) -> str:
     task's describe(); '' for a task this explorer does not know."""
     task = TASKS.get((card.get("train") or {}).get("task"))
     return task.describe(card) if task is not None else ""
+
+
+def step_text(card: dict) -> str:
+    """What one step is for the run of a card, with what follows from it for its halting: 'each step reveals 2 more
+    rows of the image, … so the steps a digit needs depend on how far down its ink goes, …' (its task's
+    step_meaning, the one source every page quotes); '' for a task this explorer does not know."""
+    if (card.get("train") or {}).get("task", "mnist") not in TASKS:
+        return ""
+    meaning, caveat = step_meaning(card)
+    return f"{meaning}, {caveat}" if caveat else meaning
+
+
+def config_card(cfg) -> dict:
+    """The `train` and `model` mappings the card of a run trained with cfg (a TrainConfig) will have."""
+    return {"train": asdict(cfg), "model": asdict(model_config(cfg))}
+
+
+def step_groups(entries) -> list:
+    """[(run names, what a step is for them)] for the runs (ModelEntry) whose step is the same, in the order first
+    seen: a comparison says each design once."""
+    groups: dict = {}
+    for e in entries:
+        if text := step_text(e.card):
+            groups.setdefault(text, []).append(e.name)
+    return [(names, text) for text, names in groups.items()]
 
 
 def describe_card(card: dict) -> str:

@@ -2,7 +2,7 @@
 (or a whole sweep), import a run."""
 import streamlit as st
 
-from explorer import forms, loaders, runs_page, ui
+from explorer import forms, loaders, runs_page, tables, ui
 from ponder.store import manage
 from ponder.store.runs import runs_root, unreadable_runs
 
@@ -19,6 +19,8 @@ if bad:
         runs_page.changed(runs_page.delete_unreadable(*bad))
 runs_page.runs_table_ui(entries)
 entry = runs_page.pick_run_ui(entries)
+if step := tables.step_text(entry.card):
+    st.caption(f"**A step** of {tables.plain(entry.name)}: {step}.")
 
 c1, c2, c3 = st.columns(3)
 with c1, ui.user_errors(stop=False):

@@ -193,3 +193,16 @@ def test_the_train_page_shows_the_watched_input_learning_to_halt(runs):
     assert any("p_n now" in t for t in titles) and any("E[n] and the answer as it trains" in t for t in titles)
     job.cancel()
     assert job.join(60)
+
+
+def test_the_train_page_says_what_a_step_is_for_the_settings_and_for_the_running_job(runs):
+    at = open_app(page="train")
+    assert ("**A step** of the run these settings train: each step reveals 2 more rows of the image, top to bottom "
+            "(all 28 by step 14), so the steps a digit needs depend on how far down its ink goes") in texts(at)
+    at.selectbox(key="tf_mnist_reader").set_value("cnn")
+    assert "**A step** of the run these settings train: every step sees the whole image" in texts(run_ok(at))
+    job = started_job("stepper")
+    at = open_app(page="train", job=job.id)
+    assert "**A step** of stepper: every step reads the whole vector again and updates the cell's state" in texts(at)
+    job.cancel()
+    assert job.join(60)
