@@ -55,7 +55,7 @@ SLIDER_AND_PANEL = """() => {
 }"""
 EMPTY_CHARTS = """() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')].map(c => {
     const r = c.getBoundingClientRect(), svg = c.querySelector('svg.main-svg');
-    const marks = c.querySelectorAll('.plot .trace, .plot path.point, .heatmaplayer image, .plot .bars path').length;
+    const marks = c.querySelectorAll('g.trace').length;
     return {h: Math.round(r.height), w: Math.round(r.width), svg: !!svg, marks: marks,
             title: (c.querySelector('.gtitle') || {}).textContent || ''};
 })"""
@@ -152,13 +152,14 @@ def wait(fn, timeout=60.0, what="", every=0.2):
     raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}" + (f" ({last})" if last else ""))
 
 
-def settled(page, timeout=90.0):
+def settled(page, timeout=180.0):
     """Wait until Streamlit's 'running' indicator has been gone for 0.5 s."""
     status = page.locator("[data-testid=stStatusWidget]")
+    spinner = page.locator("[data-testid=stSpinner]")
     calm = [0.0]
 
     def quiet():
-        if status.count() and "Running" in " ".join(status.all_inner_texts()):
+        if spinner.count() or status.count() and "Running" in " ".join(status.all_inner_texts()):
             calm[0] = 0.0
             return False
         calm[0] = calm[0] or time.time()
@@ -212,8 +213,7 @@ def walk_digit(w: Walk, page, url: str):
     with w.step(page, "Ponder a digit: page load") as r:
         a, b = open_page(page, url + "/?page=digit", "Ponder a digit")
         r["found"].append(f"heading {a} s, page run ended {b} s")
-        intro = " ".join(page.locator("[data-testid=stMarkdown]").first.inner_text().split())
-        if "A step" not in intro:
+        if "A step of" not in text_of(page):
             r["wrong"].append("the intro does not say what a step is")
         if phone and not sidebar_closed(page):
             r["wrong"].append("the sidebar is open over the page on a phone")
@@ -267,21 +267,22 @@ def walk_digit(w: Walk, page, url: str):
         for _ in range(12):
             page.keyboard.press("ArrowLeft")
         wait(lambda: page.get_by_text(re.compile("rotated 60°")).count() == 0, 60, "back to 0°")
+        wait(lambda: answer(page).group(5) == before.group(5), 60, "the 0° answer again")
         settled(page)
     with w.step(page, "Play through the steps") as r:
         play_from_one(page, r)
     with w.step(page, "heatmap and step labels") as r:
         ticks = page.evaluate("""() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]
             .filter(c => c.querySelector('.heatmaplayer'))
-            .map(c => [...c.querySelectorAll('.xtick text')].map(t => t.textContent))""")
-        r["found"].append(f"heatmap x labels {ticks[0] if ticks else None}")
+            .map(c => [...c.querySelectorAll('.ytick text')].map(t => t.textContent))""")
+        r["found"].append(f"heatmap step labels {ticks[0] if ticks else None}")
         if not ticks or "20" not in ticks[0]:
             r["wrong"].append("the heatmap does not label step 20")
     with w.step(page, "gallery: click a digit") as r:
         page.get_by_text("Test digits it ponders least and most").click()
         button = page.locator("[data-testid=stExpander] button").filter(has_text="#").first
         button.wait_for(timeout=120000)
-        idx = button.inner_text().strip().lstrip("#").split()[-1]
+        idx = button.inner_text().split()[-1].lstrip("#")
         button.click()
         wait(lambda: page.get_by_text(f"image #{idx}").count() >= 1, 60, f"test digit #{idx} loaded")
         r["found"].append(f"test digit #{idx} loaded by a click")
@@ -296,8 +297,10 @@ def walk_digit(w: Walk, page, url: str):
         if phone and not sidebar_closed(page):
             page.locator("[data-testid=stSidebarCollapseButton] button, [data-testid=stSidebarCollapseButton]").first.click()
         settled(page)
+        page.get_by_role("heading", name="Side by side").first.scroll_into_view_if_needed()
+        page.wait_for_timeout(1000)
         ranges = page.evaluate("""() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]
-            .filter(c => /p_n/.test((c.querySelector('.gtitle') || {}).textContent || ''))
+            .filter(c => /^p_n vs prior/.test((c.querySelector('.gtitle') || {}).textContent || ''))
             .map(c => { const t = [...c.querySelectorAll('.ytick text')].map(e => e.textContent);
                         return t.length ? t[t.length - 1] : null; })""")
         r["found"].append(f"p_n charts' top y labels {ranges}")
@@ -308,16 +311,18 @@ def walk_digit(w: Walk, page, url: str):
 def play_from_one(page, r):
     play = page.get_by_role("button", name="Play through the steps")
     play.scroll_into_view_if_needed()
+    start = page.evaluate(SLIDER_AND_PANEL)[0]
     play.click()
     looks, end = [], time.time() + 40
-    while time.time() < end and not (looks and looks[-1][0] and looks[-1][0] >= 5):
+    while time.time() < end and not (len({s for s, _ in looks if s}) >= 5):
         looks.append(tuple(page.evaluate(SLIDER_AND_PANEL)))
         page.wait_for_timeout(100)
     page.get_by_role("button", name="Pause").click()
-    start = looks[0][0] if looks else None
     played = [s for s, _ in looks if s is not None]
     moved = next((i for i, s in enumerate(played) if s != start), None)
     first = played[moved] if moved is not None else None
+    if start == 1 and first == 2:
+        first = 1                                              # it stood at step 1 already
     r["found"].append(f"slider {start} before Play, first step played {first}, steps seen {sorted(set(played))}")
     if first != 1:
         r["wrong"].append(f"Play started at step {first}, not 1")
@@ -353,11 +358,15 @@ def check_train(page, r):
 
 
 def check_rotation(page, r):
-    said = text_of(page)
-    if "MNIST" in said and "download" in said.lower() and "shipped" not in said:
-        r["wrong"].append("the Rotation page offers only a download")
-    if "ink" not in said and "step" not in said:
-        r["wrong"].append("the Rotation page does not say what a step is")
+    t0 = time.time()
+    page.get_by_role("heading", name="Does it ponder longer on harder inputs?").wait_for(timeout=300000)
+    settled(page, 600)
+    r["found"].append(f"the verdict {time.time() - t0:.1f} s after the page loaded, the page settled")
+    verdict = page.locator("[data-testid=stAlert]").filter(has_text="mean halting step").first
+    said = " ".join(verdict.inner_text().split())
+    r["found"].append("verdict: " + said[:160] + "…")
+    if not any(w in said for w in ("ink", "whole image", "reveal")):
+        r["wrong"].append("the Rotation verdict does not say what a step is")
 
 
 def check_compare(page, r):
@@ -420,19 +429,22 @@ def walk_train(w: Walk, page, other, url: str, budget: int, live_views: int):
             r["wrong"].append("Start training stays enabled while the job runs")
     job_everywhere(w, other, url)
     with w.step(page, "Train: the progress line and the live charts") as r:
-        lines, blank, views = [], [], 0
+        lines, blank, views, most = [], [], 0, 0
         bar = page.locator("[data-testid=stProgress]")
-        end = time.time() + budget + 120
-        while time.time() < end and bar.count():
-            try:
-                lines.append((round(time.time() - t0, 1), " ".join(bar.first.inner_text(timeout=1000).split())))
-            except Exception:                     # noqa: BLE001 - redrawn under us
-                pass
-            charts = page.evaluate(EMPTY_CHARTS)
+        done = page.get_by_role("link", name=re.compile("Try .* on the Digit page"))
+        end = time.time() + budget + 180
+        while time.time() < end and not done.count():
+            texts = bar.all_inner_texts()
+            if texts:
+                lines.append((round(time.time() - t0, 1), " ".join(texts[0].split())))
+            shown = [c for c in page.evaluate(EMPTY_CHARTS) if c["h"] > 0]     # a chart being replaced has 0 height
             views += 1
-            blank += [c for c in charts if c["svg"] and c["marks"] == 0]
+            blank += [c for c in shown if c["marks"] == 0]
+            if len(shown) < most:
+                blank.append({"charts shown": len(shown), "before": most, "at": round(time.time() - t0, 1)})
+            most = max(most, len(shown))
             page.wait_for_timeout(1000)
-        r["found"].append(f"{len(lines)} progress lines, e.g. {lines[:1]} … {lines[-1:]}")
+        r["found"].append(f"{len(lines)} progress lines: " + " | ".join(f"{t} s: {x}" for t, x in lines[::5]))
         lefts = [(t, _secs(s)) for t, s in lines if _secs(s) is not None]
         rises = [(a, b) for a, b in zip(lefts, lefts[1:]) if b[1] > a[1] + 1]
         if rises:
@@ -475,21 +487,24 @@ def live_chart_views(w: Walk, page, url: str, n: int, seconds: int):
         sb.get_by_role("button", name="Start training").click()
         page.locator("[data-testid=stProgress]").wait_for(timeout=60000)
         job = page.url
-        bad, looked = [], 0
+        bad, looked, counts = [], 0, []
         for i in range(n):
             page.goto(job)
             page.get_by_role("heading", name="Train a PonderNet").first.wait_for(timeout=60000)
             page.wait_for_timeout(2500)
             if not page.locator("[data-testid=stProgress]").count():
                 break
-            charts = page.evaluate(EMPTY_CHARTS)
+            charts = [c for c in page.evaluate(EMPTY_CHARTS) if c["h"] > 0]
             looked += 1
-            empty = [c for c in charts if not c["svg"] or c["marks"] == 0 or c["h"] < 50]
+            counts.append(len(charts))
+            empty = [c for c in charts if not c["svg"] or c["marks"] == 0]
+            if len(counts) > 3 and len(charts) < max(counts):
+                empty.append({"charts shown": len(charts), "most": max(counts)})
             if empty:
                 bad.append((i, empty))
                 w.shot += 1
                 page.screenshot(path=str(w.out / w.size / f"{w.shot:02d}-blank-live-{i}.png"))
-        r["found"].append(f"{looked} views while it trained, {len(bad)} with a blank chart")
+        r["found"].append(f"{looked} views while it trained, {len(bad)} with a blank chart; charts per view {counts}")
         if bad:
             r["wrong"].append(f"blank live charts: {bad[:3]}")
         page.get_by_role("button", name="Cancel").first.dispatch_event("click") if page.locator(
@@ -512,7 +527,7 @@ def walk_sweep(w: Walk, page, url: str, seconds: int):
         r["found"].append(f"sweep done {time.time() - t0:.0f} s after Start")
         rows = page.evaluate("""() => [...document.querySelectorAll('[data-testid=stDataFrame]')].length""")
         r["found"].append(f"{rows} tables")
-        page.get_by_role("radio", name=re.compile("Your sweeps")).click()
+        page.locator("[data-testid=stRadio] label").filter(has_text="Your sweeps").click()
         settled(page)
         said = text_of(page)
         if "No sweep runs to show yet" in said:
