@@ -188,7 +188,7 @@ def stroke(page, box, points, steps=8):
 
 
 def answer(page):
-    texts = page.locator("[data-testid=stMarkdown]").filter(has_text="Answer").all_inner_texts()
+    texts = page.locator("[data-testid=stMarkdown]").filter(has_text=re.compile(r"Answer \S+ \(\d+%\)")).all_inner_texts()
     for t in texts:
         m = ANSWER.search(" ".join(t.split()))
         if m:
@@ -223,8 +223,10 @@ def walk_digit(w: Walk, page, url: str):
         with w.step(page if d in (0, 7) else None, f"draw a {d}") as r:
             clear = page.get_by_role("button", name="Clear")
             if answer(page) is not None:
+                t0 = time.time()
                 clear.click()
                 wait(lambda: answer(page) is None, 30, "the answer gone after Clear")
+                r["found"].append(f"Clear emptied it in {time.time() - t0:.2f} s")
             canvas.scroll_into_view_if_needed()
             box = canvas.bounding_box()
             stroke(page, box, DIGITS[d])
@@ -237,7 +239,7 @@ def walk_digit(w: Walk, page, url: str):
                               f"{dt:.2f} s after the stroke")
             if m.group(1) != str(d):
                 r["found"].append(f"read as {m.group(1)} (the stroke may be poor)")
-            line = page.locator("[data-testid=stMarkdown]").filter(has_text="Answer").first
+            line = page.locator("[data-testid=stMarkdown]").filter(has_text=re.compile(r"Answer \S+ \(\d+%\)")).first
             if not in_view(page, line):
                 r["wrong"].append("the answer is not in view after drawing")
     w.digits = results
@@ -278,9 +280,16 @@ def walk_digit(w: Walk, page, url: str):
         r["found"].append(f"heatmap step labels {ticks[0] if ticks else None}")
         if not ticks or "20" not in ticks[0]:
             r["wrong"].append("the heatmap does not label step 20")
+    with w.step(page, "expected mode: the answer as a mixture") as r:
+        page.get_by_role("radiogroup", name="Halting mode").get_by_text("expected").click()
+        t0 = time.time()
+        page.get_by_text(re.compile(r"Σ_n p_n·P\(class \| step n\)")).first.wait_for(timeout=60000)
+        r["found"].append(f"the mixture chart {time.time() - t0:.2f} s after choosing expected")
+        page.get_by_role("radiogroup", name="Halting mode").get_by_text("sample").click()
+        settled(page)
     with w.step(page, "gallery: click a digit") as r:
         page.get_by_text("Test digits it ponders least and most").click()
-        button = page.locator("[data-testid=stExpander] button").filter(has_text="#").first
+        button = page.locator("[data-testid=stMain] [data-testid=stExpander] button").filter(has_text="#").first
         button.wait_for(timeout=120000)
         idx = button.inner_text().split()[-1].lstrip("#")
         button.click()
@@ -355,6 +364,10 @@ def check_train(page, r):
     start = page.locator("[data-testid=stSidebar]").get_by_role("button", name="Start training")
     if page.viewport_size["width"] >= 600 and not in_view(page, start):
         r["wrong"].append("Start training is below the fold")
+    cut = page.evaluate("""() => [...document.querySelectorAll('[data-testid=stSidebar] input[role=combobox]')]
+        .filter(i => i.scrollWidth > i.clientWidth + 1).map(i => i.getAttribute('aria-label'))""")
+    if cut:
+        r["wrong"].append(f"sidebar choices cut: {cut}")
 
 
 def check_rotation(page, r):
@@ -371,9 +384,11 @@ def check_rotation(page, r):
 
 def check_compare(page, r):
     said = text_of(page)
-    r["found"].append("models " + re.sub(r".*models=", "", page.url))
+    from urllib.parse import parse_qs, urlparse
+    r["found"].append(f"models {parse_qs(urlparse(page.url).query).get('models')}")
     if "What a step is" not in said:
         r["wrong"].append("Compare does not say what a step is")
+    page.locator("[data-testid=stDataFrame] .dvn-scroller").first.wait_for(timeout=60000)
     scroll = page.evaluate("""() => [...document.querySelectorAll('[data-testid=stDataFrame] .dvn-scroller')]
         .map(e => [e.scrollWidth, e.clientWidth])""")
     r["found"].append(f"table scroll/client widths {scroll}")
@@ -386,11 +401,21 @@ def check_runs(page, r):
 
 def check_parity(page, r):
     play_from_one(page, r)
+    cell = page.locator(".st-key-cell_0 button").first
+    before = cell.inner_text().strip()
+    t0 = time.time()
+    cell.click()
+    wait(lambda: cell.inner_text().strip() != before, 30, "the cell to change")
+    settled(page)
+    r["found"].append(f"cell 1 clicked: {before} -> {cell.inner_text().strip()} in {time.time() - t0:.2f} s")
 
 
 def check_sweep(page, r):
     reader = page.locator("[data-testid=stSelectbox]").filter(has_text="What each step sees").first
-    r["found"].append("sweep form reader: " + " ".join(reader.inner_text().split()))
+    value = reader.locator("input").first.input_value() or " ".join(reader.inner_text().split())
+    r["found"].append(f"sweep form reader: {value}")
+    if not value.startswith("cnn"):
+        r["wrong"].append(f"the sweep form's reader is {value!r}, not the shipped sweep's (cnn)")
 
 
 def walk_phone_nav(w: Walk, page, url: str):
@@ -427,6 +452,8 @@ def walk_train(w: Walk, page, other, url: str, budget: int, live_views: int):
         start = sb.get_by_role("button", name="Start training")
         if start.is_enabled():
             r["wrong"].append("Start training stays enabled while the job runs")
+        if "on the Train page" in " ".join(sb.all_inner_texts()):
+            r["wrong"].append("the Train page sends you to the Train page to cancel")
     job_everywhere(w, other, url)
     with w.step(page, "Train: the progress line and the live charts") as r:
         lines, blank, views, most = [], [], 0, 0
@@ -552,8 +579,8 @@ def walk_runs(w: Walk, page, url: str, name: str, out: Path):
         up.set_input_files(str(zipped))
         page.get_by_role("button", name="Import").click()
         msg = page.get_by_text(re.compile("Imported as"))
-        msg.wait_for(timeout=60000)
-        said = " ".join(msg.first.inner_text().split())
+        msg.first.wait_for(timeout=60000)
+        said = " | ".join(" ".join(t.split()) for t in msg.all_inner_texts())
         r["found"].append(said)
         if name not in said:
             r["wrong"].append(f"the import is not named after the run: {said}")
