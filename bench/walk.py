@@ -498,8 +498,9 @@ def job_everywhere(w: Walk, other, url: str):
 
 
 def live_chart_views(w: Walk, page, url: str, n: int, seconds: int):
-    """A run with the given budget; the Train page opened n times while it trains, each view's charts looked at
-    after 2 s: a chart with axes but no marks is blank."""
+    """A run with the given budget; the Train page opened n times while it trains. Each view: the seconds until
+    its live charts show, then 6 looks 0.5 s apart: a chart in view with no data, or fewer charts than that view
+    showed before, is a blank."""
     with w.step(page, f"live charts over {n} views of a running job") as r:
         open_page(page, url + "/?page=train", "Train a PonderNet")
         sb = page.locator("[data-testid=stSidebar]")
@@ -513,29 +514,44 @@ def live_chart_views(w: Walk, page, url: str, n: int, seconds: int):
         settled(page)
         sb.get_by_role("button", name="Start training").click()
         page.locator("[data-testid=stProgress]").wait_for(timeout=60000)
+        wait(lambda: "job=" in page.url, 30, "the job in the address")
         job = page.url
-        bad, looked, counts = [], 0, []
+        wait(lambda: len([c for c in page.evaluate(EMPTY_CHARTS) if c["h"] > 0]) >= 2, 180, "the first live charts")
+        bad, shown, firsts, late = [], [], [], 0
         for i in range(n):
+            t0 = time.time()
             page.goto(job)
             page.get_by_role("heading", name="Train a PonderNet").first.wait_for(timeout=60000)
-            page.wait_for_timeout(2500)
-            if not page.locator("[data-testid=stProgress]").count():
+            if not page.locator("[data-testid=stProgress]").count() and page.get_by_role(
+                    "link", name=re.compile("Try .* on the Digit page")).count():
                 break
-            charts = [c for c in page.evaluate(EMPTY_CHARTS) if c["h"] > 0]
-            looked += 1
-            counts.append(len(charts))
-            empty = [c for c in charts if not c["svg"] or c["marks"] == 0]
-            if len(counts) > 3 and len(charts) < max(counts):
-                empty.append({"charts shown": len(charts), "most": max(counts)})
-            if empty:
-                bad.append((i, empty))
-                w.shot += 1
-                page.screenshot(path=str(w.out / w.size / f"{w.shot:02d}-blank-live-{i}.png"))
-        r["found"].append(f"{looked} views while it trained, {len(bad)} with a blank chart; charts per view {counts}")
+            try:
+                wait(lambda: len([c for c in page.evaluate(EMPTY_CHARTS) if c["h"] > 0]) >= 2, 30, "charts")
+            except TimeoutError:
+                bad.append((i, "no live charts within 30 s"))
+                continue
+            firsts.append(round(time.time() - t0, 1))
+            most, drawn = 0, set()
+            for k in range(6):
+                charts = [c for c in page.evaluate(EMPTY_CHARTS) if c["h"] > 0]
+                # a box plotly has not drawn into yet (no svg) on a view's first looks is a chart being drawn;
+                # drawn with no data, or undrawn after it was drawn, or gone, is a blank
+                empty = [c for j, c in enumerate(charts) if c["svg"] and c["marks"] == 0 or not c["svg"] and j in drawn]
+                late += sum(not c["svg"] for c in charts)
+                drawn |= {j for j, c in enumerate(charts) if c["svg"]}
+                if empty or len(charts) < most:
+                    bad.append((i, {"charts": len(charts), "before": most, "empty": empty}))
+                    w.shot += 1
+                    page.screenshot(path=str(w.out / w.size / f"{w.shot:02d}-blank-live-{i}.png"))
+                most = max(most, len(charts))
+                page.wait_for_timeout(500)
+            shown.append(most)
+        r["found"].append(f"{len(shown)} views while it trained, {len(bad)} blanks; charts per view {shown}; seconds "
+                          f"from the address to the charts {firsts}; {late} looks caught a chart not drawn yet")
         if bad:
             r["wrong"].append(f"blank live charts: {bad[:3]}")
-        page.get_by_role("button", name="Cancel").first.dispatch_event("click") if page.locator(
-            "[data-testid=stProgress]").count() else None
+        if page.locator("[data-testid=stProgress]").count():
+            page.get_by_role("button", name="Cancel").first.dispatch_event("click")
 
 
 def walk_sweep(w: Walk, page, url: str, seconds: int):
@@ -611,6 +627,7 @@ def main(argv=None):
     ap.add_argument("--train-seconds", type=int, default=30)
     ap.add_argument("--sweep-seconds", type=int, default=5)
     ap.add_argument("--live-views", type=int, default=0, help="views of the Train page while a job runs")
+    ap.add_argument("--live-only", action="store_true", help="only the live-chart views (with --live-views N)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     from playwright.sync_api import sync_playwright
@@ -627,6 +644,10 @@ def main(argv=None):
                 ctx = browser.new_context(viewport={"width": wd, "height": ht},
                                           **({"is_mobile": True, "has_touch": True} if wd < 600 else {}))
                 page = ctx.new_page()
+                if args.live_only:
+                    live_chart_views(w, page, url, args.live_views, 15 * args.live_views)
+                    ctx.close()
+                    continue
                 walk_digit(w, page, url)
                 if wd < 600:
                     walk_phone_nav(w, page, url)
@@ -643,7 +664,7 @@ def main(argv=None):
                     if w.trained:
                         walk_runs(w, page, url, w.trained, args.out)
                     if args.live_views:
-                        live_chart_views(w, page, url, args.live_views, 10 * args.live_views)
+                        live_chart_views(w, page, url, args.live_views, 15 * args.live_views)
                 ctx.close()
         finally:
             browser.close()
