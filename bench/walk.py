@@ -670,6 +670,12 @@ def main(argv=None):
             browser.close()
     (args.out / "walk.json").write_text(json.dumps({"url": url, "boot_seconds": boot, "steps": w.steps,
                                                     "digits": w.digits, "progress": w.progress}, indent=1))
+    lines = [f"# Walk through the explorer ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load "
+             f"{os.getloadavg()[0]:.1f}, {args.repo.resolve()})", "", "| size | step | s | ok | found |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {s['size']} | {s['story']} | {s['seconds']} | {'ok' if s['ok'] else '**no**'} | "
+              + "; ".join(s["found"] + [f"**{x}**" for x in s["wrong"]]).replace("|", "/") + " |" for s in w.steps]
+    (args.out / "walk.md").write_text("\n".join(lines) + "\n")
     bad = [s for s in w.steps if not s["ok"]]
     print(f"{len(w.steps)} steps, {len(bad)} found something wrong; {args.out / 'walk.json'}")
     return 1 if bad else 0
