@@ -187,6 +187,13 @@ def stroke(page, box, points, steps=8):
     page.mouse.up()
 
 
+def top(page, locator):
+    """Scroll the element to the top of the window, below Streamlit's header: where a reader puts the canvas."""
+    locator.evaluate("e => { e.scrollIntoView({block: 'start'}); window.scrollBy(0, -70); "
+                     "document.querySelector('[data-testid=stMain]')?.scrollBy?.(0, -70); }")
+    page.wait_for_timeout(200)
+
+
 def answer(page):
     texts = page.locator("[data-testid=stMarkdown]").filter(has_text=re.compile(r"Answer \S+ \(\d+%\)")).all_inner_texts()
     for t in texts:
@@ -213,6 +220,10 @@ def walk_digit(w: Walk, page, url: str):
     with w.step(page, "Ponder a digit: page load") as r:
         a, b = open_page(page, url + "/?page=digit", "Ponder a digit")
         r["found"].append(f"heading {a} s, page run ended {b} s")
+        try:
+            page.get_by_text("A step", exact=True).first.wait_for(timeout=30000)
+        except Exception:                                        # noqa: BLE001 - recorded as what it found
+            pass
         if "A step of" not in text_of(page):
             r["wrong"].append("the intro does not say what a step is")
         if phone and not sidebar_closed(page):
@@ -227,7 +238,7 @@ def walk_digit(w: Walk, page, url: str):
                 clear.click()
                 wait(lambda: answer(page) is None, 30, "the answer gone after Clear")
                 r["found"].append(f"Clear emptied it in {time.time() - t0:.2f} s")
-            canvas.scroll_into_view_if_needed()
+            top(page, canvas)
             box = canvas.bounding_box()
             stroke(page, box, DIGITS[d])
             t0 = time.time()
@@ -289,7 +300,7 @@ def walk_digit(w: Walk, page, url: str):
         settled(page)
     with w.step(page, "gallery: click a digit") as r:
         page.get_by_text("Test digits it ponders least and most").click()
-        button = page.locator("[data-testid=stMain] [data-testid=stExpander] button").filter(has_text="#").first
+        button = page.locator("[data-testid=stMain] [data-testid=stExpander] button:visible").filter(has_text="#").first
         button.wait_for(timeout=120000)
         idx = button.inner_text().split()[-1].lstrip("#")
         button.click()
@@ -326,7 +337,8 @@ def play_from_one(page, r):
     while time.time() < end and not (len({s for s, _ in looks if s}) >= 5):
         looks.append(tuple(page.evaluate(SLIDER_AND_PANEL)))
         page.wait_for_timeout(100)
-    page.get_by_role("button", name="Pause").click()
+    page.get_by_role("button", name="Pause").dispatch_event("click")    # redrawn every step: a click may miss
+    page.get_by_role("button", name="Play through the steps").wait_for(timeout=30000)
     played = [s for s, _ in looks if s is not None]
     moved = next((i for i, s in enumerate(played) if s != start), None)
     first = played[moved] if moved is not None else None
@@ -401,7 +413,7 @@ def check_runs(page, r):
 
 def check_parity(page, r):
     play_from_one(page, r)
-    cell = page.locator(".st-key-cell_0 button").first
+    cell = page.locator(".st-key-cell_0 button:visible").first
     before = cell.inner_text().strip()
     t0 = time.time()
     cell.click()
