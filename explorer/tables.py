@@ -3,13 +3,14 @@ Streamlit)."""
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from typing import Optional
 
 from ponder.losses import REGULARISERS
 from ponder.analysis.metrics import TestMetrics
 from ponder.store.record import RunRecord
 from ponder.store.runs import MAX_NAME, RunNameError, safe_name
-from ponder.tasks import TASKS
+from ponder.tasks import TASKS, model_config, step_meaning
 
 
 def sweep_row(name: str, record: Optional[RunRecord], status: Optional[str] = None, reason: str = "",
@@ -67,6 +68,31 @@ def task_settings(record: RunRecord) -> str:
     task's describe(); '' for a task this explorer does not know."""
     task = TASKS.get(record.train.get("task"))
     return task.describe(record) if task is not None else ""
+
+
+def step_text(record: RunRecord) -> str:
+    """What one step is for a run (its RunRecord), with what follows from it for its halting: 'each step reveals 2
+    more rows of the image, … so the steps a digit needs depend on how far down its ink goes, …' (its task's
+    step_meaning, the one source every page quotes); '' for a task this explorer does not know."""
+    if record.train.get("task", "mnist") not in TASKS:
+        return ""
+    meaning, caveat = step_meaning(record)
+    return f"{meaning}, {caveat}" if caveat else meaning
+
+
+def config_record(cfg) -> RunRecord:
+    """The record (train and model mappings) a run trained with cfg (a TrainConfig) will have."""
+    return RunRecord(train=asdict(cfg), model=asdict(model_config(cfg)))
+
+
+def step_groups(entries) -> list:
+    """[(run names, what a step is for them)] for the runs (ModelEntry) whose step is the same, in the order first
+    seen: a comparison says each design once."""
+    groups: dict = {}
+    for e in entries:
+        if text := step_text(e.record):
+            groups.setdefault(text, []).append(e.name)
+    return [(names, text) for text, names in groups.items()]
 
 
 def describe_run(record: RunRecord) -> str:

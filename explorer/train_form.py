@@ -69,7 +69,7 @@ def option_ui(f, key: str):
 
 def train_form_ui(task: str, busy: str = "") -> tuple:
     """The sidebar training settings. Returns (request, settings): request is (run name, TrainConfig) when
-    Start is pressed (else None); settings is {lambda_p, beta, n, regulariser} as set now (the prior preview).
+    Start is pressed (else None); settings is {lambda_p, beta, n, regulariser, reader} as set now (the prior preview, what a step is).
     busy: why a run cannot start now ('' when it can): Start is then disabled and says why.
 
     Defaults train an MNIST PonderNet for the task's time budget (the Train page says what they reach).
@@ -124,7 +124,8 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
                           help="auto: the GPU when there is one (CUDA, else Apple's MPS), else the CPU.")
     sb.caption(f"Trains on: {trains_on(device)}")
     kept.update({f: st.session_state[k + f] for f in FIELDS + tuple(options)})
-    settings = dict(lambda_p=float(lp), beta=float(beta), n=int(n), regulariser=reg)
+    settings = dict(lambda_p=float(lp), beta=float(beta), n=int(n), regulariser=reg,
+                    reader=options.get("reader", d.reader))
     if not go:
         return None, settings
     st.session_state["_lp"] = lp

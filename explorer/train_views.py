@@ -9,9 +9,11 @@ from ponder.analysis.studies import prior_mean
 from ponder.losses import REGULARISERS, kl_to_prior
 from ponder.store.card import read_record
 from ponder.store.runs import ASSETS
+from ponder.tasks import train_config
 
 from . import figures
 from .limits import fmt_duration
+from .tables import config_record, plain, step_text
 from .ui import chart
 
 # What a default run reached on the development machine (2 CPU cores shared with other work), started the way the
@@ -51,8 +53,16 @@ def kl_of(p, lambda_p: float, regulariser: str) -> float:
     return float(kl_to_prior(log_p, lambda_p, regulariser))
 
 
-def prior_preview_ui(lambda_p: float, beta: float, n: int, regulariser: str, task: str) -> None:
-    """The prior the settings choose, and why β small lets the learned mean drift far from the prior's."""
+def step_ui(cfg, name: str = "") -> None:
+    """What one step is for the run cfg (a TrainConfig) trains: the run's name, or the settings' run."""
+    if step := step_text(config_record(cfg)):
+        st.markdown(f"**A step** of {plain(name) if name else 'the run these settings train'}: {step}.")
+
+
+def prior_preview_ui(lambda_p: float, beta: float, n: int, regulariser: str, reader: str, task: str) -> None:
+    """What a step is, the prior the settings choose, and why β small lets the learned mean drift far from the
+    prior's."""
+    step_ui(train_config(task, lambda_p=lambda_p, beta=beta, max_steps=n, regulariser=regulariser, reader=reader))
     st.subheader("The prior you chose")
     c1, c2 = st.columns([1.3, 1], gap="large")
     with c1:

@@ -34,6 +34,9 @@ st.dataframe(rows, hide_index=True, placeholder="—", column_config={
     "train s": num(format="%.0f")})
 if note := tables.test_sizes_note(rows):
     st.caption(f":material/info: {tables.plain(note)}")
+if steps := tables.step_groups(entries):                     # the design: the main reason models differ
+    st.markdown("**What a step is** — " + "; ".join(f"{', '.join(map(tables.plain, names))}: {text}"
+                                                   for names, text in steps) + ".")
 c1, c2 = st.columns(2)
 with c1:
     ui.chart(figures.overlay_halting_fig(series), "Mean learned halting distribution p_n on each model's test "

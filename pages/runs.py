@@ -19,6 +19,8 @@ if bad:
         runs_page.changed(runs_page.delete_unreadable(*bad))
 runs_page.runs_table_ui(entries)
 entry = runs_page.pick_run_ui(entries)
+if step := tables.step_text(entry.record):
+    st.caption(f"**A step** of {tables.plain(entry.name)}: {step}.")
 
 c1, c2, c3 = st.columns(3)
 with c1, ui.user_errors(stop=False):

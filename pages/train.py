@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import forms, job_views, loaders, navigation, train_form, train_views, ui, watch_views
-from explorer.limits import JobLimitError, fmt_duration
+from explorer.limits import JobLimitError
 from ponder.config import ConfigError
 from ponder.tasks import get_task
 
@@ -38,6 +38,7 @@ if job is None:
     job_views.recent_jobs_ui(registry.recent("train"), None, key="train")
     st.stop()
 
+train_views.step_ui(job.snapshot().runs[0].config, job.snapshot().runs[0].name)
 view = job_views.job_live_ui(job, who, every=1.0, key="train", note=note)
 job_views.recent_jobs_ui(registry.recent("train"), job.id, key="train")
 saved = [r for r in view.runs if r.run_dir and not r.saved_elsewhere]

@@ -119,3 +119,16 @@ def test_compare_page_measures_a_run_whose_card_has_no_metrics(runs):
     # measured now on the first lifecycle.QUICK_TEST_ITEMS (2,000) test images, as a run trained here is
     assert row["test n"] == 2000 and 0 <= row["accuracy"] <= 1
     assert "No test metrics for" not in texts(at) and len(charts(at)) == 6      # 5 and the "worth it?" overlay
+
+
+def test_compare_page_says_what_a_step_is_once_per_design(runs):
+    at = open_app("pages/compare.py")
+    at.multiselect(key="compare_models").set_value(["mnist-adaptive", "runs/tiny-mnist", "runs/tiny-mnist-b",
+                                                    "runs/tiny-parity"])
+    said = texts(run_ok(at))
+    # the row reader's sentence and its confound (ponder/tasks/mnist.py), then the two whole-image runs together
+    assert ("**What a step is** — mnist-adaptive: each step reveals 2 more rows of the image, top to bottom (all 28 "
+            "by step 14), so the steps a digit needs depend on how far down its ink goes") in said
+    assert "; runs/tiny-mnist, runs/tiny-mnist-b: every step sees the whole image" in said
+    assert "; runs/tiny-parity: every step reads the whole vector again" in said
+    assert said.count("every step sees the whole image") == 1

@@ -186,3 +186,11 @@ def test_runs_page_refuses_to_delete_a_run_being_written(own_runs):
     assert len(errs) == 2 and all(e.startswith("runs/beta: in use (a training is writing it") or
                                   e.startswith("beta: in use (a training is writing it") for e in errs), errs
     assert (own_runs / "beta" / CARD).is_file()
+
+
+@pytest.mark.parametrize("name, said", [
+    ("runs/alpha", "**A step** of runs/alpha: every step reads the whole vector again and updates the cell's state"),
+    ("mnist-adaptive", "**A step** of mnist-adaptive: each step reveals 2 more rows of the image, top to bottom (all "
+                       "28 by step 14), so the steps a digit needs depend on how far down its ink goes")])
+def test_runs_page_says_what_a_step_is_for_the_run_picked(own_runs, name, said):
+    assert said in texts(_pick(_runs_page(), name))

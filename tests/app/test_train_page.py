@@ -244,3 +244,16 @@ def test_a_third_task_with_an_option_of_its_own_shows_it_in_the_train_form_and_i
     from ponder.store.card import read_card
     card = read_card(runs / "wiggly")
     assert card["train"]["task"] == "wiggle" and card["train"]["options"] == {"wiggles": 5}
+
+
+def test_the_train_page_says_what_a_step_is_for_the_settings_and_for_the_running_job(runs):
+    at = open_app(page="train")
+    assert ("**A step** of the run these settings train: each step reveals 2 more rows of the image, top to bottom "
+            "(all 28 by step 14), so the steps a digit needs depend on how far down its ink goes") in texts(at)
+    at.selectbox(key="tf_mnist_reader").set_value("cnn")
+    assert "**A step** of the run these settings train: every step sees the whole image" in texts(run_ok(at))
+    job = started_job("stepper")
+    at = open_app(page="train", job=job.id)
+    assert "**A step** of stepper: every step reads the whole vector again and updates the cell's state" in texts(at)
+    job.cancel()
+    assert job.join(60)

@@ -7,6 +7,7 @@ from explorer import study_figures as sf
 from explorer.style import CORRECT_COLOR, LEARNED_COLOR, PRIOR_COLOR, WRONG_COLOR
 from explorer.tables import sweep_row
 from ponder.analysis.studies import box_stats
+from ponder.store.record import RunRecord
 
 
 def _prior_traces(fig):
@@ -15,8 +16,8 @@ def _prior_traces(fig):
 
 
 def test_sweep_figures_keep_failed_runs():
-    rows = [sweep_row("a", {"train": {"lambda_p": 0.2}, "status": "completed", "metrics": {"test": {
-                "accuracy": 0.99, "mean_steps": 4.7, "halting_distribution": [0.3, 0.3, 0.4]}}}),
+    rows = [sweep_row("a", RunRecord(train={"lambda_p": 0.2}, status="completed", metrics={"test": {
+                "accuracy": 0.99, "mean_steps": 4.7, "halting_distribution": [0.3, 0.3, 0.4]}})),
             sweep_row("b", None, status="failed", reason="loss became nan at step 3", lambda_p=0.9)]
     grid = sf.sweep_grid_fig(rows)
     assert any("loss became nan" in (a.text or "") for a in grid.layout.annotations)
