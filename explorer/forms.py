@@ -68,7 +68,8 @@ REGULARISER_LABELS = {"kl": "KL(p ‖ p_G), the paper's", "kl-reverse": "KL(p_G 
                       "kl-both": "both: their sum"}
 REGULARISER_HELP = ("KL(p ‖ p_G), the paper's, lets p ≈ 0 on early steps (mode-seeking); KL(p_G ‖ p) keeps weight "
                     "on every step (mass-covering); both adds the two, KL(p ‖ p_G) + KL(p_G ‖ p).")
-LAMBDA_INPUT_LABELS = {"hidden": "h (the paper's)", "confidence": "h + answer's confidence"}   # fit the sidebar
+LAMBDA_INPUT_LABELS = {"hidden": "h (the paper's)", "confidence": "h + answer's confidence",   # fit the sidebar
+                       "stability": "h + answer's confidence and stability"}
 READER_LABELS = {"rows": "rows: 2 more each step", "coarse": "coarse to fine",      # fit the sidebar's box
                  "cnn": "cnn: whole image", "recall": "recall: whole image, more"}
 # E[n] std over the test digits, 3-epoch runs (README's reader table; docs/results.md, "The default MNIST design")

@@ -11,6 +11,7 @@ import threading
 from dataclasses import fields
 
 from .config import ANSWER_LOSSES, DEVICES, HALTING_LOSSES, MAX_SEED, REGULARISERS, TrainConfig
+from .halt_features import LAMBDA_HEADS
 from .halting import LAMBDA_INPUTS
 from .tasks import TASKS, train_config, validate
 from .tasks.mnist import MNIST_READERS
@@ -169,8 +170,12 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
     t.add_argument("--step-cost", type=float, default=None,
                    help=f"c of --halting-loss accuracy: the accuracy one more step must buy (default {d.step_cost:g})")
     t.add_argument("--lambda-input", default=d.lambda_input, choices=LAMBDA_INPUTS,
-                   help="what the lambda head reads: hidden (the cell's state, the paper's) or confidence (also the "
-                        f"answer's top probability and how far it moved since the last step) (default {d.lambda_input})")
+                   help="what the lambda head reads: hidden (the cell's state, the paper's), confidence (also the "
+                        "answer's top probability and how far it moved since the last step) or stability (also for "
+                        f"how many steps the answer has held and how far the state moves) (default {d.lambda_input})")
+    t.add_argument("--lambda-head", default=d.lambda_head, choices=LAMBDA_HEADS,
+                   help="the head on --lambda-input's features: linear, or mlp (16 tanh units: it can form "
+                        f"'confident and unchanged') (default {d.lambda_head})")
     t.add_argument("--reader", default=None, choices=MNIST_READERS,
                    help="MNIST step function: rows (rows_per_step more rows each step: evidence grows, so halting "
                         "varies by digit), cnn (the article's: the whole image every step, halting follows the "

@@ -58,9 +58,11 @@ class TrainConfig:
     lr_schedule: str = "onecycle"    # "onecycle" (warm-up then cosine decay) or "constant"
     check_every: int = 50            # read the device's divergence flag (and snapshot the weights) every this many
                                      # steps and at log points; a NaN/inf run stops at most this many steps late
-    lambda_input: str = "hidden"     # what the lambda head reads: "hidden" (h_{n+1}, the paper's) or "confidence"
-                                     # (also the answer's top probability and its change from step n-1;
-                                     # ponder.halting.confidence_features)
+    lambda_input: str = "hidden"     # what the lambda head reads: "hidden" (h_{n+1}, the paper's), "confidence"
+                                     # (also the answer's top probability and its change from step n-1) or
+                                     # "stability" (also for how long the answer has held and how far h moves;
+                                     # ponder.halt_features)
+    lambda_head: str = "linear"      # the head on those features: "linear" or "mlp" (16 tanh units)
     cuda_graph: bool = True          # on CUDA: capture the whole training step in a CUDA graph and replay it
                                      # (eager steps where capture fails; ignored on CPU/MPS and with compile)
 
@@ -72,6 +74,9 @@ class TrainConfig:
         from .halting import LAMBDA_INPUTS
         _check(_choice(self.lambda_input, LAMBDA_INPUTS), "lambda_input", f"one of {', '.join(LAMBDA_INPUTS)}",
                self.lambda_input)
+        from .halt_features import LAMBDA_HEADS
+        _check(_choice(self.lambda_head, LAMBDA_HEADS), "lambda_head", f"one of {', '.join(LAMBDA_HEADS)}",
+               self.lambda_head)
         _check(_choice(self.regulariser, REGULARISERS), "regulariser", f"one of {', '.join(REGULARISERS)}", self.regulariser)
         _check(_choice(self.answer_loss, ANSWER_LOSSES), "answer_loss", f"one of {', '.join(ANSWER_LOSSES)}",
                self.answer_loss)

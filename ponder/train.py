@@ -155,7 +155,7 @@ def setup(cfg: TrainConfig, mnist: Optional[D.Mnist], data_dir: Optional[str], m
     torch.manual_seed(cfg.seed)
     device = pick_device(cfg.device)
     if model is None:
-        model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p, cfg.lambda_input)
+        model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p, cfg.lambda_input, cfg.lambda_head)
     model.to(device).train()
     task = get_task(cfg.task)
     if task.uses_data and mnist is None:
