@@ -29,5 +29,9 @@ setting recall-ds-acc-klr $R --halting-loss accuracy --step-cost 0.002 --beta 0.
 setting recall-ds-exit-stab-mlp $R --halting-loss exit --beta 0 --lambda-input stability --lambda-head mlp
 setting recall-ds-exit-conf-mlp $R --halting-loss exit --beta 0 --lambda-input confidence --lambda-head mlp
 setting recall-ds-exit-stab $R --halting-loss exit --beta 0 --lambda-input stability
+# accuracy minus compute after the answers trained alone for half the updates
+setting recall-ds-acc-warm $R --halting-loss accuracy --step-cost 0.002 --beta 0 --halting-warmup 0.5
+setting recall-ds-acc-warm-stab-mlp $R --halting-loss accuracy --step-cost 0.002 --beta 0 --halting-warmup 0.5 \
+    --lambda-input stability --lambda-head mlp
 setting recall-ds-exit-stab-mlp-e2 $E2 --halting-loss exit --beta 0 --lambda-input stability --lambda-head mlp
 echo QUEUE DONE

@@ -169,6 +169,9 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
                         f"need --answer-loss mean (default {d.halting_loss})")
     t.add_argument("--step-cost", type=float, default=None,
                    help=f"c of --halting-loss accuracy: the accuracy one more step must buy (default {d.step_cost:g})")
+    t.add_argument("--halting-warmup", type=float, default=None,
+                   help="with --answer-loss mean: the fraction of the updates before the halting loss and the "
+                        f"regulariser are on (the answers train alone first) (default {d.halting_warmup:g})")
     t.add_argument("--lambda-input", default=d.lambda_input, choices=LAMBDA_INPUTS,
                    help="what the lambda head reads: hidden (the cell's state, the paper's), confidence (also the "
                         "answer's top probability and how far it moved since the last step) or stability (also for "

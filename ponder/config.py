@@ -35,6 +35,9 @@ class TrainConfig:
                                      # -sum_n p_n (1[y_n right] - step_cost n), expected accuracy minus compute;
                                      # "exit", lambda_n trained towards "the answer is right from step n on" (BCE)
     step_cost: float = 0.0           # c of halting_loss "accuracy": accuracy one more step must buy
+    halting_warmup: float = 0.0      # with answer_loss "mean": the fraction of the updates before the halting term
+                                     # and the regulariser are on (the answers train alone first, so the halting
+                                     # starts from answers that are already good at every step)
     max_steps: int = 20              # N, the most steps a sample can take
     halt_epsilon: Optional[float] = None  # None: training unrolls all max_steps; ε: it unrolls until every input
                                      # of the batch has halted with probability Σ_{j≤n} p_j ≥ 1 − ε (the paper's
@@ -85,6 +88,10 @@ class TrainConfig:
         _check(self.halting_loss == "ce" or self.answer_loss == "mean", "halting_loss",
                "'ce' unless answer_loss is 'mean' (the others train no answer)", self.halting_loss)
         _check(finite(self.step_cost) and 0.0 <= self.step_cost <= 1.0, "step_cost", "in [0, 1]", self.step_cost)
+        _check(finite(self.halting_warmup) and 0.0 <= self.halting_warmup < 1.0, "halting_warmup", "in [0, 1)",
+               self.halting_warmup)
+        _check(self.halting_warmup == 0.0 or self.answer_loss == "mean", "halting_warmup",
+               "0 unless answer_loss is 'mean' (the paper's halting term trains the answers)", self.halting_warmup)
         _check(is_int(self.max_steps) and 1 <= self.max_steps <= 200, "max_steps", "an integer in [1, 200]", self.max_steps)
         _check(self.halt_epsilon is None or (finite(self.halt_epsilon) and 0.0 < self.halt_epsilon < 1.0),
                "halt_epsilon", "in (0, 1) (or unset)", self.halt_epsilon)

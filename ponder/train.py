@@ -262,7 +262,7 @@ def train(cfg: TrainConfig, mnist: Optional[D.Mnist] = None, data_dir: Optional[
         if stop is not None:
             break
         lr = lr_at(cfg, max(step / total, elapsed / cfg.max_seconds if cfg.max_seconds else 0.0))
-        update.set_lr(lr)
+        update.set_lr(lr, step / total)
         last = update(x, y)                    # queued on the device: no wait
         step += 1
         epoch_end = step % batches.per_epoch == 0

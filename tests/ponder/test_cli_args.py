@@ -22,7 +22,7 @@ TRAIN_BAD = [
     (["--halt-epsilon", "0"], "halt_epsilon"), (["--halt-epsilon", "x"], "halt-epsilon"),
     (["--halting-loss", "accuracy"], "halting_loss"), (["--step-cost", "2"], "step_cost"),
     (["--answer-loss", "sum"], "answer-loss"), (["--reader", "glimpse"], "reader"),
-    (["--lambda-head", "deep"], "lambda-head"), (["--lambda-input", "patience"], "lambda-input"),
+    (["--lambda-head", "deep"], "lambda-head"), (["--halting-warmup", "1"], "halting_warmup"), (["--lambda-input", "patience"], "lambda-input"),
 ]
 
 
@@ -55,8 +55,9 @@ def test_the_halting_and_answer_flags_reach_the_config():
     from ponder.cli_args import build_parser, config_from_args
     cfg = config_from_args(build_parser().parse_args(
         ["train", "--out", "x", "--reader", "recall", "--answer-loss", "mean", "--halting-loss", "accuracy",
-         "--step-cost", "0.004"]))
+         "--step-cost", "0.004", "--halting-warmup", "0.3"]))
     assert (cfg.reader, cfg.answer_loss, cfg.halting_loss, cfg.step_cost) == ("recall", "mean", "accuracy", 0.004)
+    assert cfg.halting_warmup == 0.3
     plain = config_from_args(build_parser().parse_args(["train", "--out", "x"]))
     assert (plain.answer_loss, plain.halting_loss, plain.step_cost) == ("halting", "ce", 0.0)
     assert (plain.lambda_input, plain.lambda_head) == ("hidden", "linear")
