@@ -177,8 +177,9 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
                         "answer's top probability and how far it moved since the last step) or stability (also for "
                         f"how many steps the answer has held and how far the state moves) (default {d.lambda_input})")
     t.add_argument("--lambda-head", default=d.lambda_head, choices=LAMBDA_HEADS,
-                   help="the head on --lambda-input's features: linear, or mlp (16 tanh units: it can form "
-                        f"'confident and unchanged') (default {d.lambda_head})")
+                   help="the head on --lambda-input's features: linear, mlp (16 tanh units: it can form "
+                        "'confident and unchanged'), or mlp-only (the mlp alone, the step's own head on h unread) "
+                        f"(default {d.lambda_head})")
     t.add_argument("--reader", default=None, choices=MNIST_READERS,
                    help="MNIST step function: rows (rows_per_step more rows each step: evidence grows, so halting "
                         "varies by digit), cnn (the article's: the whole image every step, halting follows the "

@@ -13,7 +13,8 @@ far and of how the state moves, the signals an exit rule has that a linear head 
 The features are read detached (the halting may read the answer, not bend it). The head adds its share to
 lambda_n's logit: "linear" w . f + b, or "mlp" a layer of MLP_HIDDEN tanh units then a linear read-out (it can
 form "confident AND unchanged", which no sum of the features can). The last layer starts at 0, so a fresh head
-halts like the plain one.
+halts like the plain one. "mlp-only": the mlp's logit is lambda_n's whole logit, the step's own head on h unread
+(its bias starts at logit(lambda_p): a fresh one halts like the prior).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import torch
 import torch.nn as nn
 
 FEATURES = {"confidence": 2, "stability": 5}      # lambda_input -> number of features
-LAMBDA_HEADS = ("linear", "mlp")                  # the feature head's form
+LAMBDA_HEADS = ("linear", "mlp", "mlp-only")      # the feature head's form ("-only": the step's own head unread)
 MLP_HIDDEN = 16                                   # tanh units of the "mlp" head
 LOGIT_SCALE = 10.0                                # logit(confidence) / this: about [-1, 1.4] for float32 probabilities
 
@@ -77,6 +78,11 @@ def make_head(kind: str, head: str = "linear") -> nn.Module:
     nn.init.zeros_(out.weight)
     nn.init.zeros_(out.bias)
     return out if head == "linear" else nn.Sequential(nn.Linear(k, MLP_HIDDEN), nn.Tanh(), out)
+
+
+def combine(head: str, step_logit: torch.Tensor, feature_logit: torch.Tensor) -> torch.Tensor:
+    """lambda_n's logit from the step's own head and the feature head's share."""
+    return feature_logit if head.endswith("-only") else step_logit + feature_logit
 
 
 class Tracker:

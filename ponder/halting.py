@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .halt_features import FEATURES, Tracker, features, make_head, runs, state_change
+from .halt_features import FEATURES, Tracker, combine, features, make_head, runs, state_change
 
 MODES = ("sample", "deterministic", "expected")
 LOG_HALF = math.log(0.5)
@@ -148,6 +148,12 @@ class PonderNet(nn.Module):
         # 0, so step 1 of training is the plain head's
         self.confidence_head = make_head(lambda_input, lambda_head) if lambda_input != "hidden" else None
         self.needs_change = lambda_input == "stability"    # reads h_n and h_{n+1}: the step loop, not unroll()
+        if self.confidence_head is not None and lambda_head.endswith("-only"):
+            lp = min(max(self.lambda_p, 1e-6), 1 - 1e-6)
+            nn.init.constant_(self.confidence_head[-1].bias, math.log(lp / (1 - lp)))   # logit(lambda_p)
+
+    def with_features(self, step_logit: torch.Tensor, feature_logit: torch.Tensor) -> torch.Tensor:
+        return combine(self.lambda_head, step_logit, feature_logit)
 
     def confidence_logit(self, probs: torch.Tensor, prev: torch.Tensor, run: Optional[torch.Tensor] = None,
                          change: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -184,7 +190,7 @@ class PonderNet(nn.Module):
             probs = step_probs(self, y)                         # [N, B, C]
             prev = torch.cat([torch.full_like(probs[:1], 1.0 / probs.shape[-1]), probs[:-1]])   # P_{n-1}, P_0 uniform
             run = runs(probs) if self.needs_change else None                                      # [N, B] r_n
-            lambda_logits = lambda_logits + self.confidence_logit(probs, prev, run, change)      # [N, B]
+            lambda_logits = self.with_features(lambda_logits, self.confidence_logit(probs, prev, run, change))
         return PonderForward(
             y=y,                                                # [N, B, ...]
             log_p=halting_log_probs(lambda_logits),             # [N, B]
@@ -212,7 +218,7 @@ def unroll_to_epsilon(model: PonderNet, ctx: torch.Tensor, h: torch.Tensor, epsi
         lam = l.detach().float()                                            # lambda_n's logit as forward() makes it
         if model.confidence_head is not None:
             cur = model.step_fn.probs(y).float()
-            lam = lam + model.step_logit(track, cur, h_new, h).detach()
+            lam = model.with_features(lam, model.step_logit(track, cur, h_new, h).detach())
         changes.append(state_change(h_new, h) if model.needs_change else None)
         h = h_new
         log_survive = log_survive + F.logsigmoid(-lam)                     # [B] + log(1 - lambda_n)

@@ -95,7 +95,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             out_y = torch.zeros((B, *y.shape[1:]), device=dev)
         if model.confidence_head is not None:
             cur = fn.probs(y).float()                                  # [b, C]
-            l = l + model.step_logit(track, cur, h_new, h)
+            l = model.with_features(l, model.step_logit(track, cur, h_new, h))
         h = h_new
         last = n == N - 1
         if need_survive:
