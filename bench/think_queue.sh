@@ -33,5 +33,7 @@ setting recall-ds-exit-stab $R --halting-loss exit --beta 0 --lambda-input stabi
 setting recall-ds-acc-warm $R --halting-loss accuracy --step-cost 0.002 --beta 0 --halting-warmup 0.5
 setting recall-ds-acc-warm-stab-mlp $R --halting-loss accuracy --step-cost 0.002 --beta 0 --halting-warmup 0.5 \
     --lambda-input stability --lambda-head mlp
+# lambda_n from the features alone, the step's own head on h unread
+setting recall-ds-exit-stab-mlponly $R --halting-loss exit --beta 0 --lambda-input stability --lambda-head mlp-only
 setting recall-ds-exit-stab-mlp-e2 $E2 --halting-loss exit --beta 0 --lambda-input stability --lambda-head mlp
 echo QUEUE DONE
