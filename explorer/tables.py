@@ -45,7 +45,9 @@ def plain(text) -> str:
 
 def lambda_input_name(train: dict) -> str:
     """What the run's λ head reads, in words (cards without the field: h, the paper's)."""
-    return "h and the answer's confidence" if (train or {}).get("lambda_input") == "confidence" else "h"
+    names = {"confidence": "h and the answer's confidence",
+             "stability": "h, the answer's confidence, how long it has held and how far h moves"}
+    return names.get((train or {}).get("lambda_input"), "h")
 
 
 def regulariser_name(train: dict) -> str:

@@ -32,6 +32,9 @@ class TrainConfig:
                                      # -sum_n p_n (1[y_n right] - step_cost n), expected accuracy minus compute;
                                      # "exit", lambda_n trained towards "the answer is right from step n on" (BCE)
     step_cost: float = 0.0           # c of halting_loss "accuracy": accuracy one more step must buy
+    halting_warmup: float = 0.0      # with answer_loss "mean": the fraction of the updates before the halting term
+                                     # and the regulariser are on (the answers train alone first, so the halting
+                                     # starts from answers that are already good at every step)
     max_steps: int = 20              # N, the most steps a sample can take
     halt_epsilon: Optional[float] = None  # None: training unrolls all max_steps; ε: it unrolls until every input
                                      # of the batch has halted with probability Σ_{j≤n} p_j ≥ 1 − ε (the paper's
@@ -55,9 +58,11 @@ class TrainConfig:
     lr_schedule: str = "onecycle"    # "onecycle" (warm-up then cosine decay) or "constant"
     check_every: int = 50            # read the device's divergence flag (and snapshot the weights) every this many
                                      # steps and at log points; a NaN/inf run stops at most this many steps late
-    lambda_input: str = "hidden"     # what the lambda head reads: "hidden" (h_{n+1}, the paper's) or "confidence"
-                                     # (also the answer's top probability and its change from step n-1;
-                                     # ponder.halting.confidence_features)
+    lambda_input: str = "hidden"     # what the lambda head reads: "hidden" (h_{n+1}, the paper's), "confidence"
+                                     # (also the answer's top probability and its change from step n-1) or
+                                     # "stability" (also for how long the answer has held and how far h moves;
+                                     # ponder.halt_features)
+    lambda_head: str = "linear"      # the head on those features: "linear" or "mlp" (16 tanh units)
     cuda_graph: bool = True          # on CUDA: capture the whole training step in a CUDA graph and replay it
                                      # (eager steps where capture fails; ignored on CPU/MPS and with compile)
     options: dict = field(default_factory=dict)   # the task's options that have no field above, {name: value}
@@ -72,6 +77,9 @@ class TrainConfig:
         from .losses import REGULARISERS
         _check(_choice(self.lambda_input, LAMBDA_INPUTS), "lambda_input", f"one of {', '.join(LAMBDA_INPUTS)}",
                self.lambda_input)
+        from .halt_features import LAMBDA_HEADS
+        _check(_choice(self.lambda_head, LAMBDA_HEADS), "lambda_head", f"one of {', '.join(LAMBDA_HEADS)}",
+               self.lambda_head)
         _check(_choice(self.regulariser, REGULARISERS), "regulariser", f"one of {', '.join(REGULARISERS)}", self.regulariser)
         _check(_choice(self.answer_loss, ANSWER_LOSSES), "answer_loss", f"one of {', '.join(ANSWER_LOSSES)}",
                self.answer_loss)
@@ -80,6 +88,10 @@ class TrainConfig:
         _check(self.halting_loss == "ce" or self.answer_loss == "mean", "halting_loss",
                "'ce' unless answer_loss is 'mean' (the others train no answer)", self.halting_loss)
         _check(finite(self.step_cost) and 0.0 <= self.step_cost <= 1.0, "step_cost", "in [0, 1]", self.step_cost)
+        _check(finite(self.halting_warmup) and 0.0 <= self.halting_warmup < 1.0, "halting_warmup", "in [0, 1)",
+               self.halting_warmup)
+        _check(self.halting_warmup == 0.0 or self.answer_loss == "mean", "halting_warmup",
+               "0 unless answer_loss is 'mean' (the paper's halting term trains the answers)", self.halting_warmup)
         _check(is_int(self.max_steps) and 1 <= self.max_steps <= 200, "max_steps", "an integer in [1, 200]", self.max_steps)
         _check(self.halt_epsilon is None or (finite(self.halt_epsilon) and 0.0 < self.halt_epsilon < 1.0),
                "halt_epsilon", "in (0, 1) (or unset)", self.halt_epsilon)

@@ -31,8 +31,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .halt_features import FEATURES, Tracker, combine, features, make_head, runs, state_change
+
 MODES = ("sample", "deterministic", "expected")
-LAMBDA_INPUTS = ("hidden", "confidence")     # what the lambda head reads (PonderNet.lambda_input)
+LOG_HALF = math.log(0.5)
+LAMBDA_INPUTS = ("hidden", *FEATURES)       # what the lambda head reads (PonderNet.lambda_input; ponder.halt_features)
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -56,13 +59,6 @@ def halting_lambdas(lambda_logits: torch.Tensor) -> torch.Tensor:
     """lambda_n = sigma(l_n), with lambda_N = 1. [N, B] -> [N, B] float32."""
     lam = torch.sigmoid(lambda_logits.float())
     return torch.cat([lam[:-1], torch.ones_like(lam[:1])])
-
-
-def confidence_features(probs: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
-    """What the lambda head reads besides h under lambda_input="confidence", from the answer y_n's class
-    probabilities P_n [..., C] and the step before's P_{n-1} (uniform before step 1): the answer's confidence
-    max_c P_n(c) and how far it moved, the total-variation distance 1/2 sum_c |P_n(c) - P_{n-1}(c)|. [..., 2]"""
-    return torch.stack([probs.amax(-1), 0.5 * (probs - prev).abs().sum(-1)], -1)
 
 
 def first_true(mask: torch.Tensor) -> torch.Tensor:
@@ -158,7 +154,8 @@ class PonderForward:
 class PonderNet(nn.Module):
     """Runs a step function for up to N steps and owns the halting distribution."""
 
-    def __init__(self, step_fn: nn.Module, max_steps: int, lambda_p: float, lambda_input: str = "hidden"):
+    def __init__(self, step_fn: nn.Module, max_steps: int, lambda_p: float, lambda_input: str = "hidden",
+                 lambda_head: str = "linear"):
         super().__init__()
         if lambda_input not in LAMBDA_INPUTS:
             raise ValueError(f"lambda_input must be one of {LAMBDA_INPUTS}, got {lambda_input!r}")
@@ -166,41 +163,55 @@ class PonderNet(nn.Module):
         self.max_steps = int(max_steps)     # N
         self.lambda_p = float(lambda_p)     # the prior's lambda_p (kept for charts and losses)
         self.lambda_input = lambda_input
-        # "confidence": lambda_n = sigma(head(h_{n+1}) + w . confidence_features(P_n, P_{n-1}) + b), the features
-        # detached (the answer is not bent to move the halting); w, b start at 0, so step 1 of training is the
-        # plain head's
-        self.confidence_head = nn.Linear(2, 1) if lambda_input == "confidence" else None
-        if self.confidence_head is not None:
-            nn.init.zeros_(self.confidence_head.weight)
-            nn.init.zeros_(self.confidence_head.bias)
+        self.lambda_head = lambda_head
+        # lambda_input other than "hidden": lambda_n = sigma(head(h_{n+1}) + g(f_n)), f_n the answers' features
+        # (ponder.halt_features), detached (the answer is not bent to move the halting); g's last layer starts at
+        # 0, so step 1 of training is the plain head's
+        self.confidence_head = make_head(lambda_input, lambda_head) if lambda_input != "hidden" else None
+        self.needs_change = lambda_input == "stability"    # reads h_n and h_{n+1}: the step loop, not unroll()
+        if self.confidence_head is not None and lambda_head.endswith("-only"):
+            lp = min(max(self.lambda_p, 1e-6), 1 - 1e-6)
+            nn.init.constant_(self.confidence_head[-1].bias, math.log(lp / (1 - lp)))   # logit(lambda_p)
 
-    def confidence_logit(self, probs: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
-        """The confidence head's share of lambda_n's logit: probs, prev [..., C] -> [...] (float32)."""
-        feats = confidence_features(probs.detach().float(), prev.detach().float())
-        return self.confidence_head(feats).squeeze(-1)
+    def with_features(self, step_logit: torch.Tensor, feature_logit: torch.Tensor) -> torch.Tensor:
+        return combine(self.lambda_head, step_logit, feature_logit)
+
+    def confidence_logit(self, probs: torch.Tensor, prev: torch.Tensor, run: Optional[torch.Tensor] = None,
+                         change: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The feature head's share of lambda_n's logit: probs, prev [..., C] (run, change [...]) -> [...]."""
+        return self.confidence_head(features(self.lambda_input, probs, prev, run, change)).squeeze(-1)
+
+    def step_logit(self, track: Tracker, probs: torch.Tensor, h_new: torch.Tensor, h_old: torch.Tensor):
+        """The feature head's share of lambda_n's logit one step at a time (track: the inputs' feature state). [b]"""
+        return self.confidence_head(track.feats(probs, h_new, h_old)).squeeze(-1)
 
     def forward(self, x: torch.Tensor, halt_epsilon: Optional[float] = None) -> PonderForward:
         """Full unroll of all N steps (training / evaluation). halt_epsilon ε: the paper's N instead, the
         steps run until every input has halted with probability >= 1 - ε, N the cap (unroll_to_epsilon)."""
         ctx = self.step_fn.encode(x)
         h = self.step_fn.init_hidden(ctx)
-        unroll = getattr(self.step_fn, "unroll", None)
+        unroll = None if self.needs_change else getattr(self.step_fn, "unroll", None)
+        change = None                                           # [N, B] the state's relative change (needs_change)
         if halt_epsilon is not None:
-            y, lambda_logits = unroll_to_epsilon(self, ctx, h, halt_epsilon)
+            y, lambda_logits, change = unroll_to_epsilon(self, ctx, h, halt_epsilon)
         elif unroll is not None:                                # the step function's own all-steps path
             y, lambda_logits = unroll(ctx, h, self.max_steps)   # [N, B, ...], [N, B]
         else:
-            ys, logits = [], []
+            ys, logits, changes = [], [], []
             for n in range(self.max_steps):
-                y, h, l = self.step_fn.step(ctx, h, n)
+                y, h_new, l = self.step_fn.step(ctx, h, n)
+                changes.append(state_change(h_new, h) if self.needs_change else None)
+                h = h_new
                 ys.append(y)
                 logits.append(l)
             y, lambda_logits = torch.stack(ys), torch.stack(logits)
+            change = torch.stack(changes) if self.needs_change else None
         lambda_logits = lambda_logits.float()                   # [N, B]
         if self.confidence_head is not None:
             probs = step_probs(self, y)                         # [N, B, C]
             prev = torch.cat([torch.full_like(probs[:1], 1.0 / probs.shape[-1]), probs[:-1]])   # P_{n-1}, P_0 uniform
-            lambda_logits = lambda_logits + self.confidence_logit(probs, prev)                   # [N, B]
+            run = runs(probs) if self.needs_change else None                                      # [N, B] r_n
+            lambda_logits = self.with_features(lambda_logits, self.confidence_logit(probs, prev, run, change))
         return PonderForward(
             y=y,                                                # [N, B, ...]
             log_p=halting_log_probs(lambda_logits),             # [N, B]
@@ -215,31 +226,34 @@ def unroll_to_epsilon(model: PonderNet, ctx: torch.Tensor, h: torch.Tensor, epsi
     sum_{j<=n} p_j = 1 - prod_{j<=n} (1 - lambda_j) >= 1 - ε   <=>   sum_{j<=n} log(1 - lambda_j) <= log ε,
     read on the host after every step (the number of steps decides the shapes that follow). The step it stops
     at is N for this batch: halting_log_probs then gives it the remaining mass (<= ε), so sum_n p_n = 1.
-    Returns (y [n, B, ...], lambda_logits [n, B]) for the n steps run.
+    Returns (y [n, B, ...], lambda_logits [n, B], the state's relative change [n, B] or None) for the n steps run.
     """
     log_eps = math.log(epsilon)
-    ys, logits = [], []
+    ys, logits, changes = [], [], []
     log_survive = torch.zeros(ctx.shape[0], device=ctx.device)             # [B] log prod_{j<n}(1 - lambda_j)
-    prev = None                                                             # P_{n-1} (the confidence head reads it)
+    track = Tracker(model.lambda_input)                                     # what the feature head reads
     for n in range(model.max_steps):
-        y, h, l = model.step_fn.step(ctx, h, n)
+        y, h_new, l = model.step_fn.step(ctx, h, n)
         ys.append(y)
         logits.append(l)
         lam = l.detach().float()                                            # lambda_n's logit as forward() makes it
         if model.confidence_head is not None:
             cur = model.step_fn.probs(y).float()
-            prev = torch.full_like(cur, 1.0 / cur.shape[1]) if prev is None else prev
-            lam, prev = lam + model.confidence_logit(cur, prev).detach(), cur
+            lam = model.with_features(lam, model.step_logit(track, cur, h_new, h).detach())
+        changes.append(state_change(h_new, h) if model.needs_change else None)
+        h = h_new
         log_survive = log_survive + F.logsigmoid(-lam)                     # [B] + log(1 - lambda_n)
         if bool((log_survive <= log_eps).all()):
             break
-    return torch.stack(ys), torch.stack(logits)                            # [n, B, ...], [n, B]
+    change = torch.stack(changes) if model.needs_change else None
+    return torch.stack(ys), torch.stack(logits), change                    # [n, B, ...], [n, B], [n, B]
 
 
 def with_max_steps(model: PonderNet, cap: int) -> PonderNet:
     """The same model (its step function shared, not copied) run for up to `cap` steps: lambda_N = 1 only at
     step cap, so evaluation can run past the N it trained with (the paper's N -> infinity, under a cap)."""
-    out = PonderNet(model.step_fn, max_steps=cap, lambda_p=model.lambda_p, lambda_input=model.lambda_input)
+    out = PonderNet(model.step_fn, max_steps=cap, lambda_p=model.lambda_p, lambda_input=model.lambda_input,
+                    lambda_head=model.lambda_head)
     out.confidence_head = model.confidence_head                            # shared too
     return out.train(model.training)
 

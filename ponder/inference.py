@@ -12,6 +12,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from .halt_features import Tracker
 from .analysis.policies import q_for_steps
 from .halting import (MODES, PonderNet, answer_mixture, cdf_from_log_survive, check_q, expected_steps, q_exit_halted,
                       step_probs)
@@ -88,20 +89,18 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
         t_lam = torch.full((N, B), float("nan"), device=dev)
         t_p = torch.full((N, B), float("nan"), device=dev)
         t_probs = None
-    prev = None                                           # P_{n-1} of the active samples (confidence head)
+    track = Tracker(model.lambda_input)                   # what the feature head reads, of the active samples
     for n in range(N):
         c = at_step(ctx, n)                                            # [B, ...] what step n reads
         c = c if len(idx) == B else c.index_select(0, idx)             # [b, ...] of the inputs still running
-        y, h, l = fn.step(c, h, n)
+        y, h_new, l = fn.step(c, h, n)
         l = l.float()
         if out_y is None:
             out_y = torch.zeros((B, *y.shape[1:]), device=dev)
         if model.confidence_head is not None:
             cur = fn.probs(y).float()                                  # [b, C]
-            if prev is None:
-                prev = torch.full_like(cur, 1.0 / cur.shape[1])        # P_0 uniform
-            l = l + model.confidence_logit(cur, prev)
-            prev = cur
+            l = model.with_features(l, model.step_logit(track, cur, h_new, h))
+        h = h_new
         last = n == N - 1
         if need_survive:
             log_not = F.logsigmoid(-l)                                 # log(1 - lambda_n)
@@ -136,8 +135,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             idx, h = idx[keep], h.index_select(0, keep)
             if need_survive:
                 log_survive = log_survive[keep]
-            if prev is not None:
-                prev = prev[keep]
+            track.keep(keep)
     out_probs = fn.probs(out_y).float()                                # [B, C], once for all samples
     res = PonderResult(probs=out_probs, pred=out_probs.argmax(1), halt_step=halt_step,
                        steps_run=halt_step.clone())

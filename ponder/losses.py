@@ -169,10 +169,10 @@ def exit_loss(correct: torch.Tensor, lambda_logits: torch.Tensor) -> torch.Tenso
 
 def train_loss(step_losses: torch.Tensor, correct: torch.Tensor, log_p: torch.Tensor, lambda_p: float,
                beta: float, regulariser: str = "kl", answer_loss: str = "halting", halting_loss: str = "ce",
-               step_cost: float = 0.0, lambda_logits: torch.Tensor = None):
+               step_cost: float = 0.0, lambda_logits: torch.Tensor = None, halt_weight=1.0):
     """(total, rec, reg): rec the answers' loss (sum_n p_n L_n, or (1/N) sum_n L_n under "mean"), reg the
-    regulariser; total = rec + (the halting term under "mean") + beta * reg. step_losses, correct, log_p,
-    lambda_logits (read by "exit") [N, B]."""
+    regulariser; total = rec + w (the halting term under "mean" + beta * reg), w = halt_weight (0 in a warm-up:
+    a float or a 0-d tensor). step_losses, correct, log_p, lambda_logits (read by "exit") [N, B]."""
     if answer_loss == "halting":                    # the paper's loss
         if halting_loss != "ce":
             raise ValueError("answer_loss 'halting' trains the answers with the halting term: halting_loss must be 'ce'")
@@ -189,4 +189,4 @@ def train_loss(step_losses: torch.Tensor, correct: torch.Tensor, log_p: torch.Te
         halt = exit_loss(correct, lambda_logits)
     else:
         raise ValueError(f"halting_loss must be 'ce', 'accuracy' or 'exit', got {halting_loss!r}")
-    return rec + halt + beta * reg, rec, reg
+    return rec + halt_weight * (halt + beta * reg), rec, reg

@@ -9,6 +9,8 @@ and gives the step at which each input answers (so its mean steps, its accuracy 
     Q-exit at q      the same λ's used deterministically: stop at the first n with Σ_{j≤n} p_j ≥ q
                      (PALBERT's rule; q = 0.5 is the inference mode 'deterministic')
     confidence exit  stop at the first step whose answer's probability is ≥ τ (step N where none is)
+    λ-exit at t      stop at the first n with λ_n ≥ t: the learned hazards as exit scores, read back from p
+                     (what a λ trained as an exit classifier, halting_loss "exit", is scored by)
     fixed depth      always answer at step n
     oracle           stop at the settle step: the first step from which every later answer is right (step N where
                      the last answer is wrong). An ORACLE: it reads the later answers and the label, so no causal
@@ -106,6 +108,22 @@ def policies(correct: torch.Tensor, conf: torch.Tensor, p: torch.Tensor) -> dict
         "fixed_depth": Policy("fixed_depth", "steps", lambda d: fixed_steps(correct, d),
                               lambda: list(range(1, N + 1)), lambda: list(range(1, N + 1))),
     }
+
+
+def hazards(p: torch.Tensor) -> torch.Tensor:
+    """λ_n = p_n / (1 − Σ_{j<n} p_j), λ_N = 1: the learned hazards back from p. [N, B] float64"""
+    before = torch.cat([torch.zeros_like(p[:1]), p.double().cumsum(0)[:-1]])    # [N, B] Σ_{j<n} p_j
+    lam = (p.double() / (1 - before).clamp_min(1e-12)).clamp(0, 1)
+    lam[-1] = 1.0
+    return lam
+
+
+def lambda_exit(p: torch.Tensor) -> Policy:
+    """The λ-exit policy on one unroll (not among policies(): only a λ trained as an exit score reads well so)."""
+    lam = hazards(p)
+    peak = lam.cummax(0).values                                                 # [N, B]
+    return Policy("lambda_exit", "threshold", lambda t: exit_steps(lam, t, peak), lambda: candidates(lam).tolist(),
+                  lambda: default_thresholds(lam))
 
 
 @dataclass

@@ -15,6 +15,7 @@ from ..halting import LAMBDA_INPUTS
 from ..losses import REGULARISERS, regulariser_help
 from ..tasks import TASKS, get_task, train_config, validate
 from ..tasks.options import default_of, option_fields, options_of
+from ..halt_features import LAMBDA_HEADS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -191,9 +192,17 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
                         f"need --answer-loss mean (default {d.halting_loss})")
     t.add_argument("--step-cost", type=float, default=None,
                    help=f"c of --halting-loss accuracy: the accuracy one more step must buy (default {d.step_cost:g})")
+    t.add_argument("--halting-warmup", type=float, default=None,
+                   help="with --answer-loss mean: the fraction of the updates before the halting loss and the "
+                        f"regulariser are on (the answers train alone first) (default {d.halting_warmup:g})")
     t.add_argument("--lambda-input", default=d.lambda_input, choices=LAMBDA_INPUTS,
-                   help="what the lambda head reads: hidden (the cell's state, the paper's) or confidence (also the "
-                        f"answer's top probability and how far it moved since the last step) (default {d.lambda_input})")
+                   help="what the lambda head reads: hidden (the cell's state, the paper's), confidence (also the "
+                        "answer's top probability and how far it moved since the last step) or stability (also for "
+                        f"how many steps the answer has held and how far the state moves) (default {d.lambda_input})")
+    t.add_argument("--lambda-head", default=d.lambda_head, choices=LAMBDA_HEADS,
+                   help="the head on --lambda-input's features: linear, mlp (16 tanh units: it can form "
+                        "'confident and unchanged'), or mlp-only (the mlp alone, the step's own head on h unread) "
+                        f"(default {d.lambda_head})")
     t.add_argument("--max-steps", type=int, default=d.max_steps, help=f"N, most pondering steps (default {d.max_steps})")
     t.add_argument("--halt-epsilon", type=float, default=None,
                    help="the paper's N: train each batch until every input halts with probability >= 1 - eps "

@@ -213,11 +213,13 @@ def model_config_from_dict(task: str, d: dict):
     return get_task(task).model_config_from_dict(d)
 
 
-def build_model(task: str, model_cfg, max_steps: int, lambda_p: float, lambda_input: str = "hidden"):
+def build_model(task: str, model_cfg, max_steps: int, lambda_p: float, lambda_input: str = "hidden",
+                lambda_head: str = "linear"):
     """The PonderNet of a task: its step function (from a model config or a card's mapping) and halting
-    (lambda_input: what its lambda head reads, ponder.halting.LAMBDA_INPUTS)."""
+    (lambda_input: what its lambda head reads, ponder.halting.LAMBDA_INPUTS; lambda_head: the features' head)."""
     from ..halting import PonderNet
     t = get_task(task)
     if isinstance(model_cfg, dict):
         model_cfg = t.model_config_from_dict(model_cfg)
-    return PonderNet(t.build_step(model_cfg, lambda_p), max_steps=max_steps, lambda_p=lambda_p, lambda_input=lambda_input)
+    return PonderNet(t.build_step(model_cfg, lambda_p), max_steps=max_steps, lambda_p=lambda_p,
+                     lambda_input=lambda_input, lambda_head=lambda_head)

@@ -137,7 +137,7 @@ def setup(cfg: TrainConfig, data: Optional[D.Mnist], data_dir: Optional[str], mo
     torch.manual_seed(cfg.seed)
     device = pick_device(cfg.device)
     if model is None:
-        model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p, cfg.lambda_input)
+        model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p, cfg.lambda_input, cfg.lambda_head)
     model.to(device).train()
     task = get_task(cfg.task)
     if task.uses_data and data is None:
@@ -244,7 +244,7 @@ def train(cfg: TrainConfig, data: Optional[D.Mnist] = None, data_dir: Optional[s
         if stop is not None:
             break
         lr = lr_at(cfg, max(step / total, elapsed / cfg.max_seconds if cfg.max_seconds else 0.0))
-        update.set_lr(lr)
+        update.set_lr(lr, step / total)
         last = update(x, y)                    # queued on the device: no wait
         step += 1
         epoch_end = step % batches.per_epoch == 0

@@ -82,7 +82,7 @@ def parameter_count(cfg: TrainConfig) -> int:
     import torch
     from ..tasks import build_model, model_config
     with torch.device("meta"):
-        model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p, cfg.lambda_input)
+        model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p, cfg.lambda_input, cfg.lambda_head)
     return sum(p.numel() for p in model.parameters())
 
 

@@ -41,6 +41,7 @@ class Update:
         # fused Adam: one kernel for all parameters instead of a loop of small ops (0.55 -> 0.16 ms a step on 2
         # CPU cores). In a CUDA graph it must be capturable, and its learning rate a device tensor each step refills.
         lr = torch.tensor(cfg.lr, dtype=torch.float32, device=device) if self.graphed else cfg.lr
+        self.halt_weight = torch.ones((), device=device)         # 0 during the halting warm-up (set_lr sets it)
         self.opt = torch.optim.Adam(self.params, lr=lr, weight_decay=cfg.weight_decay,
                                     fused=device.type in ("cpu", "cuda"), capturable=self.graphed)
         self.guard = DivergenceGuard(device)
@@ -69,7 +70,8 @@ class Update:
         if cfg.halting_loss in ("accuracy", "exit"):                                          # [N, B] no gradient
             correct = self.model.step_fn.probs(out.y.detach().flatten(0, 1)).argmax(-1).view(N, B) == y
         loss, rec, reg = train_loss(step_losses, correct, out.log_p, cfg.lambda_p, cfg.beta, cfg.regulariser,
-                                    cfg.answer_loss, cfg.halting_loss, cfg.step_cost, out.lambda_logits)
+                                    cfg.answer_loss, cfg.halting_loss, cfg.step_cost, out.lambda_logits,
+                                    self.halt_weight)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)                   # 0-d, on the device
@@ -78,7 +80,9 @@ class Update:
         self.guard.after_update(self.params)
         return StepOut(loss.detach(), rec.detach(), reg.detach(), out.y.detach(), out.log_p.detach(), y)
 
-    def set_lr(self, value: float) -> None:
+    def set_lr(self, value: float, progress: float = 1.0) -> None:
+        """The learning rate, and the halting term's weight at `progress` (the fraction of the updates done)."""
+        self.halt_weight.fill_(float(progress >= self.cfg.halting_warmup))
         for g in self.opt.param_groups:
             if isinstance(g["lr"], torch.Tensor):
                 g["lr"].fill_(value)                     # a kernel with the value as its argument: no sync

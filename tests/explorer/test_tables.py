@@ -201,3 +201,12 @@ def test_compare_rows_put_the_test_numbers_next_to_the_model_and_say_when_test_s
         "smaller difference between them may be noise.")
     assert tables.test_sizes_note([rows[0], {**rows[1], "test n": 10000}]) == ""
     assert tables.test_sizes_note([rows[0], {**rows[1], "accuracy": None}]) == ""       # not measured: no size to compare
+
+
+def test_every_lambda_input_has_words_and_a_sidebar_label():
+    from explorer.forms import LAMBDA_INPUT_LABELS
+    from ponder.halting import LAMBDA_INPUTS
+    assert set(LAMBDA_INPUT_LABELS) == set(LAMBDA_INPUTS)
+    names = {k: tables.lambda_input_name({"lambda_input": k}) for k in LAMBDA_INPUTS}
+    assert names["hidden"] == "h" and len(set(names.values())) == len(LAMBDA_INPUTS)
+    assert tables.lambda_input_name({}) == "h"

@@ -78,7 +78,8 @@ EDGES = [("lambda_p", 0.0), ("lambda_p", 1.0000001), ("beta", -1e-9), ("max_step
          ("weight_decay", 1.01), ("weight_decay", 3e38), ("lambda_p", 10 ** 400), ("max_steps", True),
          ("device", "cuda:0;rm -rf /"), ("task", "MNIST"), ("compile", "false"), ("parity_preset", ("small",)),
          ("halt_epsilon", 0.0), ("halt_epsilon", 1.0), ("halt_epsilon", True), ("step_cost", -1e-9),
-         ("step_cost", 1.0000001), ("answer_loss", "sum"), ("halting_loss", "kl")]
+         ("step_cost", 1.0000001), ("answer_loss", "sum"), ("halting_loss", "kl"), ("lambda_head", "Linear"),
+         ("lambda_input", "patience"), ("halting_warmup", 1.0), ("halting_warmup", -0.1)]
 
 
 @pytest.mark.parametrize("field,value", EDGES, ids=[f"{f}={v!r:.20}" for f, v in EDGES])
@@ -142,3 +143,6 @@ def test_the_accuracy_halting_loss_needs_deep_supervised_answers():
     with pytest.raises(ConfigError, match="^halting_loss must be 'ce' unless answer_loss is 'mean'"):
         validate(TrainConfig(halting_loss="accuracy"))
     assert validate(TrainConfig(halting_loss="accuracy", answer_loss="mean", step_cost=0.01)).step_cost == 0.01
+    with pytest.raises(ConfigError, match="^halting_warmup must be 0 unless answer_loss is 'mean'"):
+        validate(TrainConfig(halting_warmup=0.3))
+    assert validate(TrainConfig(halting_warmup=0.3, answer_loss="mean")).halting_warmup == 0.3

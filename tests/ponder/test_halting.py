@@ -8,7 +8,8 @@ from hypothesis import assume, given, settings, strategies as st
 
 from helpers import tiny_model
 from ponder import data as D
-from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, confidence_features, expected_steps, first_true, halt_mask,
+from ponder.halt_features import confidence_features
+from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, expected_steps, first_true, halt_mask,
                             halting_log_probs, with_max_steps)
 from ponder.analysis.policies import q_exit_steps
 from ponder.analysis.unroll import unroll_stats

@@ -4,8 +4,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from ponder.analysis.policies import (Operating, frontier, match, oracle, paired_bootstrap, policies, q_exit_steps,
-                                      sampled, score)
+from ponder.analysis.policies import (Operating, frontier, hazards, lambda_exit, match, oracle, paired_bootstrap,
+                                      policies, q_exit_steps, sampled, score)
 
 # The toy of tests/ponder/test_baselines.py: inputs a, b, c (columns), N = 3 steps (rows).
 CORRECT = torch.tensor([[0, 1, 0], [1, 0, 0], [1, 1, 0]]).bool()
@@ -37,6 +37,16 @@ def test_the_toy_worked_by_hand():
     pt = score(pol, CORRECT, op)
     assert pt.per_item.tolist() == pytest.approx([1.0, 0.375, 0.0])
     assert (pt.mean_steps, pt.accuracy) == pytest.approx((2.083333, 0.458333), abs=1e-6)
+
+
+def test_the_lambda_exit_reads_the_hazards_back_from_p():
+    # λ_n = p_n / (1 − Σ_{j<n} p_j): a 0.2, 0.5/0.8 = 0.625, 1; b 0.5, 0.25/0.5 = 0.5, 1; c 0.1, 0.4/0.9 = 0.444, 1
+    assert hazards(P).flatten().tolist() == pytest.approx([0.2, 0.5, 0.1, 0.625, 0.5, 0.4 / 0.9, 1.0, 1.0, 1.0])
+    pol = lambda_exit(P)
+    assert pol.steps(0.5).tolist() == [2, 1, 3]          # first λ_n ≥ 0.5: a at 0.625, b at 0.5, c only at λ_N = 1
+    assert pol.steps(0.3).tolist() == [2, 1, 2]
+    assert pol.steps(0.7).tolist() == [3, 3, 3]
+    assert pol.steps(pol.knobs()[0]).tolist() == [1, 1, 1] and pol.steps(pol.knobs()[-1]).tolist() == [3, 3, 3]
 
 
 def test_matching_outside_the_range_takes_the_end():

@@ -22,6 +22,7 @@ TRAIN_BAD = [
     (["--halt-epsilon", "0"], "halt_epsilon"), (["--halt-epsilon", "x"], "halt-epsilon"),
     (["--halting-loss", "accuracy"], "halting_loss"), (["--step-cost", "2"], "step_cost"),
     (["--answer-loss", "sum"], "answer-loss"), (["--reader", "glimpse"], "reader"),
+    (["--lambda-head", "deep"], "lambda-head"), (["--halting-warmup", "1"], "halting_warmup"), (["--lambda-input", "patience"], "lambda-input"),
 ]
 
 
@@ -56,7 +57,12 @@ def test_the_halting_and_answer_flags_reach_the_config():
     from ponder.cli.args import build_parser, config_from_args
     cfg = config_from_args(build_parser().parse_args(
         ["train", "--out", "x", "--reader", "recall", "--answer-loss", "mean", "--halting-loss", "accuracy",
-         "--step-cost", "0.004"]))
+         "--step-cost", "0.004", "--halting-warmup", "0.3"]))
     assert (cfg.reader, cfg.answer_loss, cfg.halting_loss, cfg.step_cost) == ("recall", "mean", "accuracy", 0.004)
+    assert cfg.halting_warmup == 0.3
     plain = config_from_args(build_parser().parse_args(["train", "--out", "x"]))
     assert (plain.answer_loss, plain.halting_loss, plain.step_cost) == ("halting", "ce", 0.0)
+    assert (plain.lambda_input, plain.lambda_head) == ("hidden", "linear")
+    feats = config_from_args(build_parser().parse_args(
+        ["train", "--out", "x", "--lambda-input", "stability", "--lambda-head", "mlp"]))
+    assert (feats.lambda_input, feats.lambda_head) == ("stability", "mlp")

@@ -46,6 +46,18 @@ def test_halt_epsilon_trains_each_batch_on_the_steps_the_paper_rule_gives():
     assert res.record.train["halt_epsilon"] == 0.05 and res.model.max_steps == 30     # evaluation: up to 30
 
 
+def test_the_halting_warm_up_is_read_as_the_fraction_of_updates_done():
+    # 20 updates, warm-up 0.5: updates 1-10 run at progress 0/20 .. 9/20 with the halting term off, so at the report
+    # after update 10 the lambda head is the one it started with; by the report after update 15 it has moved
+    model, seen = [], {}
+    head = lambda: model[0].step_fn.lambda_head.weight.detach().clone()          # noqa: E731
+    res = train(parity_cfg(answer_loss="mean", halting_loss="exit", beta=0.0, halting_warmup=0.5),
+                on_model=lambda m: (model.append(m), seen.__setitem__(0, head())),
+                callback=lambda p: seen.__setitem__(p.step, head()))
+    assert res.status == "completed"
+    assert torch.equal(seen[5], seen[0]) and torch.equal(seen[10], seen[0]) and not torch.equal(seen[15], seen[0])
+
+
 def test_cpu_runs_repeatable():
     a = train(parity_cfg(seed=3)).model.state_dict()
     b = train(parity_cfg(seed=3)).model.state_dict()

@@ -81,3 +81,17 @@ def test_under_deep_supervision_the_halting_loss_leaves_the_answer_head_alone():
     assert torch.allclose(grads["ce"][0], grads["accuracy"][0], atol=1e-7)
     assert torch.allclose(grads["ce"][0], grads["exit"][0], atol=1e-7)
     assert not torch.allclose(grads["ce"][1], grads["accuracy"][1]) and not torch.allclose(grads["ce"][1], grads["exit"][1])
+
+
+def test_in_the_halting_warm_up_only_the_answers_train():
+    # halting_warmup 0.5: before half the updates the halting term and the regulariser weigh 0, so the lambda head
+    # gets no gradient and stays; from then on it trains
+    update, _, batches = make(answer_loss="mean", halting_loss="exit", beta=0.01, halting_warmup=0.5)
+    fn = update.model.step_fn
+    lam, ans = fn.lambda_head.weight.detach().clone(), fn.out_head.weight.detach().clone()
+    update.set_lr(update.cfg.lr, 0.4)
+    update(*next(batches))
+    assert torch.equal(fn.lambda_head.weight, lam) and not torch.equal(fn.out_head.weight, ans)
+    update.set_lr(update.cfg.lr, 0.5)
+    update(*next(batches))
+    assert not torch.equal(fn.lambda_head.weight, lam)
