@@ -1,9 +1,7 @@
 """python -m ponder reproduce: retrain (or re-evaluate) the shipped models and write results.
 
-Writes OUT/results.json and OUT/results.md; retrained models go to OUT/models/<name>/
-(copy them to assets/ to ship them). --quick uses small settings that finish in under
-5 minutes on 2 CPU cores, and says so in its output.
-"""
+Writes OUT/results.json and OUT/results.md; retrained models go to OUT/models/<name>/ (copy them to assets/ to ship
+them). --quick uses small settings that finish in under 5 minutes on 2 CPU cores, and says so in its output."""
 from __future__ import annotations
 
 import json
@@ -16,14 +14,12 @@ import torch
 
 from .. import data as D
 from ..training import lifecycle
-from ..store.card import two_decimals, update_card
-from ..store.record import RunRecord
-from ..store.checkpoint import load_checkpoint
 from ..analysis.metrics import TestMetrics
 from ..analysis.pays import marks, pays
-from .results_worth import table, worth_section
 from ..analysis.studies import prior_mean, rotation_study, rotation_verdict
 from ..analysis.unroll import measure_test
+from ..store import card as C, checkpoint
+from .results_worth import table, worth_section
 from ..config import ConfigError, TrainConfig
 from ..tasks import get_task, validate
 from ..sweeps.study import load_studies, study_markdown
@@ -129,12 +125,12 @@ def run(quick: bool = False, from_assets: bool = False, out: str = "results", da
     for spec in todo:
         t0 = time.perf_counter()
         if from_assets:
-            ck = load_checkpoint(ASSETS / spec.name, device=dev)
+            ck = checkpoint.load_checkpoint(ASSETS / spec.name, device=dev)
             record = ck.record
             log(f"[{spec.name}] loaded from assets")
             metrics = evaluate_spec(ck.model, record.config, mnist, quick)
             if not quick:
-                update_card(ASSETS / spec.name, metrics=lifecycle.card_metrics(metrics, measured_on=device_name(dev)))
+                C.update_card(ASSETS / spec.name, metrics=lifecycle.card_metrics(metrics, measured_on=device_name(dev)))
         else:
             tc = validate(TrainConfig(**dict(spec.config, device=device, log_every=50, **(spec.quick if quick else {}))))
             log(f"[{spec.name}] training {tc.task} lambda_p={tc.lambda_p} N={tc.max_steps} on {dev} ...")
@@ -299,5 +295,5 @@ def parity_section(name: str, m: dict) -> list:
                   "| set | k range | accuracy | mean steps | E[n] |")
     for k, r in (("all", replace(t, k_range=t.test_k)), ("easy", t.easy), ("hard", t.hard)):
         lines.append(f"| {k} | {r.k_range} | {r.accuracy:.4f} | {r.mean_steps:.2f} | "
-                     f"{two_decimals(r.mean_expected_steps)} |")
+                     f"{C.two_decimals(r.mean_expected_steps)} |")
     return lines + [""]
