@@ -54,7 +54,7 @@ def test_the_halting_warm_up_is_read_as_the_fraction_of_updates_done():
     res = train(parity_cfg(answer_loss="mean", halting_loss="exit", beta=0.0, halting_warmup=0.5),
                 on_model=lambda m: (model.append(m), seen.__setitem__(0, head())),
                 callback=lambda p: seen.__setitem__(p.step, head()))
-    assert res.status == "completed"
+    assert res.record.status == "completed"
     assert torch.equal(seen[5], seen[0]) and torch.equal(seen[10], seen[0]) and not torch.equal(seen[15], seen[0])
 
 
