@@ -68,7 +68,7 @@ def regulariser_choice(name: str) -> str:
 
 
 LAMBDA_INPUT_LABELS = {"hidden": "h (the paper's)", "confidence": "h + answer's confidence",   # fit the sidebar
-                       "stability": "h + answer's confidence and stability"}
+                       "stability": "h + confidence, stability"}
 
 
 SWEEP_CHOICES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)    # λp in (0, 1): see links.LP_RANGE

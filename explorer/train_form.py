@@ -107,7 +107,9 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
                        help=regulariser_help())
     lam_in = sb.selectbox("What the λ head reads", LAMBDA_INPUTS, key=k + "lam_in", format_func=LAMBDA_INPUT_LABELS.get,
                           help="The halting probability λ_n comes from the cell's state h; 'confidence' also gives "
-                               "it the answer's top probability and how far the answer moved since the last step.")
+                               "it the answer's top probability and how far the answer moved since the last step; "
+                               "'stability' also for how many steps the answer has held and how far the state "
+                               "still moves.")
     options = {f.name: option_ui(f, k + f.name) for f in own}         # the task's own options
     n = sb.number_input("N (most steps)", 1, MAX_STEPS, defaults["n"], 1, key=k + "n", help=SIZE_HELP)
     hidden = sb.number_input("Hidden size", 4, MAX_HIDDEN, defaults["hidden"], 8, key=k + "hidden", help=SIZE_HELP)
