@@ -45,7 +45,8 @@ def keep_job_settings(name: str, cfg: TrainConfig) -> None:
         return
     kept.update(name=name, lp=cfg.lambda_p, beta=cfg.beta, reg=cfg.regulariser, lam_in=cfg.lambda_input,
                 n=cfg.max_steps, hidden=cfg.hidden, batch=cfg.batch_size, lr=cfg.lr, epochs=cfg.epochs,
-                seconds=int(cfg.max_seconds or 0), seed=cfg.seed, device=cfg.device, **vars(options_of(get_task(cfg.task), cfg)))
+                seconds=int(cfg.max_seconds or 0), seed=cfg.seed, device=cfg.device,
+                **vars(options_of(get_task(cfg.task), cfg)))
 
 
 def option_ui(f, key: str):
