@@ -4,7 +4,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from explorer import job_views, loaders, narrow, navigation, ui
+from explorer.app import job_views, loaders, ui
+from explorer import narrow, navigation
 
 # the tab icon is a local file: a material icon or an emoji would be fetched from the internet
 ICON = Path(__file__).resolve().parent / "explorer" / "icon.png"
@@ -34,7 +35,7 @@ if wanted in paths and wanted != current and not st.session_state.get("_page_fro
     st.session_state["_page_from_link"] = True
     st.switch_page(paths[wanted], query_params={k: st.query_params.get_all(k) for k in st.query_params})
 st.session_state["_page_from_link"] = True
-st.session_state["_via_app"] = True           # see explorer.ui.app_guard
+st.session_state["_via_app"] = True           # see explorer.app.ui.app_guard
 ui.link_params_ui(current, wanted if wanted is not None and wanted not in paths else None, list(paths))
 job_views.running_job_sidebar_ui(loaders.job_registry(), current)       # every page: a job is running
 st.query_params["page"] = current

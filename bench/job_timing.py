@@ -2,8 +2,8 @@
 
     PONDER_DATA=/work/shared/data python -m bench.job_timing [--budget 15] [--cancel-after 5] [--task mnist]
 
-Each run goes through ponder.training.lifecycle.run with the explorer's evaluation limit (explorer.jobs.EVAL_LIMIT)
-and torch threads (explorer.limits.job_threads_from_env), what a Train-page job does, with every phase
+Each run goes through ponder.training.lifecycle.run with the explorer's evaluation limit (explorer.jobs.job.EVAL_LIMIT)
+and torch threads (explorer.jobs.limits.job_threads_from_env), what a Train-page job does, with every phase
 change timestamped:
   budget: the time budget against the training seconds reported and the wall time of the whole job
           (load data -> train -> save -> evaluate), and the sequence of "step k of about K" texts the
@@ -21,14 +21,14 @@ import tempfile
 import threading
 import time
 
-from explorer.jobs import EVAL_LIMIT
+from explorer.jobs.job import EVAL_LIMIT
 from explorer.tables import training_eta
 from ponder import data as D
 from ponder.training import lifecycle
 from ponder.config import TrainConfig
 from ponder.tasks import train_config
 
-from explorer.limits import job_threads_from_env
+from explorer.jobs.limits import job_threads_from_env
 from ponder.training.progress import intra_op_threads
 
 

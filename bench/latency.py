@@ -2,10 +2,10 @@
 
 What the "Ponder a digit" page (pages/digit.py) does after each stroke, with the explorer's own
 functions and no Streamlit:
-    preprocess   explorer.canvas.preprocess_canvas(rgba)              -> uint8 [28, 28]
-    input        explorer.canvas.model_input(digit, angle), seen_image(x)
+    preprocess   explorer.drawing.canvas.preprocess_canvas(rgba)              -> uint8 [28, 28]
+    input        explorer.drawing.canvas.model_input(digit, angle), seen_image(x)
     ponder       ponder.analysis.studies.trace_input(model, x, mode, seed)   (full unroll + early-exit ponder())
-    figures      explorer.figures.trace_figures: the four charts of explorer.views.trace_charts_ui
+    figures      explorer.figures.halting.trace_figures: the four charts of explorer.app.views.trace_charts_ui
     total        the four above; p50 / p95 over `n_inputs` inputs
 Separately, `to_json`: serialising the four figures (what st.plotly_chart sends to the browser).
 
@@ -74,14 +74,15 @@ def load_digits(mnist=None, data_dir: Optional[str] = None) -> tuple[np.ndarray,
             mnist = common.load_mnist(data_dir)
         except Exception:            # no MNIST here: the bundled examples still make varied inputs
             mnist = None
-    from explorer.digits import digit_pool
+    from explorer.drawing.digits import digit_pool
     pool = digit_pool(mnist)                     # the MNIST test set, or the digits in assets/examples
     return pool.x, pool.source
 
 
 def one_input(model, rgba, angle: float, mode: str, seed: int) -> tuple[dict, list]:
     """Stage timings (seconds) for one canvas image, and the figures."""
-    from explorer import canvas, figures
+    from explorer.drawing import canvas
+    from explorer.figures import halting as figures
     from ponder.analysis.studies import trace_input
 
     t = {}

@@ -1,13 +1,13 @@
-"""Measure the "does not look like a training digit" hint (explorer/ood.py): `python -m bench.ood`.
+"""Measure the "does not look like a training digit" hint (explorer/drawing/ood.py): `python -m bench.ood`.
 
-1. The percentiles of each ink statistic over MNIST's training digits (the ranges in explorer/ood.RANGES).
-2. With explorer.ood.RANGES: the false-alarm rate on the 10,000 test digits and on drawn digits (polylines
+1. The percentiles of each ink statistic over MNIST's training digits (the ranges in explorer/drawing/ood.RANGES).
+2. With explorer.drawing.ood.RANGES: the false-alarm rate on the 10,000 test digits and on drawn digits (polylines
    drawn like the canvas draws them), and the hit rate on generated non-digits, per family.
 3. What the shipped models' own confidence and E[n] say on the same inputs (sample mode, seed 0, the page's
-   default), the rates of an answer below explorer.ood.UNSURE, and of the hint (ink or unsure) as a whole.
+   default), the rates of an answer below explorer.drawing.ood.UNSURE, and of the hint (ink or unsure) as a whole.
 
 Everything is drawn on a 280x280 black canvas with an 18 px white pen (as on the page) and goes through
-explorer.canvas.preprocess_canvas, like a drawing. Seeded: the same numbers every run. PONDER_DATA names
+explorer.drawing.canvas.preprocess_canvas, like a drawing. Seeded: the same numbers every run. PONDER_DATA names
 the MNIST folder. --json PATH also writes the numbers.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
-from explorer.canvas import model_input, preprocess_canvas
-from explorer import ood
+from explorer.drawing.canvas import model_input, preprocess_canvas
+from explorer.drawing import ood
 from ponder.store.checkpoint import load_checkpoint
 from ponder.data import load_mnist
 from ponder.analysis.unroll import expected_steps_per_input, unroll_stats
@@ -162,7 +162,7 @@ def main(argv=None) -> dict:
     drawn, drawn_y = drawn_digits(rng)
     drawn_bad = ood.outside(ood.ink_stats(np.stack(drawn)))
     fams = non_digits(rng)
-    print("\n2. with explorer.ood.RANGES")
+    print("\n2. with explorer.drawing.ood.RANGES")
     print(f"   false alarms, MNIST test digits: {rate(test_bad)}")
     for k in ood.RANGES:
         lo, hi = ood.RANGES[k]

@@ -1,7 +1,7 @@
 """Benchmark 2: seconds of training until >= 98.5% MNIST test accuracy, explorer "quick run" settings.
 
 The run is exactly what the explorer's Train page starts with its form untouched
-(explorer/forms.py train_form_ui): ponder.tasks.train_config("mnist") (the row reader, lambda_p 0.5, beta 0.01,
+(explorer/app/forms.py train_form_ui): ponder.tasks.train_config("mnist") (the row reader, lambda_p 0.5, beta 0.01,
 N 20, hidden 64, batch 128, lr 2e-3, 3 epochs, onecycle) with the form's 60-second time budget.
 (docs/benchmarks.md's figures were measured when that default was the cnn reader at lambda_p 0.2.)
 
@@ -37,7 +37,7 @@ TARGET_SECONDS = 60.0      # of training, on 2 CPU cores
 @dataclass
 class TimeToAccuracyConfig:
     target: float = TARGET             # test accuracy to reach
-    max_seconds: float = 60.0          # the explorer form's time budget for MNIST (explorer/ui.py)
+    max_seconds: float = 60.0          # the explorer form's time budget for MNIST (explorer/app/ui.py)
     epochs: Optional[float] = None     # None: TrainConfig's default (3 epochs)
     snapshot_every: float = 2.0        # seconds of training between weight snapshots
     eval_limit: Optional[int] = None   # test images per evaluation (None: all 10,000)

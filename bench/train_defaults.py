@@ -5,8 +5,8 @@
 JobRegistry.submit with the form untouched (train_config(task) and the task's time budget, device
 auto), into a temporary runs folder; prints one JSON line: the job's wall time (submit to saved and
 measured), training seconds and steps, why it stopped, the test accuracy on the items a saved run is
-measured on (explorer.jobs.EVAL_LIMIT) and the 1-minute load average before and after. The Train page's
-sentence on what the defaults reach (explorer.train_views.DEFAULTS_MEASURED) quotes these lines.
+measured on (explorer.jobs.job.EVAL_LIMIT) and the 1-minute load average before and after. The Train page's
+sentence on what the defaults reach (explorer.app.train_views.DEFAULTS_MEASURED) quotes these lines.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import os
 import tempfile
 import time
 
-from explorer.job_registry import JobRegistry
+from explorer.jobs.registry import JobRegistry
 from ponder.config import TrainConfig
 from ponder.tasks import TASKS, get_task, train_config
 

@@ -1,9 +1,9 @@
-"""How often explorer.ood.turned_reason (with the input's holes) flags MNIST test digits as upside down: as they are (false alarms) and
+"""How often explorer.drawing.ood.turned_reason (with the input's holes) flags MNIST test digits as upside down: as they are (false alarms) and
 turned 180° (hits), per model, at the page's rule and at other TURNED_SURER ratios.
 
     PONDER_DATA=... python -m bench.upside_down [--models assets/mnist-adaptive,...] [--items 2000]
 
-Sample mode, seed 0, the first --items test digits: the numbers behind explorer/ood.py's TURNED_SURER.
+Sample mode, seed 0, the first --items test digits: the numbers behind explorer/drawing/ood.py's TURNED_SURER.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import argparse
 
 import numpy as np
 
-from explorer import ood
-from explorer.digits import mnist_dataset
+from explorer.drawing import ood
+from explorer.drawing.digits import mnist_dataset
 from ponder import data as D
 from ponder.analysis.unroll import unroll_stats
 from ponder.store.checkpoint import load_checkpoint

@@ -1,6 +1,6 @@
 """The parameters a shared link may carry (?page=rotation&model=mnist-rot22, ?lp=0.35, ?models=a&models=b,
 ?mode=deterministic), which page reads which, and the check that says what a link asked for that cannot
-be used. Pure: plain dicts and strings in and out, no Streamlit (explorer.ui.link_params_ui shows it).
+be used. Pure: plain dicts and strings in and out, no Streamlit (explorer.app.ui.link_params_ui shows it).
 """
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """Compare runs: halting distributions, per-step accuracy and training curves of several models."""
 import streamlit as st
 
-from explorer import figures, forms, loaders, pickers, tables, ui, worth
+from explorer.figures import halting as figures
+from explorer.app import forms, loaders, pickers, ui, worth
+from explorer import tables
 
 ui.app_guard(__file__)
 st.title("Compare runs")

@@ -1,7 +1,9 @@
 """Ponder a digit: draw, pick or upload a digit, rotate it, and watch the network decide when to stop."""
 import streamlit as st
 
-from explorer import canvas, digit_page, links, loaders, pickers, stepper, ui, views, worth
+from explorer.drawing import canvas
+from explorer.app import digit_page, loaders, pickers, stepper, ui, views, worth
+from explorer import links
 from ponder.analysis.studies import seen_at_steps, trace_input, view_labels
 
 ui.app_guard(__file__)

@@ -1,7 +1,9 @@
 """Parity: one input vector step by step, then easy vs hard (vs extrapolation) test sets."""
 import streamlit as st
 
-from explorer import inputs, links, loaders, pickers, stepper, study_figures, tables, ui, views, worth
+from explorer import inputs, links, tables
+from explorer.app import loaders, pickers, stepper, ui, views, worth
+from explorer.figures import studies as study_figures
 from ponder.data import parity_target
 from ponder.analysis.studies import trace_input
 
@@ -32,7 +34,7 @@ with c1:
     q = ui.q_ui("par_q") if mode == "deterministic" else 0.5
     seed = ui.seed_ui("par_seed", enabled=mode == "sample", stacked=True)
 if x is not None:
-    st.session_state["_parity_vector"] = x              # a Train run watches it learn (explorer.watch_views)
+    st.session_state["_parity_vector"] = x              # a Train run watches it learn (explorer.app.watch_views)
     truth = int(parity_target(x)[0])
     trace = trace_input(ck.model, x, mode, seed, q)
     with c2:

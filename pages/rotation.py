@@ -1,7 +1,9 @@
 """Rotation study: accuracy and halting steps of an MNIST model on rotated test digits."""
 import streamlit as st
 
-from explorer import links, loaders, pickers, study_figures, ui, worth
+from explorer import links
+from explorer.app import loaders, pickers, ui, worth
+from explorer.figures import studies as study_figures
 from ponder.analysis.studies import rotation_verdict, rotation_label
 from ponder.tasks import step_meaning
 

@@ -2,7 +2,8 @@
 (or a whole sweep), import a run."""
 import streamlit as st
 
-from explorer import forms, loaders, runs_page, tables, ui
+from explorer import tables
+from explorer.app import forms, loaders, runs_page, ui
 from ponder.store import manage
 from ponder.store.runs import runs_root, unreadable_runs
 

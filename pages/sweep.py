@@ -1,8 +1,9 @@
 """λp sweep: the geometric prior at a glance, then runs trained at several λp (or the shipped sweep)."""
 import streamlit as st
 
-from explorer import figures, forms, job_views, loaders, sweep_views, ui
-from explorer.limits import JobLimitError, fmt_duration
+from explorer.figures import halting as figures
+from explorer.app import forms, job_views, loaders, sweep_views, ui
+from explorer.jobs.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.store.runs import runs_root
 from ponder.analysis.studies import prior_mean

@@ -1,8 +1,9 @@
 """Train: a sidebar form starts a background job; the page polls it live and saves the run."""
 import streamlit as st
 
-from explorer import forms, job_views, loaders, navigation, train_form, train_views, ui, watch_views
-from explorer.limits import JobLimitError
+from explorer.app import forms, job_views, loaders, train_form, train_views, ui, watch_views
+from explorer import navigation
+from explorer.jobs.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.tasks import get_task
 

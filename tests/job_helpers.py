@@ -1,7 +1,7 @@
 """What the explorer's job tests share: a tiny parity config, a one-job registry (a fixture), waiting for a job."""
 import pytest
 
-from explorer.job_registry import JobRegistry
+from explorer.jobs.registry import JobRegistry
 from ponder.config import TrainConfig
 
 TINY = dict(task="parity", epochs=1, steps_per_epoch=20, batch_size=32, hidden=16, max_steps=6, device="cpu",

@@ -107,3 +107,27 @@ def test_no_import_cycle_in_ponder_or_explorer():
     found = cycles(graph)
     arrows = [f"{a} -> {b} (line {line})" for comp in found for a in comp for b, line in graph[a].items() if b in comp]
     assert not found, "\n".join(arrows)
+
+
+def imports_streamlit(f: Path) -> bool:
+    """f imports Streamlit or a Streamlit component (anywhere in it, inside functions too)."""
+    for node in _runtime_nodes(ast.parse(f.read_text(), str(f))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        if any(n.split(".")[0].startswith("streamlit") for n in names):
+            return True
+    return False
+
+
+def test_only_explorer_app_reaches_streamlit():
+    """The tree says which modules use Streamlit: those of explorer/app/. The rest of explorer/ (figures/, jobs/,
+    drawing/ and its top-level modules) and ponder/ import it neither directly nor through another module."""
+    mods = modules(ROOT)
+    graph = import_graph(mods)
+    reach = {m for m, f in mods.items() if imports_streamlit(f)}
+    while True:
+        more = {m for m in graph if m not in reach and any(t in reach for t in graph[m])}
+        if not more:
+            break
+        reach |= more
+    assert reach and not sorted(m for m in reach if not m.startswith("explorer.app."))

@@ -61,7 +61,7 @@ def import_checkpoint(weights: bytes, card: bytes, name: str, root: Optional[Pat
 
     The files are written to a temporary folder, loaded with load_checkpoint (no unpickling,
     shapes checked), and only then renamed into the runs folder. The card keeps no test metrics:
-    an upload's are unverified, so pages re-measure the run (explorer.loaders.test_metrics).
+    an upload's are unverified, so pages re-measure the run (explorer.app.loaders.test_metrics).
     Raises CheckpointError.
     """
     root = Path(root or runs_root())

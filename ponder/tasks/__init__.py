@@ -8,7 +8,8 @@ A task says everything the rest of the code needs to know about it:
     test_set() (the test items and the difficulty groups its metrics report),  the chance level,
     its data presets, the explorer pages that show its models and a default model to show.
 The training loop, the lifecycle, the CLI, the analyses and the explorer ask the registry (get_task)
-and never compare a task's name. A new task: a folder with a Task subclass that calls register(MyTask()), and its name in the import line.
+and never compare a task's name. A new task: a folder with a Task subclass that calls register(MyTask()),
+and its name in the import line.
 """
 from .base import (TASKS, Batches, EvalSet, Task, build_model, count_parameters, get_task,  # noqa: F401
                    init_lambda_head, model_config, model_config_dict, model_config_from_dict, register,

@@ -25,7 +25,8 @@ def option(default, help: str, *, label: str = "", choices: Optional[tuple] = No
     if not help:
         raise ValueError("a task option needs a help text")
     return field(default=default, metadata=dict(help=help, label=label, choices=tuple(choices) if choices else None,
-                                                labels=dict(labels or {}), lo=lo, hi=hi, step=step, slider=slider, note=note))
+                                                labels=dict(labels or {}), lo=lo, hi=hi, step=step, slider=slider,
+                                                note=note))
 
 
 def option_fields(task) -> tuple:

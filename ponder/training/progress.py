@@ -145,7 +145,7 @@ PROCESS_THREADS = torch.get_num_threads()      # torch's intra-op threads when t
 @contextlib.contextmanager
 def intra_op_threads(n: Optional[int]):
     """torch's intra-op threads set to n for the calling thread inside the block (None: unchanged); the
-    explorer's jobs train with one (explorer.limits.job_threads_from_env: two threads on a loaded 2-core
+    explorer's jobs train with one (explorer.jobs.limits.job_threads_from_env: two threads on a loaded 2-core
     machine wait on each other, a step then takes seconds). torch starts new threads with the last number
     set, so it goes back to PROCESS_THREADS on the way out (not to this thread's own number, which a
     concurrent block may have lowered)."""

@@ -30,7 +30,7 @@ def runs(tmp_path_factory, mnist):
         save_tiny_run(root / name, task, steps=10)
         (root / name / WEIGHTS).write_bytes(b"\x00" * 64)          # the card still lists it; loading fails
     yield root
-    from explorer.loaders import job_registry
+    from explorer.app.loaders import job_registry
     job_registry().shutdown()
     mp.undo()
 

@@ -11,7 +11,7 @@ DIVERGING = dict(TINY, beta=1e38)            # the KL weight overflows the gradi
 
 def idle_registry():
     """The app's job registry with no job running (the machine's limit is free)."""
-    from explorer.loaders import job_registry
+    from explorer.app.loaders import job_registry
     reg = job_registry()
     reg.shutdown(timeout=60)
     assert reg.busy_message("nobody") == ""

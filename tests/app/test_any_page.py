@@ -57,11 +57,11 @@ def test_the_server_takes_no_upload_larger_than_a_widget_reads():
 
 def test_an_uncaught_error_shows_no_traceback_or_server_paths(runs, monkeypatch):
     """.streamlit/config.toml: showErrorDetails keeps exception types, messages and tracebacks in the server log."""
-    import explorer.loaders
+    import explorer.app.loaders
 
     def broken(task=None):
         raise RuntimeError(f"boom in {runs}/secret-file.json")
-    monkeypatch.setattr(explorer.loaders, "models", broken)
+    monkeypatch.setattr(explorer.app.loaders, "models", broken)
     from streamlit.testing.v1 import AppTest
     at = AppTest.from_file(APP, default_timeout=60).run()
     assert at.exception, "the page should have failed"

@@ -318,7 +318,7 @@ def test_play_starts_at_step_1_and_the_slider_and_the_panel_agree(server, new_pa
 def test_no_choice_of_a_train_form_select_is_cut_in_the_sidebar(server, new_page):
     # "rows: 2 more a step (ponde…": every choice of each sidebar select, measured in the box's own font, fits it;
     # a task's option selects (made from its options dataclass) are measured with that task chosen
-    from explorer import forms
+    from explorer.app import forms
     from ponder.losses import REGULARISERS
     from ponder.tasks import TASKS
     from ponder.tasks.options import option_fields

@@ -12,7 +12,7 @@ from PIL import Image, ImageDraw
 from helpers import (charts, encode_image, one_line_errors, open_app, picture_in_mode, run_ok, save_tiny_run,
                      seven_picture, shown, stroke, texts, tiny_config)
 from ponder.store.checkpoint import save_run
-from explorer.style import CURSOR_COLOR
+from explorer.figures.style import CURSOR_COLOR
 from page_helpers import _step_slider
 
 # under pytest-xdist one worker runs the page tests: their runs folders, the job registry and the pages' first

@@ -53,7 +53,7 @@ def test_rotation_page_states_the_answer_from_the_numbers(runs):
 
 
 def test_rotation_page_refines_a_first_pass_and_a_fresh_server_opens_it_from_disk(runs, monkeypatch):
-    from explorer import loaders
+    from explorer.app import loaders
     at = open_app("pages/rotation.py", model="runs/tiny-mnist")
     _rotation_study(at, "0, 30", "60", 600)              # more than a first pass: 200 first, then the page again
     assert "on 600 test images rotated" in texts(at) and "A first look" not in texts(at)
@@ -71,7 +71,7 @@ def test_rotation_page_refines_a_first_pass_and_a_fresh_server_opens_it_from_dis
 def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeypatch):
     # an empty data folder: the rotation page says where to put MNIST and offers the download button;
     # a failed download is one red line, a successful one (faked: the local copy) opens the study
-    import explorer.digits
+    import explorer.drawing.digits
     from ponder.data import DataError
     monkeypatch.setenv("PONDER_DATA", str(tmp_path / "no-mnist"))
     at = open_app("pages/rotation.py")
@@ -83,14 +83,14 @@ def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeyp
         raise DataError(f"MNIST not found in {folder}; pass --data-dir {folder} (download failed: URLError: no "
                         f"internet)", download_failed="URLError: no internet")
 
-    monkeypatch.setattr(explorer.digits, "load_mnist", offline)
+    monkeypatch.setattr(explorer.drawing.digits, "load_mnist", offline)
     at.button(key="rotation_download").click()
     run_ok(at)
     assert (str(tmp_path / "no-mnist"), True) in tried                 # the button asked torchvision to download
     err = shown(at.error[0].value)                                   # as the reader sees it
     assert len(at.error) == 1 and "did not work (URLError: no internet)" in err and "\n" not in err
     assert "--data-dir" not in err and "PONDER_DATA" in err                 # the explorer's words, not the CLI's
-    monkeypatch.setattr(explorer.digits, "load_mnist", lambda folder, download=True: mnist)
+    monkeypatch.setattr(explorer.drawing.digits, "load_mnist", lambda folder, download=True: mnist)
     at.session_state["rot_limit"] = 100                              # a small study (2,000 images took ~10 s)
     at.button(key="rotation_download").click()
     run_ok(at)

@@ -65,7 +65,7 @@ def test_train_page_runs_a_tiny_job_until_it_finishes(runs):
 
 
 def test_train_form_defaults_to_the_pondering_mnist_design_and_says_which_designs_ponder(runs):
-    from explorer.forms import READER_NOTE
+    from explorer.app.forms import READER_NOTE
     at = open_app("pages/train.py")
     assert at.sidebar.radio(key="train_task").value == "mnist"
     assert at.sidebar.selectbox(key="tf_mnist_reader").value == "rows"          # the article's cnn one choice away
@@ -141,7 +141,7 @@ def _train_form(at, task="parity", **values):
 def test_train_form_bad_names_and_out_of_range_values_are_one_line(runs, monkeypatch):
     idle_registry()
     at = open_app("pages/train.py")
-    import explorer.ui as U
+    import explorer.app.ui as U
     submitted = []                                           # (name, config) the page would start
     monkeypatch.setattr(U.loaders.job_registry(), "submit", lambda s, specs, kind, watch=None: submitted.append(specs[0])
                         or SimpleNamespace(id="0123456789ab"))
@@ -180,7 +180,7 @@ def test_the_train_and_sweep_forms_cannot_ask_for_more_memory_than_fits(runs, mo
     """A run at hidden 1024, batch 4096, N 200 would get the server OOM-killed. The widgets stop at N 100,
     hidden 512, batch 512 (those larger values, forced in, fall back to the defaults), and
     a run that does not fit in the memory free is refused with one line naming its estimate and the limit."""
-    from explorer import forms
+    from explorer.app import forms
     from ponder.training.memory import estimate
     idle_registry()
     at = open_app("pages/train.py")

@@ -26,7 +26,7 @@ def runs(tmp_path, monkeypatch):
 
 def registry():
     """The app's job registry, with no job running."""
-    from explorer.loaders import job_registry
+    from explorer.app.loaders import job_registry
     reg = job_registry()
     reg.shutdown(timeout=60)
     return reg
@@ -237,7 +237,7 @@ def test_a_third_task_with_an_option_of_its_own_shows_it_in_the_train_form_and_i
     at.text_input(key="tf_wiggle_name").input("wiggly")
     at.button(key="tf_start").click()
     run_ok(at)
-    from explorer.loaders import job_registry
+    from explorer.app.loaders import job_registry
     [job] = job_registry().recent("train", 1)
     assert job.join(120)
     assert job.snapshot().runs[0].status == "completed", job.snapshot().runs[0]

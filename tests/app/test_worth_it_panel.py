@@ -1,7 +1,7 @@
 """'Is the extra thought worth it?' on the digit, parity, rotation and Compare pages under AppTest: accuracy against
 mean steps for a fixed depth, a confidence exit and the learned halting, the sentence under it, and per-step
 accuracy by group; numbers as ponder.analysis.unroll.measure_test gives them on the same first 2,000 test items
-(explorer.worth.ITEMS)."""
+(explorer.app.worth.ITEMS)."""
 import pytest
 
 from helpers import charts, open_app, run_ok, texts
@@ -25,7 +25,7 @@ def _learned(fig, name="sampled halting"):
 
 
 def test_digit_page_worth_it_chart_sentence_groups_and_where_the_answer_settled(runs, mnist):
-    from explorer.worth import ITEMS
+    from explorer.app.worth import ITEMS
     at = open_app(model="runs/tiny-mnist")
     at.segmented_control(key="digit_source").set_value("MNIST test digit")
     run_ok(at)
@@ -50,7 +50,7 @@ def test_digit_page_worth_it_chart_sentence_groups_and_where_the_answer_settled(
 
 
 def test_parity_page_worth_it_chart_and_easy_hard_per_step_accuracy(runs):
-    from explorer.worth import ITEMS
+    from explorer.app.worth import ITEMS
     at = open_app(page="parity", model="runs/tiny-parity")
     ck = load_checkpoint(runs / "tiny-parity")
     want = measure_test(ck.model, TrainConfig.from_dict(ck.record.train), None, ITEMS)

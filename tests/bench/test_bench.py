@@ -9,7 +9,7 @@ import torch
 from bench import common, early_exit, gpu, latency, profiling, report, throughput, time_to_accuracy
 from bench import ood as bench_ood
 from bench.__main__ import main
-from explorer import ood
+from explorer.drawing import ood
 from ponder.tasks.parity.task import PARITY_PRESETS
 from ponder.config import TrainConfig
 from ponder.training.loop import train

@@ -1,5 +1,5 @@
 """explorer.disk_cache: a study's result kept on disk per (model, stamp, settings); a corrupt or foreign file is
-ignored and recomputed; an unwritable folder only means nothing is kept. And explorer.loaders' rotation study
+ignored and recomputed; an unwritable folder only means nothing is kept. And explorer.app.loaders' rotation study
 through it: a first pass on a few images until the whole study was measured once."""
 import json
 import math
@@ -123,7 +123,7 @@ def test_what_is_read_back_is_what_was_kept(tmp_path_factory, result):
 
 
 def test_the_rotation_study_shows_a_first_pass_until_all_images_were_measured(runs, mnist):
-    from explorer import loaders
+    from explorer.app import loaders
     run = runs / "tiny"
     save_tiny_run(run, "mnist", steps=10)
     study = (str(run), loaders.stamp(run), (0.0, 90.0), (45.0,), 400, "sample", 0)

@@ -204,7 +204,7 @@ def test_compare_rows_put_the_test_numbers_next_to_the_model_and_say_when_test_s
 
 
 def test_every_lambda_input_has_words_and_a_sidebar_label():
-    from explorer.forms import LAMBDA_INPUT_LABELS
+    from explorer.app.forms import LAMBDA_INPUT_LABELS
     from ponder.halting import LAMBDA_INPUTS
     assert set(LAMBDA_INPUT_LABELS) == set(LAMBDA_INPUTS)
     names = {k: tables.lambda_input_name({"lambda_input": k}) for k in LAMBDA_INPUTS}

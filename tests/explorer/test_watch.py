@@ -30,7 +30,7 @@ def test_a_job_records_the_watched_input_and_trains_as_without_it(registry, tmp_
 def watched_app():
     import streamlit as st
 
-    from explorer.watch_views import watched_input
+    from explorer.app.watch_views import watched_input
     from ponder.config import TrainConfig
     x, where = watched_input(TrainConfig(task=st.session_state["task"]))
     st.session_state["got"] = (x.tolist(), where)

@@ -122,7 +122,7 @@ def test_a_third_task_through_the_lifecycle_the_cli_and_the_loaders(toy, capsys)
     res = json.loads(out)
     assert res["n"] == 300 and res["accuracy"] > 0.8 and res["rotations"] == [] and res["split"] == "toy test"
     # the explorer's loaders: both runs listed as toy models, loaded, and the one without metrics measured
-    from explorer import loaders
+    from explorer.app import loaders
     entries = {e.name: e for e in loaders.models("toy")}
     assert set(entries) == {"runs/lc", "runs/cli"}
     assert loaders.checkpoint(entries["runs/cli"]).task == "toy"

@@ -145,7 +145,7 @@ def test_a_diverging_run_is_saved_as_failed_and_loads(tmp_path):
 
 @needs_mnist            # reproduce.run loads MNIST, even for a parity-only spec
 def test_the_cli_the_jobs_and_reproduce_all_go_through_run_once_per_run(tmp_path, capsys, monkeypatch):
-    from explorer.job_registry import JobRegistry
+    from explorer.jobs.registry import JobRegistry
     from ponder.cli import reproduce
     calls, real = [], lifecycle.run
 

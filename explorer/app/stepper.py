@@ -1,0 +1,131 @@
+"""Watching one input think, step by step: the step slider, Play / Pause, and the per-step charts with a band at
+the slider's step (Streamlit layout around explorer.app.views and explorer.figures.halting).
+
+Play starts at step 1 (or where a Pause left it) and moves one step every PLAY_EVERY seconds through the halt to
+step N, where it stops: the evidence builds up to the halt, and the steps after it show as such. While it plays the
+slider is a read-only one made afresh for each step (its own key), so the browser always draws the step the
+panel below describes; Pause hands the step back to the slider the reader can drag.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+import streamlit as st
+
+from ponder.analysis.studies import Trace
+
+from .views import seen_image_ui, trace_charts_ui
+
+PLAY_EVERY = 0.8        # seconds a step while playing: slow enough to read the answer and see the band move
+SLIDER = "Step through the steps"
+
+
+def trace_id(tr: Trace) -> str:
+    """A short id of one input's trace: a new drawing, angle, mode or model is a new one."""
+    return hashlib.blake2b(np.ascontiguousarray(tr.probs).tobytes() + f"{tr.mode}{tr.halt_step}".encode(),
+                           digest_size=6).hexdigest()
+
+
+@dataclass
+class Playing:
+    """Where Play is: the trace it plays (trace_id) and the step it shows; fresh until that step was shown."""
+    ident: str
+    step: int
+    fresh: bool = True
+
+
+def play_from(now: int, n_steps: int, resume: bool) -> int:
+    """The step Play starts at: where a Pause left the slider (resume), else step 1."""
+    return now if resume and 1 <= now < n_steps else 1
+
+
+def tick(play: Playing, n_steps: int) -> Optional[Playing]:
+    """The next state of a playing trace: its first step is shown once, then one step a tick; None after step N."""
+    if play.fresh:
+        return Playing(play.ident, play.step, fresh=False)
+    return Playing(play.ident, play.step + 1, fresh=False) if play.step < n_steps else None
+
+
+def step_note(tr: Trace, n: int) -> str:
+    """Where step n is against the halt: "where it halted", "after it halted: shown to compare", or ""."""
+    if tr.mode == "expected":
+        return ""
+    if n == tr.halt_step:
+        return "where it halted"
+    return "after it halted: shown to compare" if n > tr.halt_step else ""
+
+
+def step_panel_ui(tr: Trace, n: int, seen: Optional[np.ndarray], class_names: Sequence[str],
+                  labels: Optional[Sequence[str]] = None) -> None:
+    """What step n saw and what it would answer if it stopped there."""
+    probs = tr.probs[n - 1]
+    top = int(np.argmax(probs))
+    c1, c2 = st.columns([0.8, 2.4])
+    with c1:
+        if seen is not None:
+            seen_image_ui(seen[n - 1], f"What step {n} has seen" + (f" ({labels[n - 1]})" if labels else ""))
+        else:
+            st.caption("This model sees its whole input at every step: its steps only refine its state.")
+    with c2:
+        m1, m2, m3, m4 = st.columns(4)
+        m1.metric(f"Answer at step {n}", class_names[top], help=f"{probs[top]:.1%} for this class at step {n}")
+        m2.metric("λ_n", f"{tr.lambdas[n - 1]:.3f}", help="chance to halt at this step if still running")
+        m3.metric("p_n", f"{tr.p[n - 1]:.3f}", help="probability of halting exactly here")
+        m4.metric("P(halted by n)", f"{tr.cdf[n - 1]:.3f}")
+        where = step_note(tr, n)
+        st.caption(f"Step {n} of {tr.max_steps}{f' ({where})' if where else ''}: it would answer "
+                   f"{class_names[top]} with {probs[top]:.1%}.")
+
+
+def steps_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], truth: Optional[int] = None,
+             key: str = "step", labels: Optional[Sequence[str]] = None) -> None:
+    """Watch one input think: the step slider with Play / Pause, what that step saw and answered, and the
+    per-step charts with a band at it.
+
+    seen: [N, 28, 28] uint8 images per step, or None when every step sees the whole input; labels: a few words
+    per step on what it has seen. The slider starts at the halting step of each new input (its key includes the
+    input's trace, so a new drawing, angle, mode or model starts it afresh)."""
+    ident, n_steps = trace_id(tr), tr.max_steps
+    slider, play_key, resume_key = f"{key}_{ident}", f"{key}_playing", f"{key}_resume"
+    play = st.session_state.get(play_key)
+    playing = isinstance(play, Playing) and play.ident == ident
+
+    @st.fragment(run_every=PLAY_EVERY if playing else None)
+    def section():
+        play = st.session_state.get(play_key)
+        now = st.session_state.get(slider, min(tr.halt_step, n_steps))
+        clicked = bool(st.session_state.get(f"{key}_play"))      # Pause pressed: stay on the step shown
+        active = isinstance(play, Playing) and play.ident == ident
+        if active and playing and not clicked:
+            play = st.session_state[play_key] = tick(play, n_steps)
+            if play is None:                                  # past step N: the slider stays there, Play again
+                st.session_state[f"{slider}_at"] = n_steps
+                st.rerun()                                    # the whole page: the fragment stops polling
+        if st.button("Pause" if active else "Play through the steps", key=f"{key}_play",
+                     icon=":material/pause:" if active else ":material/play_arrow:"):
+            if active:
+                st.session_state[f"{slider}_at"] = play.step
+                st.session_state[resume_key], st.session_state[play_key] = ident, None
+            else:
+                start = play_from(now, n_steps, st.session_state.get(resume_key) == ident)
+                st.session_state[play_key], st.session_state[resume_key] = Playing(ident, start), None
+            st.rerun()
+        if active:                                            # read-only while playing: a new widget each step
+            n = st.slider(SLIDER, 1, n_steps, play.step, key=f"{slider}_play{play.step}", disabled=True,
+                          help="Playing: press Pause to move the slider yourself.")
+        else:
+            if f"{slider}_at" in st.session_state:            # where Play stopped or was paused
+                st.session_state[slider] = st.session_state.pop(f"{slider}_at")
+            st.session_state.setdefault(slider, min(tr.halt_step, n_steps))
+            n = st.slider(SLIDER, 1, n_steps, key=slider,
+                          help="Move through the steps, or press Play to watch them all from step 1 to N, through the "
+                               "halt: the image as that step saw it, its answer if it stopped there, and a band at "
+                               "that step on every chart below.")
+        step_panel_ui(tr, n, seen, class_names, labels)
+        st.divider()
+        trace_charts_ui(tr, class_names, truth, key=f"{key}_charts", cursor=n)
+
+    section()

@@ -1,0 +1,26 @@
+"""explorer/app/worth.py: the "is the extra thought worth it?" section of the Compare page under AppTest (its numbers:
+tests/ponder/test_baselines.py; the pages' use of it: tests/app/test_worth_it_panel.py)."""
+
+from helpers import APP_TIMEOUT, one_line_errors, save_tiny_run, shown
+from ponder.store.card import WEIGHTS
+
+
+def _compare_app():
+    from explorer.app import loaders, worth
+    entries = [e for e in loaders.models() if e.source == "run"]
+    worth.compare_ui(sorted(entries, key=lambda e: e.name))
+
+
+def test_compare_shows_the_models_it_can_load_and_one_red_line_for_one_it_cannot(tmp_path, monkeypatch):
+    """One selected run's weights corrupt (its card still has its numbers): the section raised CheckpointError."""
+    from streamlit.testing.v1 import AppTest
+    root = tmp_path / "runs"
+    monkeypatch.setenv("PONDER_RUNS", str(root))
+    save_tiny_run(root / "a-good")
+    broken, _ = save_tiny_run(root / "b-broken")
+    (broken / WEIGHTS).write_bytes(b"\x00" * 64)
+    at = AppTest.from_function(_compare_app, default_timeout=APP_TIMEOUT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    errs = one_line_errors(at)
+    assert len(errs) == 1 and errs[0].startswith("runs/b-broken: ") and WEIGHTS in errs[0], errs
+    assert len(at.get("plotly_chart")) == 1 and "runs/a-good" in shown(at.markdown[0].value)
