@@ -4,7 +4,9 @@ Built with `ast` from the sources (nothing is imported): `import a.b` is an arro
 to a.b when that is a module, else to a. Only imports under `if TYPE_CHECKING:` are left out: they never run.
 """
 import ast
+import functools
 from pathlib import Path
+
 
 from helpers import ROOT
 
@@ -21,8 +23,15 @@ def modules(root: Path, packages=PACKAGES) -> dict:
     return out
 
 
-def _runtime_nodes(tree):
-    """Every node of the tree except the bodies of `if TYPE_CHECKING:` blocks."""
+@functools.cache
+def _runtime_nodes(f: Path) -> tuple:
+    """Every node of the file's syntax tree except the bodies of `if TYPE_CHECKING:` blocks (read once a run:
+    the two tree-wide checks below share them)."""
+    return tuple(_walk(ast.parse(f.read_text(), str(f))))
+
+
+def _walk(tree):
+    """The statements (an import is one; no expression holds one), through every block's body."""
     todo = [tree]
     while todo:
         node = todo.pop()
@@ -30,7 +39,8 @@ def _runtime_nodes(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             todo += node.orelse
         else:
-            todo += ast.iter_child_nodes(node)
+            for block in ("body", "orelse", "finalbody", "handlers", "cases"):
+                todo += getattr(node, block, ())
 
 
 def import_graph(mods: dict) -> dict:
@@ -44,7 +54,7 @@ def import_graph(mods: dict) -> dict:
     for name, f in mods.items():
         package = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
         arrows = graph[name] = {}
-        for node in _runtime_nodes(ast.parse(f.read_text(), str(f))):
+        for node in _runtime_nodes(f):
             if isinstance(node, ast.Import):
                 targets = [known(a.name) for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -111,7 +121,7 @@ def test_no_import_cycle_in_ponder_or_explorer():
 
 def imports_streamlit(f: Path) -> bool:
     """f imports Streamlit or a Streamlit component (anywhere in it, inside functions too)."""
-    for node in _runtime_nodes(ast.parse(f.read_text(), str(f))):
+    for node in _runtime_nodes(f):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
             [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
         if any(n.split(".")[0].startswith("streamlit") for n in names):

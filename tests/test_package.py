@@ -52,6 +52,7 @@ def _can_build_offline() -> bool:
     return version >= (70, 1) or importlib.util.find_spec("wheel") is not None
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.skipif(not _can_build_offline(), reason="needs pip and setuptools >= 70.1 (or wheel) to build offline")
 def test_an_editable_install_gives_a_working_ponder_command(tmp_path):

@@ -70,6 +70,7 @@ def test_an_uncaught_error_shows_no_traceback_or_server_paths(runs, monkeypatch)
         and ".py" not in shown_text, shown_text
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("page", ["digit", "parity"])
 def test_per_step_numbers_download_and_every_chart_has_a_png_button(runs, mnist, page):
     at = open_app(page=page, model="runs/tiny-mnist" if page == "digit" else "runs/tiny-parity")

@@ -20,7 +20,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 
-pytestmark = [pytest.mark.browser,
+pytestmark = [pytest.mark.browser, pytest.mark.long,
               pytest.mark.xdist_group("browser"),              # one worker, one streamlit server for the module
               pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                  reason=f"Debian's Chromium is not installed at {CHROMIUM} "

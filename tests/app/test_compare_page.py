@@ -15,6 +15,7 @@ from ponder.store.checkpoint import load_checkpoint
 pytestmark = pytest.mark.xdist_group("pages")
 
 
+@pytest.mark.long
 def test_compare_page_overlays_two_runs(runs):
     at = open_app("pages/compare.py")
     at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/tiny-mnist-b"])

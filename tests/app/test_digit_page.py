@@ -84,6 +84,7 @@ def test_digit_page_inference_runs_on_the_free_cores(runs, monkeypatch):
     (dict(page="compare", models=["runs/tiny-mnist", "nope", "runs/tiny-mnist-b"]), "Compare runs",
      ["models=nope (no model or run of that name)"], dict(page="compare", models=["runs/tiny-mnist", "runs/tiny-mnist-b"])),
 ], ids=["digit", "parity", "compare"])
+@pytest.mark.long
 def test_a_link_says_once_what_it_asked_for_that_cannot_be_used_and_is_cleaned(runs, query, title, said, url):
     at = open_app(**query)
     assert at.title[0].value == title
@@ -195,6 +196,7 @@ def _rgba(grey: np.ndarray) -> np.ndarray:
     return np.dstack([grey, grey, grey, np.full(grey.shape, 255, np.uint8)])
 
 
+@pytest.mark.long
 def test_digit_page_drawings_and_uploads_give_a_hint_or_a_prediction(runs):
     at = open_app()
     drawings = {"blank": (_rgba(np.zeros((280, 280), np.uint8)), "hint"),
@@ -333,6 +335,7 @@ def test_digit_page_shows_the_answers_top_3_classes_as_bars(runs):
         t for t in mix["data"] if t["type"] == "scatter")["text"][0]).rstrip("%")) / 100, abs=6e-4)
 
 
+@pytest.mark.long
 def test_digit_page_two_models_side_by_side(runs):
     """Two models on the same drawing, each with its answer, halting step and E[n]."""
     at = open_app(model="runs/tiny-mnist")
@@ -411,6 +414,7 @@ def _step_caption(at):
     return next(c.value for c in at.caption if c.value.startswith("Step ") and " of " in c.value)
 
 
+@pytest.mark.long
 def test_play_starts_at_step_1_and_plays_through_the_halt_to_step_n(runs):
     # Play began at the halting step and played only the steps after it ("11 -> 20, all after it halted"): it
     # starts at step 1, so the evidence builds up to the halt, and the band and the panel follow the slider
@@ -434,6 +438,7 @@ def test_play_starts_at_step_1_and_plays_through_the_halt_to_step_n(runs):
     assert at.button(key="par_step_play").label == "Play through the steps"
 
 
+@pytest.mark.long
 def test_pause_keeps_the_step_and_play_goes_on_from_there(runs):
     at = open_app(page="parity", model="runs/tiny-parity")
     at.button(key="par_step_play").click()

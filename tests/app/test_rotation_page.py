@@ -13,6 +13,7 @@ from page_helpers import _rotation_study, _worth
 pytestmark = pytest.mark.xdist_group("pages")
 
 
+@pytest.mark.long
 def test_rotation_page_suggests_the_rotation_trained_model_and_switches_to_it(runs):
     at = open_app(model="mnist-default")                            # trained without rotations (its card: 0.0)
     for key, value in (("rot_limit", 100), ("rot_angles", "0, 90"), ("rot_ranges", "45")):   # a small study
@@ -27,6 +28,7 @@ def test_rotation_page_suggests_the_rotation_trained_model_and_switches_to_it(ru
     assert at.sidebar.selectbox(key="pick_model_mnist").value == "mnist-rot22"   # one choice for every page
 
 
+@pytest.mark.long
 def test_rotation_page_states_the_answer_from_the_numbers(runs):
     at = open_app("pages/rotation.py", model="runs/tiny-mnist")
     at.session_state["_model_mnist"] = "runs/tiny-mnist"
@@ -68,6 +70,7 @@ def test_rotation_page_refines_a_first_pass_and_a_fresh_server_opens_it_from_dis
     assert at.dataframe[0].value.equals(again.dataframe[0].value)
 
 
+@pytest.mark.long
 def test_without_mnist_the_pages_offer_a_download(runs, mnist, tmp_path, monkeypatch):
     # an empty data folder: the rotation page says where to put MNIST and offers the download button;
     # a failed download is one red line, a successful one (faked: the local copy) opens the study

@@ -16,6 +16,7 @@ from page_helpers import DIVERGING, LONG, _progress, idle_registry
 pytestmark = pytest.mark.xdist_group("pages")
 
 
+@pytest.mark.long
 def test_sweep_page_prior_follows_lambda_p_and_a_two_value_sweep_runs(runs):
     at = open_app("pages/sweep.py")
     at.slider(key="lp").set_value(0.5)
@@ -66,6 +67,7 @@ def test_sweep_page_prior_follows_lambda_p_and_a_two_value_sweep_runs(runs):
     assert read_card(runs / "sweep-mnist-2" / "lambda_p0.3-seed0")["train"]["epochs"] == 0.004
 
 
+@pytest.mark.long
 def test_sweep_page_trains_a_parity_sweep_with_the_reverse_kl(runs):
     idle_registry()
     at = open_app("pages/sweep.py")

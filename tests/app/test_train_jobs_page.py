@@ -110,6 +110,7 @@ def _start_parity_job(at, name, epochs):
     return run_ok(at)
 
 
+@pytest.mark.long
 def test_train_page_cancel_keeps_a_partial_run_and_a_busy_machine_says_so(runs):
     at = _start_parity_job(open_app("pages/train.py"), "apptest-long", 200.0)
     # live progress bar and curves (2 charts), and the watched input's 3 once the job has looked at it
@@ -138,6 +139,7 @@ def _train_form(at, task="parity", **values):
     return at
 
 
+@pytest.mark.long
 def test_train_form_bad_names_and_out_of_range_values_are_one_line(runs, monkeypatch):
     idle_registry()
     at = open_app("pages/train.py")
@@ -233,6 +235,7 @@ def _start(at, name, epochs):
     return at
 
 
+@pytest.mark.long
 def test_two_sessions_start_training_at_the_same_moment(runs, monkeypatch):
     reg = idle_registry()
     # Both clicks reach the registry at the same moment: each page run waits there for the other. (Started
@@ -279,6 +282,7 @@ def test_two_sessions_start_training_at_the_same_moment(runs, monkeypatch):
     assert len(names) == 1 and read_card(runs / names[0])["status"] == "cancelled"
 
 
+@pytest.mark.long
 def test_sequential_runs_with_one_name_are_complete_and_distinct(runs):
     idle_registry()
     dirs = []

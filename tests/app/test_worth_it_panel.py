@@ -63,6 +63,7 @@ def test_parity_page_worth_it_chart_and_easy_hard_per_step_accuracy(runs):
     assert list(groups["data"][1]["y"]) == pytest.approx(want.per_step_accuracy_by_group["hard"])
 
 
+@pytest.mark.long
 def test_rotation_page_per_step_accuracy_by_rotation(runs):
     at = _rotation_study(open_app("pages/rotation.py", model="runs/tiny-mnist"), "0, 90", "45", 100)
     assert len(_worth(at)) == 1 and "At equal compute" in texts(at)

@@ -110,6 +110,7 @@ json_data = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(a
                          lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4), max_leaves=12)
 
 
+@pytest.mark.long
 @settings(max_examples=40, deadline=None)
 @given(result=json_data)
 def test_what_is_read_back_is_what_was_kept(tmp_path_factory, result):

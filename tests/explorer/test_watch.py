@@ -1,4 +1,5 @@
 """explorer/watch.py: one input looked at between training steps, without changing the training."""
+import pytest
 import torch
 
 from explorer.watch import Watcher
@@ -18,6 +19,7 @@ def test_a_look_records_the_inputs_halting_at_most_once_a_second_and_leaves_the_
     assert model.training and w.look(20) is None           # back in training mode; the next look waits a second
 
 
+@pytest.mark.long
 def test_a_job_records_the_watched_input_and_trains_as_without_it(registry, tmp_path):  # noqa: F811
     x = torch.tensor([[1.0, -1.0, 0.0, 1.0, 0.0, 0.0, 1.0, -1.0]])
     watched = wait_done(registry.submit("s", [("w", tiny())], root=tmp_path / "a", watch=(x, "a vector"))).runs[0]

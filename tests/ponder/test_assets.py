@@ -33,6 +33,7 @@ def test_every_shipped_model_loads_with_a_card(name):
         assert torch.isfinite(ck.model(x).log_p).all()
 
 
+@pytest.mark.long
 def test_default_model_first_1000_test_images(mnist):
     ck = load_checkpoint(ASSETS / "mnist-default")
     assert ck.record.train["lambda_p"] == 0.2 and ck.record.train["max_steps"] == 20 and ck.record.train["beta"] == 0.01
@@ -42,6 +43,7 @@ def test_default_model_first_1000_test_images(mnist):
     assert ck.record.metrics["test"]["n"] == 10000
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", [m for m in MODELS if m.startswith("parity-")])
 def test_shipped_parity_models_measure_what_their_cards_say(name):
     """The card's test metrics came from the test measurement in 'sample' mode, seed 0, on the preset's fixed

@@ -92,6 +92,7 @@ def unrolls(draw):
     return correct, conf, p / p.sum(0)
 
 
+@pytest.mark.long
 @settings(max_examples=150, deadline=None)
 @given(unrolls())
 def test_expected_accuracy_is_the_sum_of_p_n_times_correct_n(u):
@@ -122,6 +123,7 @@ def test_the_exit_step_is_the_first_step_at_or_above_the_threshold(u, tau):
         assert s == next((n for n, c in enumerate(col, 1) if c >= tau), N)
 
 
+@pytest.mark.long
 @settings(max_examples=150, deadline=None)
 @given(unrolls(), st.floats(0, 1), st.floats(0, 1))
 def test_a_higher_threshold_never_exits_earlier(u, t1, t2):
@@ -130,6 +132,7 @@ def test_a_higher_threshold_never_exits_earlier(u, t1, t2):
     assert (exit_steps(conf, lo) <= exit_steps(conf, hi)).all()
 
 
+@pytest.mark.long
 @settings(max_examples=150, deadline=None)
 @given(unrolls())
 def test_settle_step_is_where_the_answers_stay_right(u):
@@ -142,6 +145,7 @@ def test_settle_step_is_where_the_answers_stay_right(u):
             assert all(col[s - 1:]) and (s == 1 or not col[s - 2])
 
 
+@pytest.mark.long
 @settings(max_examples=100, deadline=None)
 @given(unrolls())
 def test_a_group_of_every_input_is_the_fixed_depth_curve(u):

@@ -60,6 +60,7 @@ BAD = {
 }
 
 
+@pytest.mark.long
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(sorted(BAD)).flatmap(lambda f: st.tuples(st.just(f), BAD[f][0])))
 def test_bad_value_names_field_and_range(case):
@@ -104,6 +105,7 @@ GOOD = [dict(lambda_p=1.0), dict(lambda_p=1e-9), dict(lambda_p=5e-324), dict(bet
         dict(halt_epsilon=1e-9), dict(halt_epsilon=0.999999)]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kw", GOOD, ids=[",".join(f"{k}={v}" for k, v in kw.items()) for kw in GOOD])
 def test_edge_values_allowed_by_validation_train_cleanly(kw):
     """The validator's boundaries are real: each trains a few steps with finite weights."""

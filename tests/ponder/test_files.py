@@ -18,6 +18,7 @@ from ponder.store.checkpoint import load_checkpoint, save_run
 from ponder.config import TrainConfig
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_sigkill_during_atomic_write_bytes(tmp_path):
     f = tmp_path / "blob.bin"

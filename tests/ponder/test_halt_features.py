@@ -108,6 +108,7 @@ def test_the_features_are_detached_and_the_head_learns():
     assert model.confidence_head[-1].weight.grad.abs().sum() > 0
 
 
+@pytest.mark.long
 def test_cli_trains_and_reloads_a_stability_mlp_head(tmp_path, capsys, mnist):
     from ponder.store.checkpoint import load_checkpoint
     out = tmp_path / "run"

@@ -394,6 +394,7 @@ def test_epsilon_rule_stops_at_the_cap():
     assert constant_model(20)(torch.tensor([0.1]), halt_epsilon=0.05).log_p.shape[0] == 20
 
 
+@pytest.mark.long
 @settings(max_examples=200, deadline=None)
 @given(lam=st.floats(0.01, 0.99), eps=st.floats(1e-3, 0.5), cap=st.integers(1, 60))
 def test_epsilon_rule_runs_the_fewest_steps_whose_cdf_reaches_one_minus_epsilon(lam, eps, cap):

@@ -31,6 +31,7 @@ def test_an_unknown_name_is_an_attribute_error_and_submodules_still_import():
     assert data.__name__ == "ponder.data" and files.__name__ == "ponder.files"
 
 
+@pytest.mark.long
 def test_import_ponder_imports_no_torch_until_a_name_is_used():
     code = ("import sys, ponder; before = 'torch' in sys.modules; ponder.TrainConfig; light = 'torch' in sys.modules; "
             "ponder.PonderNet; print(before, light, 'torch' in sys.modules)")

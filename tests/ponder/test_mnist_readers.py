@@ -325,6 +325,7 @@ def _expected_steps_after_training(freeze_lambda: bool):
     return en[rows < 4].mean().item(), en[rows >= 8].mean().item()
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_short_training_makes_halting_depend_on_the_input():
     early, late = _expected_steps_after_training(freeze_lambda=False)

@@ -114,6 +114,7 @@ def test_q_exit_steps_never_fall_as_q_rises_and_span_one_to_n(u, q1, q2):
     assert (q_exit_steps(p, 1.0) <= p.shape[0]).all() and (q_exit_steps(p, 1.0) >= 1).all()
 
 
+@pytest.mark.long
 @settings(max_examples=100, deadline=None)
 @given(unrolls(), st.floats(0, 1))
 def test_a_matched_operating_point_spends_the_target_steps_on_its_own_set(u, frac):

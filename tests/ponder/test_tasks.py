@@ -104,6 +104,7 @@ def toy(monkeypatch, tmp_path):
     TASKS.pop("toy")
 
 
+@pytest.mark.long
 def test_a_third_task_through_the_lifecycle_the_cli_and_the_loaders(toy, capsys):
     # the lifecycle: train, save, measure, card
     done = lifecycle.run(train_config("toy", device="cpu"), toy / "lc")

@@ -23,6 +23,7 @@ def small_mnist(m, n_train=6000, n_val=500):
                    m.test_x[:1000], m.test_y[:1000])
 
 
+@pytest.mark.long
 def test_mnist_short_training_learns_and_evaluates(mnist):
     small = small_mnist(mnist)
     res = train(TrainConfig(epochs=1, batch_size=64, device="cpu", max_steps=8, rotate_train=10.0), data=small)

@@ -1,6 +1,7 @@
 """explorer/app/job_views.py: what the Train page says during and after the training loop."""
 import re
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 
@@ -29,6 +30,7 @@ def progress_text(case):
     return at.get("progress")[0].proto.text
 
 
+@pytest.mark.long
 def test_the_progress_line_shows_the_forecast_while_training_and_the_phase_after_it():
     text = progress_text(("training", 50, 190))
     assert "step 50 of about 190 (15 s budget)" in text and "training time left ≈ 11 s" in text

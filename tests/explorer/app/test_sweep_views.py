@@ -64,6 +64,7 @@ def _folder_app():
     sweep_views.folder_sweep_ui(os.environ["SWEEP_FOLDER"])
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("bad", [None, '{"plan": 1, "trials": [1, "x"]}', "max_steps 10**9", "deep"])
 def test_a_sweep_folder_is_shown_or_its_sweep_json_is_one_red_line(tmp_path, monkeypatch, bad):
     """The newest sweep folder is every visitor's default: a sweep.json no sweep writes crashed the page for all."""

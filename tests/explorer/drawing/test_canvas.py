@@ -250,6 +250,7 @@ UPLOADS = {
 }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("case", sorted(UPLOADS))
 def test_odd_uploads_give_a_hint_or_a_prediction(case, default_model):
     make, want = UPLOADS[case]

@@ -42,6 +42,7 @@ def test_an_unsure_answer_is_a_reason_of_its_own():
     assert ood.unlike_digits(digit, confidence=ood.UNSURE) == []
 
 
+@pytest.mark.long
 @settings(max_examples=30, deadline=None)
 @given(st.sets(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=8))
 def test_separate_blocks_are_counted_as_strokes(cells):
@@ -52,6 +53,7 @@ def test_separate_blocks_are_counted_as_strokes(cells):
     assert s["strokes"][0] == len(cells) and s["ink"][0] == pytest.approx(len(cells) * 9 * 200 / 255)
 
 
+@pytest.mark.long
 @settings(max_examples=30, deadline=None)
 @given(st.integers(-4, 4), st.integers(-4, 4))
 def test_statistics_do_not_depend_on_where_the_ink_is(dy, dx):
@@ -121,6 +123,7 @@ def test_a_looped_answer_without_a_loop_and_a_sure_other_digit_turned_says_upsid
         assert "no closed loop" in reason and f"reads as {turned} at 100.0%" in reason
 
 
+@pytest.mark.long
 @given(pred=st.integers(0, 9), conf=st.floats(0, 1), turned=st.integers(0, 9), tconf=st.floats(0, 1))
 def test_only_a_surer_other_digit_turned_flags_and_the_reason_joins_the_list(pred, conf, turned, tconf):
     reason = ood.turned_reason(pred, conf, turned, tconf, holes=0)          # the 1 below has no loop

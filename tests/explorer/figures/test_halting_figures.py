@@ -175,6 +175,7 @@ def test_topk_fig_shows_the_three_most_probable_classes_in_order():
     assert list(tie.y) == ["a", "b"]                                       # ties keep the class order
 
 
+@pytest.mark.long
 def test_the_step_slider_is_a_band_on_every_per_step_chart():
     from ponder.analysis.studies import trace_input
     tr = trace_input(tiny_model("mnist", max_steps=5), torch.zeros(1, 1, 28, 28), "deterministic")
@@ -255,6 +256,7 @@ def test_the_expected_answer_is_drawn_as_the_mixture_of_the_step_answers():
     assert top[0] == str(tr.pred)                                             # the answer on top
 
 
+@pytest.mark.long
 def test_a_regulariser_added_to_the_table_validates_trains_and_is_named_on_the_training_chart(monkeypatch):
     # one entry in ponder.losses.REGULARISERS and nothing else: the config takes it, a run trains with it, the CLI
     # offers it, and the chart names its term by the entry's label (an unknown name was once labelled KL(p‖p_G))

@@ -106,6 +106,7 @@ def test_sweep_grid_text_panels_sit_in_their_own_panel():
     assert {"step n", "p_n (halt at n)"} <= shared                # axis titles of the small multiples
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("trials", [16, 100])
 def test_sweep_grid_of_a_large_sweep_keeps_its_rows_apart(trials):
     """4 λp x 4 seeds (6 rows) and the form's largest sweep, 10 λp x 10 seeds (34 rows): a grid whose rows are all

@@ -30,6 +30,7 @@ def test_a_job_trains_saves_and_is_listed(registry, tmp_path):
     load_checkpoint(run.run_dir)
 
 
+@pytest.mark.long
 def test_progress_is_reported_while_running_and_threads_never_touch_streamlit(registry, tmp_path):
     job = registry.submit("s1", [("live", tiny(epochs=4))], root=tmp_path)
     seen = set()
@@ -40,6 +41,7 @@ def test_progress_is_reported_while_running_and_threads_never_touch_streamlit(re
     assert job.thread.daemon and job.thread.name.startswith("ponder-job-")
 
 
+@pytest.mark.long
 def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tmp_path):
     def no_mnist():
         raise DataError("MNIST not found in /nowhere")
@@ -58,6 +60,7 @@ def test_a_sweep_runs_queued_one_after_the_other_and_keeps_failures(registry, tm
     assert reg.session_job("s1", "sweep") is job and reg.session_job("s1", "train") is None
 
 
+@pytest.mark.long
 def test_a_sweep_plan_trains_through_ponder_sweep_into_its_folder_and_resumes(registry, tmp_path):
     from ponder.sweeps.plan import Plan, parse_grid
     base = {k: v for k, v in TINY.items() if k != "task"}
@@ -98,6 +101,7 @@ def _ponder_threads():
     return [t for t in threading.enumerate() if t.name.startswith("ponder-job-") and t.is_alive()]
 
 
+@pytest.mark.long
 def test_cancel_within_a_second_keeps_a_partial_run_and_no_threads_are_left(tmp_path):
     reg = JobRegistry(max_jobs=2, eval_limit=100)
     jobs = [reg.submit(f"s{i}", [(f"long-{i}", tiny(epochs=1000))], root=tmp_path)
@@ -153,8 +157,11 @@ def test_a_save_that_fails_after_training_keeps_the_model_elsewhere(registry, tm
 
 
 def test_the_time_cap_stops_a_job_and_saves_it_as_partial_with_its_reason(tmp_path):
-    # cap 0.3 s: the first run (20,000 tiny steps, ~10 s) is stopped at the cap; the second never starts
-    reg = JobRegistry(max_jobs=1, eval_limit=100, max_seconds=0.3)
+    # cap 1 s: the first run (20,000 tiny steps, ~10 s) is stopped at the cap; the second never starts. The cap's
+    # clock counts the job's set-up too, and a process's first optimizer imports torch._dynamo (1.5-3.6 s, loaded
+    # machine): imported here first, so that the cap falls after a first step
+    import torch._dynamo  # noqa: F401
+    reg = JobRegistry(max_jobs=1, eval_limit=100, max_seconds=1.0)
     try:
         t0 = time.monotonic()
         job = reg.submit("s1", [("capped", tiny(epochs=1000)), ("next", tiny())], kind="sweep", root=tmp_path)
@@ -162,14 +169,14 @@ def test_the_time_cap_stops_a_job_and_saves_it_as_partial_with_its_reason(tmp_pa
         took = time.monotonic() - t0
     finally:
         reg.shutdown()
-    cap = "stopped by the server's time cap on web jobs (0.3 s, PONDER_MAX_JOB_SECONDS)"
+    cap = "stopped by the server's time cap on web jobs (1 s, PONDER_MAX_JOB_SECONDS)"
     first, second = view.runs
     assert first.status == "cancelled" and first.partial and first.record.reason.startswith(cap + " at step ")
-    assert 0 < first.steps < 20000 and first.record.train_seconds < 3.0 and took < 10.0, (first.steps, first.record.train_seconds, took)
+    assert 0 < first.steps < 20000 and first.record.train_seconds < 3.0 and took < 15.0, (first.steps, first.record.train_seconds, took)
     card = read_card(first.run_dir)
     assert card["status"] == "cancelled" and card["reason"] == first.record.reason and card["steps"] == first.steps
     assert second.status == "cancelled" and second.record.reason == cap + " before it started" and second.run_dir is None
-    assert view.stop_reason == cap and view.cap == 0.3
+    assert view.stop_reason == cap and view.cap == 1.0
 
 
 @pytest.mark.parametrize("env, want", [(None, 1), ("2", 2), ("junk", 1)])

@@ -11,6 +11,7 @@ PARITY = ["--task", "parity", "--epochs", "1", "--steps-per-epoch", "30", "--hid
           "--device", "cpu", "--quiet"]
 
 
+@pytest.mark.long
 def test_train_then_evaluate_json_and_text(tmp_path, capsys):
     run = tmp_path / "par"
     rc, out, err = run_cli(["train", "--out", str(run), *PARITY], capsys)
@@ -80,6 +81,7 @@ def test_halt_epsilon_goes_into_the_card_and_evaluate_runs_past_the_trained_n(tm
     assert res6["max_steps"] == res6["trained_max_steps"] == 6 and len(res6["per_step_accuracy"]) == 6
 
 
+@pytest.mark.long
 def test_deterministic_mode_at_q_and_at_a_compute_budget(tmp_path, capsys):
     run, _ = save_tiny_run(tmp_path / "r", max_steps=5)
     at = lambda *flags: json.loads(run_cli(["evaluate", str(run), "--limit", "300", "--json", "--mode",  # noqa: E731
@@ -100,6 +102,7 @@ def test_deterministic_mode_at_q_and_at_a_compute_budget(tmp_path, capsys):
         assert_one_line_error(rc, err, words)
 
 
+@pytest.mark.long
 @needs_mnist
 def test_mnist_evaluate_rotations_json(tmp_path, capsys):
     run = tmp_path / "mn"

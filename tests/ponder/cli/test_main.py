@@ -18,6 +18,7 @@ from ponder.store.checkpoint import load_checkpoint
 from ponder.cli.main import main
 
 
+@pytest.mark.long
 def test_python_m_ponder_help_as_a_process():
     r = subprocess.run([sys.executable, "-m", "ponder", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "usage" in r.stdout and "train" in r.stdout

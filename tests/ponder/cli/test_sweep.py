@@ -12,6 +12,7 @@ SWEEP = ["sweep", "--task", "parity", "--grid", "lambda_p=0.2,0.5", "--seeds", "
          "32", "--max-steps", "5", "--epochs", "1", "--steps-per-epoch", "10", "--device", "cpu"]
 
 
+@pytest.mark.long
 def test_cli_sweep_trains_each_trial_then_resumes(tmp_path, capsys):
     out = tmp_path / "sw"
     rc, stdout, err = run_cli([*SWEEP, "--out", str(out)], capsys)
@@ -29,6 +30,7 @@ def test_cli_sweep_trains_each_trial_then_resumes(tmp_path, capsys):
     assert rc == 0 and "[1/2]" not in stdout and "2 completed (2 in an earlier run, skipped)" in stdout, err
 
 
+@pytest.mark.long
 def test_cli_sweep_with_a_diverging_trial_exits_3_and_records_it(tmp_path, capsys):
     out = tmp_path / "sw"
     rc, stdout, err = run_cli([*SWEEP, "--grid", "beta=0.01,1e38", "--lr", "1.0", "--out", str(out)], capsys)

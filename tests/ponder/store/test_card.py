@@ -282,6 +282,7 @@ def test_a_card_swapped_for_a_fifo_after_the_check_is_never_waited_on(tiny_run, 
         assert got == [[]]
 
 
+@pytest.mark.long
 def test_a_long_history_is_read_evenly_thinned_with_its_first_and_last_rows(tiny_run):
     # a 600,000-row metrics.jsonl took 435 MB of server memory and sent ~41 MB of chart data
     d, _ = tiny_run

@@ -118,6 +118,7 @@ def _writer_child(run_dir, models):
         os._exit(0)
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_sigkill_at_random_moments_leaves_old_or_new_run(tmp_path):
     run_dir = tmp_path / "run"

@@ -353,6 +353,7 @@ def _renamer_child(root, data):
         os._exit(0)
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_sigkill_at_random_moments_of_renames_and_imports_leaves_every_run_whole(tmp_path):

@@ -135,6 +135,7 @@ def test_links_sweeps_and_non_runs_are_left_alone(tmp_path, kind):
     assert load_checkpoint(outside) and listed(root) == ["a"] + (["trial", "v"] if kind == "sweep folder" else [])
 
 
+@pytest.mark.long
 @given(st.text(max_size=80))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_new_name_is_refused_or_becomes_a_folder_in_the_runs_folder(tmp_path, text):

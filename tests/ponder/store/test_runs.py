@@ -221,6 +221,7 @@ def test_same_name_at_the_same_moment_gives_distinct_folders(tmp_path, name):
     assert len(set(dirs)) == 8 and all(d.parent == root and d.is_dir() for d in dirs)
 
 
+@pytest.mark.long
 def test_two_sessions_train_and_save_at_once(tmp_path):
     root = tmp_path / "runs"
     before = set(threading.enumerate())

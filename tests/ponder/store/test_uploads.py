@@ -180,6 +180,7 @@ def test_an_imported_run_keeps_no_unverified_test_metrics(tmp_path):
     assert read_card(dest)["metrics"] == {}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("n, hidden", [(101, 16), (5, 513), (200, 600)])
 def test_an_import_larger_than_the_train_form_trains_is_refused(tmp_path, n, hidden):
     # an imported MNIST run of hidden 2048 and N 200 (27 MB, under the upload limit) took 72.8 s a Compare view;

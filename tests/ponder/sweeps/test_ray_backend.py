@@ -30,6 +30,7 @@ def test_ray_backend_without_ray_installed_is_one_line(tmp_path, monkeypatch):
     assert_one_line(e, "pip install -r requirements-ray.txt")
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_a_ray_sweep_on_a_local_ray(tmp_path, monkeypatch):
     """Ray started by run_sweep (a local Ray: this machine's CPUs, 2 here), its workers at nice 0 (Ray's default
@@ -53,6 +54,7 @@ def test_a_ray_sweep_on_a_local_ray(tmp_path, monkeypatch):
     assert (tmp_path / "sw" / J.TABLE).read_text().count("| lambda_p0.2-beta") == 2
 
 
+@pytest.mark.long
 def test_a_ray_address_where_nothing_answers_fails_in_seconds_and_the_file_says_so(tmp_path):
     pytest.importorskip("ray", reason="Ray is an optional extra: pip install -r requirements-ray.txt")
     import socket

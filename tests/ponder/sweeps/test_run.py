@@ -29,6 +29,7 @@ def test_a_bad_value_fails_before_anything_trains(tmp_path):
             P.parse_seeds(bad)
 
 
+@pytest.mark.long
 def test_a_local_sweep_leaves_a_run_folder_per_trial_and_sweep_json(tmp_path):
     seen = []
     trials = S.run_sweep(plan(), tmp_path / "sw", eval_limit=200, on_trial=lambda t: seen.append((t.name, t.status)))
@@ -51,6 +52,7 @@ def test_a_local_sweep_leaves_a_run_folder_per_trial_and_sweep_json(tmp_path):
     assert listed == {"runs/sw/lambda_p0.2-seed0": "sw", "runs/sw/lambda_p0.5-seed0": "sw"}
 
 
+@pytest.mark.long
 def test_resume_skips_the_completed_trials_and_trains_the_rest(tmp_path, monkeypatch):
     S.run_sweep(plan("lambda_p=0.2"), tmp_path / "sw", eval_limit=100)
     weights = (tmp_path / "sw" / "lambda_p0.2-seed0" / WEIGHTS).read_bytes()
@@ -87,6 +89,7 @@ def test_a_sweep_never_writes_into_a_folder_that_is_not_a_sweep(tmp_path, holds)
     assert sorted(p.name for p in (tmp_path / "x").iterdir() if p.is_dir()) == []
 
 
+@pytest.mark.long
 def test_failed_trials_are_recorded_and_the_sweep_goes_on_then_rerun(tmp_path):
     p = plan(["beta=1e38,0.01", "lambda_p=0.9"])                  # beta 1e38: the loss is inf at the first step
     (tmp_path / "sw").mkdir()                                     # a sweep folder, with a file where a run goes
@@ -107,6 +110,7 @@ def test_an_unknown_backend_is_one_line(tmp_path):
     with pytest.raises(ConfigError) as e:
         S.run_sweep(plan(), tmp_path / "sw", "slurm")
     assert_one_line(e, "backend must be one of local, ray")
+@pytest.mark.long
 def test_sweep_json_is_written_at_the_start_and_end_and_trials_are_appended_between(tmp_path, monkeypatch):
     # sweep.json was rewritten whole after every trial (a large grid rewrote megabytes per trial)
     writes, real = [], J.atomic_write_json
@@ -131,6 +135,7 @@ def test_sweep_json_is_written_at_the_start_and_end_and_trials_are_appended_betw
     assert writes == [J.SWEEP, J.SWEEP] and (tmp_path / "sw" / J.LOG).read_text() == ""
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("full", ["sweep.log", "every file"])
 def test_a_full_disk_names_the_file_and_a_saved_trial_is_not_trained_again(tmp_path, monkeypatch, full):
     """The disk fills after the first trial is saved and measured, as the sweep records its end: the error names

@@ -23,6 +23,7 @@ def swept(tmp_path_factory):
     return folder
 
 
+@pytest.mark.long
 def test_a_study_summarises_each_setting_over_its_seeds(swept, tmp_path, capsys):
     to = tmp_path / "docs" / "tiny.json"
     assert main(["study", str(swept), "--to", str(to), "--ship", "parity-15"]) == 0
@@ -100,6 +101,7 @@ def test_a_folder_without_a_sweep_is_refused(tmp_path):
         study(tmp_path)
 
 
+@pytest.mark.long
 def test_several_sweeps_make_one_study(swept, tmp_path, capsys):
     other = tmp_path / "other"
     assert main(["sweep", *TINY, "--hidden", "12", "--lambda-p", "0.3", "--seeds", "0", "--out", str(other)]) == 0

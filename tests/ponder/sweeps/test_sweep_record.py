@@ -193,6 +193,7 @@ def test_study_checks_every_trial_before_it_writes_anything(two_trials, bad, cap
     assert _cards(folder / "t0", victim) == before and not (folder / STUDY).exists()
 
 
+@pytest.mark.long
 def test_study_of_good_trials_measures_them(two_trials):
     folder, victim = two_trials
     before = _cards(victim)

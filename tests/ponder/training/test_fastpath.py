@@ -76,6 +76,7 @@ def reference_train(cfg, model, mnist=None):
 METRICS = ("step", "lr", "loss", "rec", "reg", "accuracy", "mean_steps", "halting")
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("check_every", [1, 7, 50])
 def test_parity_weights_and_log_metrics_equal_the_per_step_sync_loop(check_every):
     cfg = parity_cfg(log_every=4, check_every=check_every, seed=2)
@@ -216,6 +217,7 @@ def tensors(drawn):
     return [torch.tensor(v).to(dt).view(-1, 1) if col else torch.tensor(v).to(dt) for v, dt, col in drawn]
 
 
+@pytest.mark.long
 @settings(max_examples=150, deadline=None)
 @given(drawn=param_lists, step=st.integers(1, 10**6))
 def test_weights_check_agrees_with_the_per_parameter_check(drawn, step):

@@ -44,6 +44,7 @@ def test_a_run_is_trained_saved_measured_and_recorded(tmp_path):
     assert saved.name == "r" and saved.device == "cpu" and saved.train_seconds == round(done.record.train_seconds, 2)
 
 
+@pytest.mark.long
 def test_mnist_data_is_loaded_once_by_the_given_loader(tmp_path, mnist):
     loads, phases = [], []
 
@@ -125,6 +126,7 @@ def test_a_save_that_fails_is_rescued_to_a_temporary_folder_or_raises(tmp_path, 
     assert read_card(done.run_dir)["name"] == "r"
 
 
+@pytest.mark.long
 def test_a_diverging_run_is_saved_as_failed_and_loads(tmp_path):
     bad = TrainConfig(**{**TINY, "lambda_p": 0.9, "lr": 1.0, "beta": 1e20, "lr_schedule": "constant",
                          "steps_per_epoch": 30, "log_every": 1})
@@ -143,6 +145,7 @@ def test_a_diverging_run_is_saved_as_failed_and_loads(tmp_path):
     assert entry.record.status == "failed" and "at step" in entry.record.reason
 
 
+@pytest.mark.long
 @needs_mnist            # reproduce.run loads MNIST, even for a parity-only spec
 def test_the_cli_the_jobs_and_reproduce_all_go_through_run_once_per_run(tmp_path, capsys, monkeypatch):
     from explorer.jobs.registry import JobRegistry

@@ -15,6 +15,7 @@ sizes = st.fixed_dictionaries(dict(task=st.sampled_from(["mnist", "parity"]), ba
                                    reader=st.sampled_from(["cnn", "rows", "coarse", "recall"])))
 
 
+@pytest.mark.long
 @settings(max_examples=40, deadline=None)
 @given(sizes, st.sampled_from(["batch_size", "max_steps", "hidden"]), st.integers(1, 1000))
 def test_the_estimate_grows_with_batch_n_and_hidden(kw, field, more):
@@ -59,6 +60,7 @@ def test_a_config_that_does_not_fit_gets_one_line_naming_the_estimate_and_the_li
     assert memory.available_bytes() > 0                                  # MemAvailable from /proc/meminfo
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads and resets the peak RSS in /proc/self")
 def test_the_estimate_is_within_its_measured_factor_for_a_small_config():
     """The peak RSS of train() (bench/train_memory.py, here in this process: freed memory handed back and the
