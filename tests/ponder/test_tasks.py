@@ -173,6 +173,9 @@ def test_step_meaning_is_read_from_the_readers_definition(rows_per_step):
     R = RunRecord.from_card
     assert step_meaning(R({"train": {"task": "mnist"}, "model": {}}))[0].startswith("every step sees the whole image")
     assert "2×2, 3×3, … 28×28 from step 8" in step_meaning(R({"train": {"task": "mnist"}, "model": {"reader": "coarse"}}))[0]
+    # the recall step: one 3×3 conv at stride 2 a step over a 5×5 stem, 9 px at step 1, +4 a step: 29 ≥ 28 at step 6
+    assert "from 9×9 pixels at step 1 to the whole digit at step 6" in step_meaning(
+        R({"train": {"task": "mnist"}, "model": {"reader": "recall"}}))[0]
     assert step_meaning(R({"train": {"task": "parity"}, "model": {"n_elems": 8}})) == (
         "every step reads the whole vector again and updates the cell's state: more steps, more thought", "")
 

@@ -164,6 +164,12 @@ class MnistTask(Task):
             r = CoarseReader.RESOLUTIONS
             return (f"each step sees the image at a finer resolution ({r[0]}×{r[0]}, {r[1]}×{r[1]}, … "
                     f"{r[-1]}×{r[-1]} from step {len(r)})", "")
+        if reader == "recall":
+            from .recall import receptive_field
+            whole = next(n + 1 for n in range(28) if receptive_field(n) >= 28)
+            return (f"each step applies the same small convolution once more to a state that sees the whole image, "
+                    f"so what a position has taken in grows from {receptive_field(0)}×{receptive_field(0)} pixels "
+                    f"at step 1 to the whole digit at step {whole}", "")
         return ("every step sees the whole image: step 1 is already a full classifier and later steps only refine "
                 "its state", "so extra steps bring no new evidence and halting mostly follows the prior")
 
