@@ -50,7 +50,9 @@ def pytest_configure(config):
 
 
 def _wait_for_script(polling_wait, runner, timeout: float = 3) -> None:
-    """local_script_runner.require_widgets_deltas (polling_wait) without its 1 ms polling."""
+    """local_script_runner.require_widgets_deltas (polling_wait) without its 1 ms polling, and with at least 20 s
+    before a script run counts as hung: at load 17 on the 2 cores a 0.3 s script ran past AppTest's default 3 s."""
+    timeout = max(timeout, 20)
     thread = getattr(runner, "_script_thread", None)
     if thread is None:                           # not the runner this was written for: its own wait
         return polling_wait(runner, timeout)

@@ -14,7 +14,8 @@ from ponder.tasks.parity.task import PARITY_PRESETS
 from ponder.config import TrainConfig
 from ponder.training.loop import train
 
-pytestmark = pytest.mark.xdist_group("bench")       # under pytest-xdist: one worker runs the module's fixtures once
+pytestmark = [pytest.mark.long,                    # benchmarks: the long checks
+              pytest.mark.xdist_group("bench")]  # under pytest-xdist: one worker runs the module's fixtures once
 
 
 def _doc(path, name):
@@ -49,7 +50,6 @@ def docs(tmp_path_factory, mnist):
     PARITY_PRESETS.pop("bench-n15", None)          # registered by the gpu run, for this process only
 
 
-@pytest.mark.long
 def test_throughput_quick(docs):
     r = _doc(docs / "throughput.json", "throughput")
     assert set(r["variants"]) == {"a0_before", "a_default", "b_reference", "c_same_size", "d_classifier"}
@@ -210,7 +210,6 @@ def test_side_by_side_times_the_eager_and_the_graph_step(monkeypatch):
     assert rows["graph"]["8"]["images_per_s"] == 10 * 8 / 1.0 and rows["eager"]["8"]["ms_per_step"] == 150.0
 
 
-@pytest.mark.long
 def test_ood_generated_non_digits_and_drawn_digits():
     """bench/ood.py's inputs (its full run needs MNIST and minutes: `python -m bench.ood`)."""
     rng = np.random.default_rng(0)

@@ -51,6 +51,7 @@ def test_a_study_summarises_each_setting_over_its_seeds(swept, tmp_path, capsys)
     assert load_studies(to.parent) == {"tiny": s}
 
 
+@pytest.mark.long
 def test_a_study_reports_the_policies_with_their_intervals_and_where_they_were_tuned(swept):
     if not (swept / STUDY).exists():          # this test alone: the study the test above runs
         assert main(["study", str(swept), "--ship", "parity-15"]) == 0
@@ -91,6 +92,7 @@ def test_a_study_table_of_five_seeds_by_hand():
     assert "Fewer than" not in md
 
 
+@pytest.mark.long
 def test_a_study_ships_only_a_model_with_marks(swept):
     with pytest.raises(ConfigError, match="no marks"):
         study(swept, ship="mnist-default")
@@ -116,6 +118,7 @@ def test_several_sweeps_make_one_study(swept, tmp_path, capsys):
     assert not (other / STUDY).exists()
 
 
+@pytest.mark.long
 def test_a_study_of_two_tasks_is_refused(swept, tmp_path):
     mnistish = tmp_path / "m"
     mnistish.mkdir()
