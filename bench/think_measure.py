@@ -13,6 +13,7 @@ ponder.analysis.policies.lambda_exit).
 Also: accuracy (halting sampled from p), E[n] std over the test digits, wrong - right E[n].
 
     PONDER_DATA=/work/shared/data OMP_NUM_THREADS=1 python -m bench.think_measure runs/recall-ds-acc [--json out.json]
+    python -m bench.think_measure --collect runs --to docs/studies/think.json     (bench/think_collect.py)
 """
 from __future__ import annotations
 
@@ -130,7 +131,19 @@ def main(argv=None):
     ap.add_argument("sweep", nargs="+", help="a sweep folder: one run folder per seed (with --table: measure.json files)")
     ap.add_argument("--json", default=None, help="write every number here")
     ap.add_argument("--table", action="store_true", help="print docs/results.md's tables from measure.json files")
+    ap.add_argument("--collect", action="store_true", help="gather the queue's settings from the runs folder "
+                    "(runs/NAME/measure.json, else the findings' rows) into one file, --to (bench/think_collect.py)")
+    ap.add_argument("--to", default="docs/studies/think.json", help="with --collect: the file written")
+    ap.add_argument("--queue", default="bench/think_queue.sh", help="with --collect: the settings and their commands")
+    ap.add_argument("--findings", default="docs/findings.md", help="with --collect: the tables of settings measured "
+                    "before their measure.json was kept")
     args = ap.parse_args(argv)
+    if args.collect:
+        from bench.think_collect import collect
+        out = collect(Path(args.sweep[0]), Path(args.queue), Path(args.findings))
+        Path(args.to).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+        print(f"wrote {args.to}: {len(out['settings'])} settings, {len(out['not_run'])} not run")
+        return 0
     if args.table:
         print(table(args.sweep) + "\n\n" + budget_table(args.sweep))
         return 0

@@ -169,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--only", default=None, help="comma-separated model names (default: all)")
     r.add_argument("--merge", default=None, metavar="FOLDER", help="measure nothing: put FOLDER/NAME.json (python -m "
                    "ponder evaluate assets/NAME --json) into OUT/results.json and write OUT/results.md again")
+    r.add_argument("--render", action="store_true", help="measure nothing: write OUT/results.md again from "
+                   "OUT/results.json and docs/studies/")
     return p
 
 

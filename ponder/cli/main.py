@@ -25,7 +25,7 @@ def main(argv=None) -> int:
             return cmd_study(args)
         if args.command == "reproduce":
             from .reproduce import run as reproduce
-            if args.merge:
+            if args.merge or args.render:
                 return merge_results(args.merge, args.out)
             return reproduce(quick=args.quick, from_assets=args.from_assets, out=args.out,
                              data_dir=args.data_dir, device=args.device,
@@ -187,19 +187,21 @@ def cmd_study(args) -> int:
     return 0
 
 
-def merge_results(folder: str, out: str = "docs", log=print) -> int:
+def merge_results(folder: str | None, out: str = "docs", log=print) -> int:
     """python -m ponder reproduce --merge FOLDER --out OUT: merge_evaluations of FOLDER/NAME.json into
-    OUT/results.json, then OUT/results.md written again from it."""
+    OUT/results.json, then OUT/results.md written again from it and docs/studies/ (--render: no FOLDER, nothing
+    merged)."""
     import json
     from pathlib import Path
     from .reproduce import STUDIES, results_markdown
     from .results_worth import merge_evaluations
     from ..sweeps.study import load_studies
+    from .results_studies import load_think
     path = Path(out) / "results.json"
     results = json.loads(path.read_text())
-    measured = {p.stem: json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))}
+    measured = {p.stem: json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))} if folder else {}
     names = merge_evaluations(results, measured)
-    results["studies"] = load_studies(STUDIES)
+    results["studies"], results["think"] = load_studies(STUDIES), load_think(STUDIES)
     path.write_text(json.dumps(results, indent=1))
     (Path(out) / "results.md").write_text(results_markdown(results))
     log(f"merged {', '.join(names) or 'nothing'} into {path}; wrote {Path(out) / 'results.md'}")

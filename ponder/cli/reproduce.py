@@ -22,7 +22,8 @@ from ..store import card as C, checkpoint
 from .results_worth import table, worth_section
 from ..config import ConfigError, TrainConfig
 from ..tasks import get_task, validate
-from ..sweeps.study import load_studies, study_markdown
+from ..sweeps.study import load_studies
+from .results_studies import load_think, studies_section, think_section
 from ..training.loop import device_name, pick_device
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -147,7 +148,7 @@ def run(quick: bool = False, from_assets: bool = False, out: str = "results", da
                                         "lambda_p": record.lambda_p, "max_steps": record.max_steps,
                                         "metrics": metrics.to_dict(), "eval_seconds": round(time.perf_counter() - t0, 1)}
         log(f"[{spec.name}] accuracy {metrics.accuracy:.4f}, mean steps {metrics.mean_steps:.2f}")
-    results["studies"] = load_studies(STUDIES)
+    results["studies"], results["think"] = load_studies(STUDIES), load_think(STUDIES)
     (out_dir / "results.json").write_text(json.dumps(results, indent=1))
     (out_dir / "results.md").write_text(results_markdown(results))
     log(f"wrote {out_dir / 'results.md'} and {out_dir / 'results.json'}")
@@ -242,6 +243,7 @@ def results_markdown(r: dict) -> str:
     lines += worth_section(models)
     lines += marks_section(models)
     lines += studies_section(r.get("studies") or {})
+    lines += think_section(r.get("think"))
     return "\n".join(lines) + "\n"
 
 
@@ -266,25 +268,6 @@ def marks_section(models: dict) -> list:
 
 
 MARK_INTERVALS = {"learned_minus_confidence": "sampled-confidence_exit", "learned_minus_fixed": "sampled-fixed_depth"}
-
-
-def studies_section(studies: dict) -> list:
-    """What each study of docs/studies/ measured (ponder.sweeps.study): per setting, mean ± std (min to max) over seeds."""
-    if not studies:
-        return []
-    lines = ["## What makes halting pay: the studies", "",
-             "Each row is one setting trained with several seeds (`python -m ponder sweep ... --seeds 0,1,2,3,4`, then "
-             "`python -m ponder study DIR --to docs/studies/NAME.json`), measured on the full test set. The first "
-             "table: the halting policies at equal steps (sampled, Q-exit, confidence exit, fixed depth; operating "
-             "points chosen on the validation set), their differences with a 95 % interval over the seeds; studies "
-             "measured before Q-exit was measured show only the sampled policy's differences. The second: accuracy "
-             "(sampled halting), mean E[n] and its std over the inputs, mean E[n] − settle step, and for parity "
-             "hard − easy E[n] and 'needed on hard' (the hard vectors' accuracy under the learned halting minus their "
-             "accuracy at a fixed depth equal to the easy vectors' mean E[n]). A setting with fewer than 5 seeds is "
-             "named under its table.", ""]
-    for name, s in studies.items():
-        lines += study_markdown(s, title=name).splitlines() + [""]
-    return lines
 
 
 def parity_section(name: str, m: dict) -> list:

@@ -207,11 +207,14 @@ def study_markdown(s: dict, title: Optional[str] = None) -> str:
 
 
 def load_studies(folder) -> dict:
-    """{name: study} of the study JSON files in `folder` (docs/studies), by file name; {} when there are none."""
+    """{name: study} of the study JSON files in `folder` (docs/studies), by file name; {} when there are none. A file
+    with a "kind" other than "study" (think.json: ponder.cli.results_studies) is not a study."""
     out = {}
     for f in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
         try:
-            out[f.stem] = json.loads(f.read_text())
+            d = json.loads(f.read_text())
         except (OSError, ValueError):
             continue
+        if not isinstance(d, dict) or d.get("kind", "study") == "study":
+            out[f.stem] = d
     return out

@@ -132,3 +132,9 @@ def test_load_studies_skips_what_it_cannot_read(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "ok.json").write_text('{"settings": []}')
     assert load_studies(tmp_path) == {"ok": {"settings": []}} and load_studies(tmp_path / "none") == {}
+
+
+def test_load_studies_leaves_out_a_file_of_another_kind(tmp_path):
+    (tmp_path / "think.json").write_text('{"kind": "think", "settings": []}')
+    (tmp_path / "ok.json").write_text('{"settings": []}')
+    assert load_studies(tmp_path) == {"ok": {"settings": []}}
