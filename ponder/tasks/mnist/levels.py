@@ -23,7 +23,7 @@ CONV_ROWS = 4             # rows a 5 x 5 causal convolution reads above its outp
 # level costs two more convolution calls (~130 us each on one CPU thread, whatever the batch) and ~15 small ops,
 # which only a large batch amortises (mnist-adaptive, one thread, CPU time: the 14 levels one at a time took 1.58x
 # the one pass's time at 512 inputs, 0.79x at 2,048; early exit at 1,024 inputs ~1.1x faster than the one pass).
-LAZY_MIN_BATCH = 1024
+LAZY_MIN_BATCH = 1000
 
 
 def levels_for(cls, reader, x: torch.Tensor):
