@@ -37,6 +37,8 @@ def make_config(name: str, args):
         over["threads"] = args.threads
     if name == "early-exit" and getattr(args, "cpu_time", False):
         over["clock"] = "cpu"
+    if name == "early-exit" and getattr(args, "repeats", None) is not None:
+        over["repeats"] = args.repeats
     if name == "throughput":
         for k in ("rounds", "steps", "warm", "reference_steps"):
             if getattr(args, k, None) is not None:
@@ -82,6 +84,7 @@ def main(argv=None) -> int:
         if name == "early-exit":
             p.add_argument("--cpu-time", action="store_true", help="time by the process's CPU time, not the wall's "
                            "(use with --threads 1 where other work keeps the cores busy)")
+            p.add_argument("--repeats", type=int, help="timed repeats of each job, the best kept (default 2)")
         if name == "gpu":
             p.add_argument("--device", help="cuda (default) or cuda:N; cpu only smoke-tests this code")
             p.add_argument("--batch-size", type=int, help="time to accuracy: batch size (default 128)")
