@@ -22,7 +22,8 @@ CONV_ROWS = 4             # rows a 5 x 5 causal convolution reads above its outp
 # Inputs per call from which the levels are built one a step. Below it one pass for all levels is faster: each
 # level costs two more convolution calls (~130 us each on one CPU thread, whatever the batch) and ~15 small ops,
 # which only a large batch amortises (mnist-adaptive, one thread, CPU time: the 14 levels one at a time took 1.58x
-# the one pass's time at 512 inputs, 0.79x at 2,048; early exit at 1,024 inputs ~1.1x faster than the one pass).
+# the one pass's time at 512 inputs, 0.79x at 2,048; early exit built so was 1.15x slower than with the one pass
+# at 768 inputs, 1.08x faster at 1,000 and 1.12x at 1,024).
 LAZY_MIN_BATCH = 1000
 
 
