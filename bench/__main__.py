@@ -35,6 +35,12 @@ def make_config(name: str, args):
     over = {}
     if getattr(args, "threads", None) and name != "gpu":
         over["threads"] = args.threads
+    if name == "early-exit" and getattr(args, "cpu_time", False):
+        over["clock"] = "cpu"
+    if name == "early-exit" and getattr(args, "repeats", None) is not None:
+        over["repeats"] = args.repeats
+    if name == "early-exit" and getattr(args, "models", None):
+        over.update(models=tuple(args.models.split(",")), synthetic_steps=None)
     if name == "throughput":
         for k in ("rounds", "steps", "warm", "reference_steps"):
             if getattr(args, k, None) is not None:
@@ -77,6 +83,12 @@ def main(argv=None) -> int:
             p.add_argument("--warm", type=int, help="untimed steps first")
             p.add_argument("--reference-steps", type=int, help="timed steps for the slow reference (b)")
             p.add_argument("--compile", action="store_true", help="also time (a) with torch.compile")
+        if name == "early-exit":
+            p.add_argument("--cpu-time", action="store_true", help="time by the process's CPU time, not the wall's "
+                           "(use with --threads 1 where other work keeps the cores busy)")
+            p.add_argument("--repeats", type=int, help="timed repeats of each job, the best kept (default 2)")
+            p.add_argument("--models", help="comma-separated shipped models to time (default: every one, and the "
+                           "mnist-default stand-in halting at ~10 steps, which a list leaves out)")
         if name == "gpu":
             p.add_argument("--device", help="cuda (default) or cuda:N; cpu only smoke-tests this code")
             p.add_argument("--batch-size", type=int, help="time to accuracy: batch size (default 128)")

@@ -131,6 +131,9 @@ class StepFunction(Protocol):
                               same values as N step() calls; PonderNet.forward uses it when present
     at_step(ctx, n) -> ctx_n  optional: the part of ctx that step n reads, such that step(ctx_n, h, n) equals
                               step(ctx, h, n); early exit gathers only that part for the inputs still running
+    lazy_encode(x) -> levels  optional: the encoding built step by step for the inputs still running (levels.at(n,
+                              idx) -> ctx_n, levels.keep(pos); ponder.tasks.mnist.levels), or None where encode's one
+                              pass is faster; early exit then uses it instead of encode
     loss(y, target) -> [B]    per-sample loss L(y, y_n) for one step
     probs(y) -> [B, C]        class probabilities of an output
     """

@@ -50,6 +50,23 @@ def draw_uniforms(max_steps: int, batch: int, generator: Optional[torch.Generato
     return torch.rand(max_steps, batch, generator=generator)
 
 
+class WholeEncoding:
+    """encode(x) once for every input; step n gathers what it reads (the step function's at_step, else all of ctx)
+    for the inputs still running. The lazy_encode protocol (ponder.tasks.mnist.levels) for step functions whose
+    encoding is needed whole from step 1 on."""
+
+    def __init__(self, fn, x: torch.Tensor):
+        self.ctx = fn.encode(x)                                       # [B, ...]
+        self.at_step = getattr(fn, "at_step", None)
+
+    def at(self, n: int, idx: Optional[torch.Tensor]) -> torch.Tensor:
+        c = self.ctx if self.at_step is None else self.at_step(self.ctx, n)
+        return c if idx is None else c.index_select(0, idx)           # [b, ...]
+
+    def keep(self, pos: torch.Tensor) -> None:
+        pass                                                          # ctx stays whole; at() gathers by position
+
+
 @torch.no_grad()
 def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
            generator: Optional[torch.Generator] = None, trace: bool = False,
@@ -71,10 +88,10 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
     if mode == "expected":
         return _ponder_expected(model, x, trace)
     fn = model.step_fn
-    ctx = fn.encode(x)                                    # [B, ...] kept whole: each step gathers what it reads
-    at_step = getattr(fn, "at_step", lambda c, n: c)
-    h = fn.init_hidden(ctx)
-    B, dev = ctx.shape[0], ctx.device
+    enc = (fn.lazy_encode(x) if hasattr(fn, "lazy_encode") else None) or WholeEncoding(fn, x)
+    c = enc.at(0, None)                                   # [B, ...] what step 1 reads, of every input
+    h = fn.init_hidden(c)
+    B, dev = c.shape[0], c.device
     if mode == "sample" and uniforms is None:
         uniforms = draw_uniforms(N, B, generator)
     if uniforms is not None:
@@ -91,8 +108,8 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
         t_probs = None
     track = Tracker(model.lambda_input)                   # what the feature head reads, of the active samples
     for n in range(N):
-        c = at_step(ctx, n)                                            # [B, ...] what step n reads
-        c = c if len(idx) == B else c.index_select(0, idx)             # [b, ...] of the inputs still running
+        if n:
+            c = enc.at(n, idx if len(idx) < B else None)               # [b, ...] step n's, of the inputs still running
         y, h_new, l = fn.step(c, h, n)
         l = l.float()
         if out_y is None:
@@ -136,6 +153,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             if need_survive:
                 log_survive = log_survive[keep]
             track.keep(keep)
+            enc.keep(keep)
     out_probs = fn.probs(out_y).float()                                # [B, C], once for all samples
     res = PonderResult(probs=out_probs, pred=out_probs.argmax(1), halt_step=halt_step,
                        steps_run=halt_step.clone())

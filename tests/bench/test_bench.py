@@ -107,6 +107,16 @@ def test_profile_quick(docs):
     _pos(r["layout"]["nchw_ms"], r["layout"]["channels_last_ms"])
 
 
+def test_the_cpu_clock_leaves_out_time_spent_waiting():
+    """best_of's "cpu" clock counts the process's CPU time: a sleep (a wait for a core, to it) is not counted;
+    the wall clock counts it. The early-exit benchmark refuses a clock it does not know."""
+    import time
+    assert common.best_of(lambda: time.sleep(0.05), 1) >= 0.05
+    assert common.best_of(lambda: time.sleep(0.05), 1, clock="cpu") < 0.02
+    with pytest.raises(ValueError, match="clock"):
+        early_exit.run(early_exit.EarlyExitConfig.quick(clock="sundial"), mnist=object())
+
+
 def test_gpu_code_path_on_cpu(docs):
     """No GPU here: the gpu benchmark's code ran on the CPU (its own smoke mode)."""
     r = _doc(docs / "gpu.json", "gpu")

@@ -21,6 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..base import init_lambda_head
+from .levels import CoarseLevels, RowLevels, levels_for
 
 if TYPE_CHECKING:
     from .task import MnistConfig
@@ -229,6 +230,9 @@ class RowReader(GrowingEvidence):
         e = per_row.cumsum(1)[:, k - 1::k] + self.fc.bias                   # [B, L, E] after reading level l
         return self.project(self.drop(F.relu(e)))                           # [B, L, 3H]
 
+    def lazy_encode(self, x):
+        return levels_for(RowLevels, self, x)                               # early exit: one level a step (or None)
+
     def view_label(self, n: int) -> str:
         seen = min((n + 1) * self.cfg.rows_per_step, 28)
         return f"rows 1–{seen} of 28 read" if seen < 28 else "all 28 rows read"
@@ -261,14 +265,19 @@ class CoarseReader(GrowingEvidence):
             return x
         return F.interpolate(F.adaptive_avg_pool2d(x, r), size=x.shape[-2:], mode="bilinear", align_corners=False)
 
+    def embed(self, xs):
+        z = F.relu(F.max_pool2d(self.conv1(xs), 2))                          # [b, C1, 14, 14]
+        z = F.relu(F.max_pool2d(self.conv2(z), 2))                           # [b, C2, 7, 7]
+        return self.drop(F.relu(self.fc(z.flatten(1))))                      # [b, E]
+
     def encode(self, x):
         B = x.shape[0]
         xs = torch.cat([self.at_resolution(x, r) for r in self.RESOLUTIONS])   # [L*B, 1, 28, 28]
-        z = F.relu(F.max_pool2d(self.conv1(xs), 2))                          # [L*B, C1, 14, 14]
-        z = F.relu(F.max_pool2d(self.conv2(z), 2))                           # [L*B, C2, 7, 7]
-        e = self.drop(F.relu(self.fc(z.flatten(1))))                         # [L*B, E]
-        e = e.view(len(self.RESOLUTIONS), B, -1).transpose(0, 1)             # [B, L, E]
+        e = self.embed(xs).view(len(self.RESOLUTIONS), B, -1).transpose(0, 1)  # [B, L, E]
         return self.project(e)                                               # [B, L, 3H]
+
+    def lazy_encode(self, x):
+        return levels_for(CoarseLevels, self, x)                             # early exit: one level a step (or None)
 
     def view_label(self, n: int) -> str:
         r = self.RESOLUTIONS[min(n, len(self.RESOLUTIONS) - 1)]
