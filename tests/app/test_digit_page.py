@@ -449,3 +449,31 @@ def test_pause_keeps_the_step_and_play_goes_on_from_there(runs):
     assert _step_slider(at).value == 2 and _step_slider(at).disabled
     run_ok(at)
     assert _step_slider(at).value == 3 and _band(at) == 3
+
+
+def _mounted(slider) -> int:
+    """The step a browser draws for this slider when it mounts it afresh: the value it was sent where the server
+    sets it, else the default it was sent (a browser that no longer holds the slider's value draws that)."""
+    p = slider.proto
+    return int((p.value if p.set_value else p.default)[0])
+
+
+def test_a_step_slider_the_browser_mounts_afresh_shows_the_panels_step(runs):
+    # on a phone the slider read 1 while the panel said step 11 (after a rotation there and back): the server kept
+    # the slider's value while the browser mounted it afresh at the default it was sent, step 1. After every run
+    # the slider as sent draws the step the panel describes: Play, Pause, a rerun, a drag, another input and back
+    at = open_app(page="parity", model="runs/tiny-parity")
+    at.segmented_control(key="par_mode").set_value("deterministic")
+    acts = [lambda: at.button(key="par_step_play").click(), lambda: None, lambda: None,
+            lambda: at.button(key="par_step_play").click(), lambda: None, lambda: _step_slider(at).set_value(4),
+            lambda: None, lambda: at.segmented_control(key="par_mode").set_value("expected"),
+            lambda: at.segmented_control(key="par_mode").set_value("deterministic"), lambda: None,
+            lambda: at.slider(key="par_k").set_value(1), lambda: at.slider(key="par_k").set_value(4), lambda: None]
+    seen = []
+    for act in acts:
+        act()
+        run_ok(at)
+        s, n = _step_slider(at), int(re.match(r"Step (\d+)", _step_caption(at)).group(1))
+        seen.append((s.value, _mounted(s), n))
+    assert all(v == m == n for v, m, n in seen), seen
+    assert {n for _, _, n in seen} >= {1, 2, 4}, seen                  # it played, paused on 2 and was dragged to 4
