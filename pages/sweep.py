@@ -7,6 +7,7 @@ from explorer.jobs.limits import JobLimitError, fmt_duration
 from ponder.config import ConfigError
 from ponder.store.runs import runs_root
 from ponder.analysis.studies import prior_mean
+from ponder.tasks import get_task
 
 ui.app_guard(__file__)
 st.title("λp sweep")
@@ -31,6 +32,11 @@ st.caption("Short runs (MNIST or parity), one per λp and seed, trained one afte
            f"stops at the server's cap of {fmt_duration(registry.max_seconds)} (PONDER_MAX_JOB_SECONDS); a reload "
            "comes back to it, and every tab shows the machine's running sweep, which anyone can cancel.")
 form, started = forms.sweep_form_ui(sweep_views.shipped_reader()), None
+if form and get_task(form[1].task).uses_data and loaders.mnist()[0] is None:     # said before it trains, not per run
+    st.session_state["_sweep_needs_mnist"], form = True, None
+if st.session_state.get("_sweep_needs_mnist") and (no_mnist := loaders.mnist()[1]):
+    st.error("An MNIST sweep needs the MNIST training set; a parity sweep trains without it.")
+    ui.mnist_missing_ui(no_mnist, "sweep_download")
 if form:
     try:
         started = registry.submit(session, [], kind="sweep", root=runs_root() / form[0], plan=form[1])

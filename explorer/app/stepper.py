@@ -5,6 +5,12 @@ Play starts at step 1 (or where a Pause left it) and moves one step every PLAY_E
 step N, where it stops: the evidence builds up to the halt, and the steps after it show as such. While it plays the
 slider is a read-only one made afresh for each step (its own key), so the browser always draws the step the
 panel below describes; Pause hands the step back to the slider the reader can drag.
+
+The browser draws a slider it mounts afresh at the default it was sent, and Streamlit keeps a keyed slider's value
+on the server even where the browser has dropped it (a page run cut short by the next click keeps it): a slider
+whose default is not its value can read 1 while the panel says step 11. So the draggable slider is never set
+through session state: its default is always the step it returns, and a new input, a Pause or the end of Play
+makes a new slider (a new key, never used before) that starts where it should.
 """
 from __future__ import annotations
 
@@ -27,6 +33,24 @@ def trace_id(tr: Trace) -> str:
     """A short id of one input's trace: a new drawing, angle, mode or model is a new one."""
     return hashlib.blake2b(np.ascontiguousarray(tr.probs).tobytes() + f"{tr.mode}{tr.halt_step}".encode(),
                            digest_size=6).hexdigest()
+
+
+@dataclass
+class SliderView:
+    """The draggable slider shown for a trace: which one (gen numbers the sliders made in this session, each its own
+    key) and the step it starts at."""
+    ident: str
+    gen: int
+    start: int
+
+
+def slider_view(view: Optional[SliderView], ident: str, halt: int, at: Optional[tuple]) -> SliderView:
+    """The slider to show for trace ident: the one shown, or a new one (the next gen) for a new trace, starting at its
+    halting step, or where Play stopped or was paused (at = (ident, step))."""
+    moved = at is not None and at[0] == ident
+    if view is not None and view.ident == ident and not moved:
+        return view
+    return SliderView(ident, view.gen + 1 if view is not None else 0, at[1] if moved else halt)
 
 
 @dataclass
@@ -86,41 +110,42 @@ def steps_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], 
     per-step charts with a band at it.
 
     seen: [N, 28, 28] uint8 images per step, or None when every step sees the whole input; labels: a few words
-    per step on what it has seen. The slider starts at the halting step of each new input (its key includes the
-    input's trace, so a new drawing, angle, mode or model starts it afresh)."""
+    per step on what it has seen. The slider starts at the halting step of each new input (trace_id: a new
+    drawing, angle, mode or model starts it afresh)."""
     ident, n_steps = trace_id(tr), tr.max_steps
-    slider, play_key, resume_key = f"{key}_{ident}", f"{key}_playing", f"{key}_resume"
+    play_key, resume_key, view_key, at_key = f"{key}_playing", f"{key}_resume", f"{key}_view", f"{key}_at"
     play = st.session_state.get(play_key)
     playing = isinstance(play, Playing) and play.ident == ident
 
     @st.fragment(run_every=PLAY_EVERY if playing else None)
     def section():
         play = st.session_state.get(play_key)
-        now = st.session_state.get(slider, min(tr.halt_step, n_steps))
+        view = st.session_state[view_key] = slider_view(st.session_state.get(view_key), ident,
+                                                        min(tr.halt_step, n_steps), st.session_state.get(at_key))
+        st.session_state.pop(at_key, None)
+        slider = f"{key}_slider{view.gen}"
+        now = st.session_state.get(slider, view.start)              # the step the reader's slider is on
         clicked = bool(st.session_state.get(f"{key}_play"))      # Pause pressed: stay on the step shown
         active = isinstance(play, Playing) and play.ident == ident
         if active and playing and not clicked:
             play = st.session_state[play_key] = tick(play, n_steps)
             if play is None:                                  # past step N: the slider stays there, Play again
-                st.session_state[f"{slider}_at"] = n_steps
+                st.session_state[at_key] = (ident, n_steps)
                 st.rerun()                                    # the whole page: the fragment stops polling
         if st.button("Pause" if active else "Play through the steps", key=f"{key}_play",
                      icon=":material/pause:" if active else ":material/play_arrow:"):
             if active:
-                st.session_state[f"{slider}_at"] = play.step
+                st.session_state[at_key] = (ident, play.step)
                 st.session_state[resume_key], st.session_state[play_key] = ident, None
             else:
                 start = play_from(now, n_steps, st.session_state.get(resume_key) == ident)
                 st.session_state[play_key], st.session_state[resume_key] = Playing(ident, start), None
             st.rerun()
         if active:                                            # read-only while playing: a new widget each step
-            n = st.slider(SLIDER, 1, n_steps, play.step, key=f"{slider}_play{play.step}", disabled=True,
+            n = st.slider(SLIDER, 1, n_steps, play.step, key=f"{key}_{ident}_play{play.step}", disabled=True,
                           help="Playing: press Pause to move the slider yourself.")
         else:
-            if f"{slider}_at" in st.session_state:            # where Play stopped or was paused
-                st.session_state[slider] = st.session_state.pop(f"{slider}_at")
-            st.session_state.setdefault(slider, min(tr.halt_step, n_steps))
-            n = st.slider(SLIDER, 1, n_steps, key=slider,
+            n = st.slider(SLIDER, 1, n_steps, now, key=slider,
                           help="Move through the steps, or press Play to watch them all from step 1 to N, through the "
                                "halt: the image as that step saw it, its answer if it stopped there, and a band at "
                                "that step on every chart below.")

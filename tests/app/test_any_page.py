@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import APP, charts, one_line_errors, open_app, run_ok, save_tiny_run
+from helpers import APP, charts, one_line_errors, open_app, run_ok, save_tiny_run, texts
 from ponder.store.card import WEIGHTS
 
 # under pytest-xdist one worker runs the page tests: their runs folders, the job registry and the pages' first
@@ -82,3 +82,21 @@ def test_per_step_numbers_download_and_every_chart_has_a_png_button(runs, mnist,
     configs = [json.loads(c.proto.config) for c in at.get("plotly_chart")]
     assert configs and all(c["modeBarButtons"] == [["toImage"]] and c["toImageButtonOptions"]["format"] == "png"
                            for c in configs)
+
+
+@pytest.mark.parametrize("page, query, needs", [
+    ("digit", {}, ""), ("train", {}, "MNIST was not found"), ("sweep", {}, ""), ("rotation", {}, "MNIST was not found"),
+    ("compare", {}, ""), ("parity", {"model": "runs/tiny-parity"}, ""), ("runs", {}, "")])
+def test_without_mnist_every_page_opens_and_those_that_need_it_say_so(runs, tmp_path, monkeypatch, page, query,
+                                                                      needs):
+    # the README: without MNIST the Rotation study and MNIST training say so and offer the download; the other
+    # pages work with the shipped models
+    monkeypatch.setenv("PONDER_DATA", str(tmp_path / "no-mnist"))
+    at = open_app(f"pages/{page}.py", **query)
+    assert not at.error, [e.value for e in at.error]
+    said = [i.value for i in at.info if "MNIST was not found" in i.value]
+    assert bool(said) == bool(needs), said
+    if needs:
+        assert at.button(key=f"{page}_download").label.startswith("Download MNIST")
+    else:
+        assert at.title[0].value and "Download MNIST" not in texts(at)

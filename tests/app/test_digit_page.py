@@ -173,7 +173,12 @@ def test_digit_page_opens_on_the_adaptive_model_steps_through_and_ponders_per_di
     (slider,) = [s for s in at.slider if s.label == "Step through the steps"]
     halted = int(next(m.value for m in at.metric if m.label == "Halted at step").split("/")[0])
     assert slider.value == halted and any(m.label == f"Answer at step {halted}" for m in at.metric)
-    # the gallery: 8 least and 8 most pondered test digits, each with its E[n], each loaded by a click
+    # the gallery: measured only once it is opened (a first drawing's page run does not wait for it); 8 least and
+    # 8 most pondered test digits, each with its E[n], each loaded by a click
+    assert not any("E[n]" in c for c in captions), captions
+    at.session_state["gallery_open"] = True                             # the reader opens it
+    run_ok(at)
+    captions = [c for im in at.image for c in im.captions]
     assert sum("E[n]" in c for c in captions) == 16, captions
     most = [c for c in captions if "E[n]" in c][-1]                     # the last of the most pondered
     index = int(most.split(" ·")[0].lstrip("#"))
@@ -454,3 +459,31 @@ def test_pause_keeps_the_step_and_play_goes_on_from_there(runs):
     assert _step_slider(at).value == 2 and _step_slider(at).disabled
     run_ok(at)
     assert _step_slider(at).value == 3 and _band(at) == 3
+
+
+def _mounted(slider) -> int:
+    """The step a browser draws for this slider when it mounts it afresh: the value it was sent where the server
+    sets it, else the default it was sent (a browser that no longer holds the slider's value draws that)."""
+    p = slider.proto
+    return int((p.value if p.set_value else p.default)[0])
+
+
+def test_a_step_slider_the_browser_mounts_afresh_shows_the_panels_step(runs):
+    # on a phone the slider read 1 while the panel said step 11 (after a rotation there and back): the server kept
+    # the slider's value while the browser mounted it afresh at the default it was sent, step 1. After every run
+    # the slider as sent draws the step the panel describes: Play, Pause, a rerun, a drag, another input and back
+    at = open_app(page="parity", model="runs/tiny-parity")
+    at.segmented_control(key="par_mode").set_value("deterministic")
+    acts = [lambda: at.button(key="par_step_play").click(), lambda: None, lambda: None,
+            lambda: at.button(key="par_step_play").click(), lambda: None, lambda: _step_slider(at).set_value(4),
+            lambda: None, lambda: at.segmented_control(key="par_mode").set_value("expected"),
+            lambda: at.segmented_control(key="par_mode").set_value("deterministic"), lambda: None,
+            lambda: at.slider(key="par_k").set_value(1), lambda: at.slider(key="par_k").set_value(4), lambda: None]
+    seen = []
+    for act in acts:
+        act()
+        run_ok(at)
+        s, n = _step_slider(at), int(re.match(r"Step (\d+)", _step_caption(at)).group(1))
+        seen.append((s.value, _mounted(s), n))
+    assert all(v == m == n for v, m, n in seen), seen
+    assert {n for _, _, n in seen} >= {1, 2, 4}, seen                  # it played, paused on 2 and was dragged to 4

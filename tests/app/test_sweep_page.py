@@ -144,3 +144,19 @@ def test_sweep_page_shows_a_sweep_folder_and_compare_adds_it_as_one_group(runs):
     assert sorted(n for n in picked if n.startswith("runs/cli-sweep/")) == list(df["run"])   # the whole sweep
     assert at.selectbox(key="compare_models_sweep").value == "" and not at.exception
     assert list(at.dataframe[0].value["sweep"])[-2:] == ["cli-sweep", "cli-sweep"]
+
+
+def test_without_mnist_an_mnist_sweep_is_refused_before_it_trains_with_the_download_offer(runs, tmp_path,
+                                                                                        monkeypatch):
+    # an MNIST sweep started without MNIST and failed each of its runs with "MNIST was not found ... or download it
+    # here", where there was no download button: it is refused at the start, saying so, with the button
+    reg = idle_registry()
+    monkeypatch.setenv("PONDER_DATA", str(tmp_path / "no-mnist"))
+    at = open_app("pages/sweep.py")
+    assert not [b for b in at.button if b.key == "sweep_download"]          # nothing said before it is asked for
+    at.multiselect(key="sw_values").set_value([0.5])
+    at.button(key="sw_start").click()
+    run_ok(at)
+    assert "An MNIST sweep needs the MNIST training set; a parity sweep trains without it." in [e.value for e in at.error]
+    assert "MNIST was not found" in at.info[0].value and at.button(key="sweep_download")
+    assert "Sweep started" not in texts(at) and reg.busy_message("nobody") == ""            # nothing was queued

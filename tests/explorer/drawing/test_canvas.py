@@ -88,6 +88,17 @@ def test_model_input_is_normalised_as_in_training_and_seen_image_round_trips():
     assert torch.allclose(rotated, D.mnist_inputs(torch.as_tensor(digit).unsqueeze(0), angle=90))
 
 
+def test_a_quarter_turn_is_torchvisions_rotation_without_loading_it(monkeypatch):
+    # the first drawing is also read turned 180° (is it upside down?): loading torchvision's transforms for that
+    # took 7-10 s on a busy machine, during which a click on Clear waited. The same numbers, without them
+    digit = example_digits().x[3]
+    want = {a: D.mnist_inputs(torch.as_tensor(digit).unsqueeze(0), angle=a) for a in (90, 180, 270, -90, 450)}
+    monkeypatch.setattr(D, "rotate_fixed", lambda *a: pytest.fail("torchvision's rotation for a quarter turn"))
+    for a, x in want.items():
+        assert torch.equal(canvas.model_input(digit, a), x), a
+    assert torch.equal(canvas.model_input(digit, 360), canvas.model_input(digit, 0))
+
+
 def test_enlarged_test_digits_survive_the_round_trip(default_model):
     """A test digit drawn 10x larger on the canvas comes back as a digit the shipped model reads right."""
     pool = example_digits()
