@@ -104,6 +104,19 @@ def chart(fig, caption: str, key: Optional[str] = None) -> None:
     st.caption(caption)
 
 
+def on_demand(label: str, key: str, icon: Optional[str] = None):
+    """An expander whose content is made and sent only while it is open: the container, or None while closed. A
+    section below the fold that the server would otherwise measure and the browser draw on every visit (each Plotly
+    chart costs the browser tenths of a second; the page is drawn only once every chart is)."""
+    box = st.expander(label, key=key, on_change="rerun", icon=icon)
+    return box if box.open else None
+
+
+def tabs_on_demand(labels: Sequence[str], key: str) -> list:
+    """Tabs of which only the open one is made and drawn: a container for it, None for the others."""
+    return [t if t.open else None for t in st.tabs(list(labels), key=key, on_change="rerun")]
+
+
 # ----------------------------------------------------------------------------- query params
 
 def query_float(name: str, lo: float, hi: float) -> Optional[float]:
