@@ -2,12 +2,16 @@
 the server's memory over many drawing sessions and around a training job.
 
     PONDER_DATA=/work/shared/data python -m bench.pages_timing [--out DIR] [--repeats 3] [--pages sweep,rotation]
-        [--no-fresh] [--no-warm] [--sessions 50] [--job-seconds 20]
+        [--no-fresh] [--no-warm] [--sessions 50] [--job-seconds 20] [--repo before=/tmp/old --repo after=.]
+
+--repo LABEL=DIR (repeated) serves each checkout in turn, their visits interleaved page by page (the machine's load
+falls on both alike); default: this checkout.
 
 Times (seconds from page.goto, read in the browser: performance.now() starts at the navigation):
   first chart   the first Plotly chart drawn (a `.main-svg` inside a [data-testid=stPlotlyChart]);
   complete      the last change of the page (an element added or removed, a chart drawn, the script run's end
-                (stApp's data-test-script-state), a spinner or a placeholder of an element still loading gone) before it stayed the same with every chart drawn for 1 s.
+                (stApp's data-test-script-state), a spinner or a placeholder of an element still loading gone)
+                before it stayed the same with every chart drawn for 1 s.
   fresh         the first visit after a server start (a new `streamlit run` for each page and repeat) from a new
                 browser context (nothing in its HTTP cache); the studies kept on disk by the warm visits before;
   warm          a visit in a new tab (a new session) of a browser that has opened the page before, the server's
@@ -16,7 +20,7 @@ The digit page's default input is a drawing canvas with nothing on it (no chart)
 from the mouse-up to the answer and to the page complete.
 Memory (the streamlit process's resident set, /proc/PID/status VmRSS):
   sessions      --sessions browser contexts one after the other, each opening the digit page, drawing a digit
-                (0-9 in turn) and waiting for the page complete, then closing;
+                (0-9 in turn) and waiting for the answer and the end of the script run, then closing;
   job           a short run from the Train page's sidebar (--job-seconds budget): the RSS before, its peak while
                 it trains, and after it is saved (15 s later, the Train page closed).
 Median of --repeats for each time. JSON and a markdown table go to --out (default bench/pages-out/, ignored by
@@ -32,6 +36,7 @@ import re
 import statistics
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from .walk import ARGS, CHROMIUM, DIGITS, ROOT, answer, server_process, stroke, top, wait
@@ -125,44 +130,55 @@ def draw(page, d: int) -> dict:
             "draw_charts": done["charts"]}
 
 
-def timings(p, pages, repeats: int, fresh: bool, warm: bool, out: Path, env: dict) -> dict:
+def timings(p, pages, repos: dict, repeats: int, fresh: bool, warm: bool, out: Path, envs: dict) -> dict:
+    """{repo label: {page: {"warm": [visit], "fresh": [visit]}}}; the repos' visits interleaved page by page, so a
+    change of the machine's load falls on each alike."""
     browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-    got = {name: {"fresh": [], "warm": []} for name in pages}
+    got = {label: {name: {"fresh": [], "warm": []} for name in pages} for label in repos}
     try:
         if warm:
-            with server_process(ROOT, out, env) as (_, url, _boot):
-                ctx = browser.new_context(viewport=VIEWPORT)     # one browser: its HTTP cache warm after the first
-                ctx.add_init_script(OBSERVE)
-                for name in pages:
-                    visit(browser, url, name, ctx)               # the page's first visit: caches filled
+            with ExitStack() as stack:
+                urls, ctxs = {}, {}
+                for label, repo in repos.items():
+                    _, urls[label], _ = stack.enter_context(server_process(repo, out, envs[label]))
+                    ctxs[label] = browser.new_context(viewport=VIEWPORT)   # one browser: its HTTP cache warm
+                    ctxs[label].add_init_script(OBSERVE)
+                    for name in pages:
+                        visit(browser, urls[label], name, ctxs[label])    # the page's first visit: caches filled
                 for r in range(repeats):
                     for name in pages:
-                        got[name]["warm"].append(visit(browser, url, name, ctx))
-                        print(f"warm  {name:9s} {got[name]['warm'][-1]}", flush=True)
+                        for label in repos:
+                            got[label][name]["warm"].append(visit(browser, urls[label], name, ctxs[label]))
+                            print(f"warm  {label:8s} {name:9s} {got[label][name]['warm'][-1]}", flush=True)
         if fresh:
             for r in range(repeats):
                 for name in pages:
-                    with server_process(ROOT, out, env) as (_, url, _boot):
-                        got[name]["fresh"].append(visit(browser, url, name))
-                    print(f"fresh {name:9s} {got[name]['fresh'][-1]}", flush=True)
+                    for label, repo in repos.items():
+                        with server_process(repo, out, envs[label]) as (_, url, _boot):
+                            got[label][name]["fresh"].append(visit(browser, url, name))
+                        print(f"fresh {label:8s} {name:9s} {got[label][name]['fresh'][-1]}", flush=True)
     finally:
         browser.close()
     return got
 
 
-def memory(p, sessions: int, job_seconds: int, out: Path, env: dict) -> dict:
+def memory(p, repo: Path, sessions: int, job_seconds: int, out: Path, env: dict) -> dict:
     browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
     res = {}
     try:
-        with server_process(ROOT, out, env) as (proc, url, _boot):
+        with server_process(repo, out, env) as (proc, url, _boot):
             rss = [round(rss_mib(proc.pid), 1)]
             for i in range(sessions):
                 ctx = browser.new_context(viewport=VIEWPORT)
                 ctx.add_init_script(OBSERVE)
                 page = ctx.new_page()
                 page.goto(f"{url}/?page=digit")
-                until_complete(page, PAGES["digit"])
-                draw(page, i % 10)
+                page.locator("canvas.upper-canvas").first.wait_for(timeout=240000)
+                canvas = page.locator("canvas.upper-canvas").first
+                top(page, canvas)
+                stroke(page, canvas.bounding_box(), DIGITS[i % 10])
+                page.evaluate(ANSWERED)
+                run_ended(page)                         # the server's part done; the browser may still be drawing
                 ctx.close()
                 time.sleep(0.5)
                 rss.append(round(rss_mib(proc.pid), 1))
@@ -173,6 +189,20 @@ def memory(p, sessions: int, job_seconds: int, out: Path, env: dict) -> dict:
     finally:
         browser.close()
     return res
+
+
+def run_ended(page, timeout: float = 240.0) -> None:
+    """Wait until the page's script run has ended (stApp's data-test-script-state) and stayed so for 0.5 s."""
+    calm = [None]
+
+    def ended():
+        if page.evaluate("document.querySelector('[data-testid=stApp]')?.getAttribute('data-test-script-state')") \
+                != "notRunning":
+            calm[0] = None
+            return False
+        calm[0] = calm[0] or time.time()
+        return time.time() - calm[0] > 0.5
+    wait(ended, timeout, "the script run to end", every=0.1)
 
 
 def per_session(rss) -> float:
@@ -222,22 +252,41 @@ def median(xs):
     return round(statistics.median(xs), 2) if xs else None
 
 
-def table(got: dict) -> list:
-    lines = ["| page | charts | warm: first chart (s) | warm: complete (s) | fresh: first chart (s) | "
-             "fresh: complete (s) | draw a 7: answer / complete (s) |", "|---|---|---|---|---|---|---|"]
-    for name, g in got.items():
-        w, f = g["warm"], g["fresh"]
-        charts = max([v["charts"] for v in w + f], default=0)
-        draw_ = (f"{median([v.get('draw_answer') for v in w])} / {median([v.get('draw_complete') for v in w])}"
-                 if name == "digit" and w else "")
-        lines.append(f"| {name} | {charts} | {median([v['first'] for v in w])} | {median([v['complete'] for v in w])} | "
-                     f"{median([v['first'] for v in f])} | {median([v['complete'] for v in f])} | {draw_} |")
+def table(repos: dict) -> list:
+    lines = ["| page | tree | charts | warm: first chart (s) | warm: complete (s) | fresh: first chart (s) | "
+             "fresh: complete (s) | draw a 7: answer / complete (s) |", "|---|---|---|---|---|---|---|---|"]
+    first = next(iter(repos.values()))
+    for name in first:
+        for label, got in repos.items():
+            w, f = got[name]["warm"], got[name]["fresh"]
+            charts = max([v["charts"] for v in w + f], default=0)
+            draw_ = (f"{median([v.get('draw_answer') for v in w])} / {median([v.get('draw_complete') for v in w])}"
+                     if name == "digit" and w else "")
+            lines.append(f"| {name} | {label} | {charts} | {median([v['first'] for v in w])} | "
+                         f"{median([v['complete'] for v in w])} | {median([v['first'] for v in f])} | "
+                         f"{median([v['complete'] for v in f])} | {draw_} |")
+    return lines
+
+
+def memory_lines(label: str, mem: dict) -> list:
+    lines = []
+    if "sessions" in mem:
+        r = mem["sessions"]["rss_mib"]
+        lines.append(f"{label}: server RSS over {len(r) - 1} drawing sessions: {r[0]:.0f} MiB at the start, "
+                     f"{r[min(10, len(r) - 1)]:.0f} after 10, {r[-1]:.0f} after {len(r) - 1}; "
+                     f"{mem['sessions']['per_session_mib']} MiB per session after the 10th (least squares).")
+    if "job" in mem:
+        j = mem["job"]
+        lines.append(f"{label}: a {j['budget_s']} s training job: RSS {j['before_mib']:.0f} MiB before, "
+                     f"{j['peak_mib']:.0f} peak, {j['after_mib']:.0f} after ({j['left_mib']:+.0f} MiB left behind).")
     return lines
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.pages_timing", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "pages-out")
+    ap.add_argument("--repo", action="append", metavar="LABEL=DIR",
+                    help="a checkout to serve (repeat it to compare trees, their visits interleaved); default this one")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--pages", default=",".join(PAGES), help="comma-separated, of " + ", ".join(PAGES))
     ap.add_argument("--no-fresh", action="store_true", help="skip the first visits after a server start")
@@ -250,32 +299,28 @@ def main(argv=None) -> int:
     unknown = set(pages) - set(PAGES)
     if unknown:
         ap.error(f"no such page: {', '.join(sorted(unknown))}")
+    repos = dict((r.split("=", 1)[0], Path(r.split("=", 1)[1]).resolve()) for r in args.repo or [f"this={ROOT}"])
     from playwright.sync_api import sync_playwright
 
     load0 = os.getloadavg()
-    res = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_before": load0}
+    res = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_before": load0,
+           "repos": {k: str(v) for k, v in repos.items()}}
     with tempfile.TemporaryDirectory() as runs, sync_playwright() as p:
-        env = {"PONDER_RUNS": runs}
+        envs = {label: {"PONDER_RUNS": str(Path(runs) / label)} for label in repos}
         if not (args.no_fresh and args.no_warm):
-            res["pages"] = timings(p, pages, args.repeats, not args.no_fresh, not args.no_warm, args.out, env)
+            res["pages"] = timings(p, pages, repos, args.repeats, not args.no_fresh, not args.no_warm, args.out, envs)
         if args.sessions or args.job_seconds:
-            res["memory"] = memory(p, args.sessions, args.job_seconds, args.out, env)
+            res["memory"] = {label: memory(p, repo, args.sessions, args.job_seconds, args.out, envs[label])
+                             for label, repo in repos.items()}
     res["load_after"] = os.getloadavg()
     (args.out / "pages_timing.json").write_text(json.dumps(res, indent=1))
     lines = [f"Pages at 1280×800, median of {args.repeats}; started {res['started']}, load average (1, 5, 15 min) "
-             f"{' '.join(f'{x:.1f}' for x in load0)} before, {' '.join(f'{x:.1f}' for x in res['load_after'])} after.", ""]
+             f"{' '.join(f'{x:.1f}' for x in load0)} before, {' '.join(f'{x:.1f}' for x in res['load_after'])} after; "
+             + ", ".join(f"{k} = {v}" for k, v in res["repos"].items()) + ".", ""]
     if "pages" in res:
         lines += table(res["pages"]) + [""]
-    mem = res.get("memory", {})
-    if "sessions" in mem:
-        r = mem["sessions"]["rss_mib"]
-        lines.append(f"Server RSS over {len(r) - 1} drawing sessions: {r[0]:.0f} MiB at the start, {r[min(10, len(r) - 1)]:.0f} "
-                     f"after 10, {r[-1]:.0f} after {len(r) - 1}; {mem['sessions']['per_session_mib']} MiB per session "
-                     "after the 10th (least squares).")
-    if "job" in mem:
-        j = mem["job"]
-        lines.append(f"A {j['budget_s']} s training job: RSS {j['before_mib']:.0f} MiB before, {j['peak_mib']:.0f} peak, "
-                     f"{j['after_mib']:.0f} after ({j['left_mib']:+.0f} MiB left behind).")
+    for label, mem in res.get("memory", {}).items():
+        lines += memory_lines(label, mem)
     (args.out / "pages_timing.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
