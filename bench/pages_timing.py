@@ -21,8 +21,9 @@ from the mouse-up to the answer and to the page complete.
 Memory (the streamlit process's resident set, /proc/PID/status VmRSS):
   sessions      --sessions browser contexts one after the other, each opening the digit page, drawing a digit
                 (0-9 in turn) and waiting for the answer and the end of the script run, then closing;
-  job           a short run from the Train page's sidebar (--job-seconds budget): the RSS before, its peak while
-                it trains, and after it is saved (15 s later, the Train page closed).
+  jobs          --jobs short runs one after the other from the Train page's sidebar (--job-seconds budget each):
+                the RSS before, the peak while it trains, and after it is saved (15 s later, the Train page
+                closed); the first loads MNIST into the process, the second shows what each job leaves behind.
 Median of --repeats for each time. JSON and a markdown table go to --out (default bench/pages-out/, ignored by
 git); runs go to a temporary folder (PONDER_RUNS). Uses /usr/bin/chromium (never `playwright install`) through
 bench.walk's helpers.
@@ -162,7 +163,7 @@ def timings(p, pages, repos: dict, repeats: int, fresh: bool, warm: bool, out: P
     return got
 
 
-def memory(p, repo: Path, sessions: int, job_seconds: int, out: Path, env: dict) -> dict:
+def memory(p, repo: Path, sessions: int, job_seconds: int, out: Path, env: dict, jobs: int = 2) -> dict:
     browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
     res = {}
     try:
@@ -184,8 +185,8 @@ def memory(p, repo: Path, sessions: int, job_seconds: int, out: Path, env: dict)
                 rss.append(round(rss_mib(proc.pid), 1))
                 print(f"session {i + 1:3d}: {rss[-1]:.0f} MiB", flush=True)
             res["sessions"] = {"rss_mib": rss, "per_session_mib": per_session(rss)}
-            if job_seconds:
-                res["job"] = job(browser, url, proc.pid, job_seconds)
+            if job_seconds:                      # the first job loads MNIST and fills caches; the second, steady
+                res["jobs"] = [job(browser, url, proc.pid, job_seconds) for _ in range(jobs)]
     finally:
         browser.close()
     return res
@@ -275,9 +276,8 @@ def memory_lines(label: str, mem: dict) -> list:
         lines.append(f"{label}: server RSS over {len(r) - 1} drawing sessions: {r[0]:.0f} MiB at the start, "
                      f"{r[min(10, len(r) - 1)]:.0f} after 10, {r[-1]:.0f} after {len(r) - 1}; "
                      f"{mem['sessions']['per_session_mib']} MiB per session after the 10th (least squares).")
-    if "job" in mem:
-        j = mem["job"]
-        lines.append(f"{label}: a {j['budget_s']} s training job: RSS {j['before_mib']:.0f} MiB before, "
+    for k, j in enumerate(mem.get("jobs", []), 1):
+        lines.append(f"{label}: training job {k}, {j['budget_s']} s: RSS {j['before_mib']:.0f} MiB before, "
                      f"{j['peak_mib']:.0f} peak, {j['after_mib']:.0f} after ({j['left_mib']:+.0f} MiB left behind).")
     return lines
 
@@ -293,6 +293,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-warm", action="store_true", help="skip the warm visits")
     ap.add_argument("--sessions", type=int, default=0, help="drawing sessions for the memory run (0: none)")
     ap.add_argument("--job-seconds", type=int, default=0, help="a training job's budget for the memory run (0: none)")
+    ap.add_argument("--jobs", type=int, default=2, help="training jobs one after the other in the memory run")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     pages = [p for p in args.pages.split(",") if p]
@@ -310,7 +311,7 @@ def main(argv=None) -> int:
         if not (args.no_fresh and args.no_warm):
             res["pages"] = timings(p, pages, repos, args.repeats, not args.no_fresh, not args.no_warm, args.out, envs)
         if args.sessions or args.job_seconds:
-            res["memory"] = {label: memory(p, repo, args.sessions, args.job_seconds, args.out, envs[label])
+            res["memory"] = {label: memory(p, repo, args.sessions, args.job_seconds, args.out, envs[label], args.jobs)
                              for label, repo in repos.items()}
     res["load_after"] = os.getloadavg()
     (args.out / "pages_timing.json").write_text(json.dumps(res, indent=1))
