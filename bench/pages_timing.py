@@ -35,6 +35,7 @@ import json
 import os
 import re
 import statistics
+import sys
 import tempfile
 import time
 from contextlib import ExitStack
@@ -305,7 +306,8 @@ def main(argv=None) -> int:
 
     load0 = os.getloadavg()
     res = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_before": load0,
-           "repos": {k: str(v) for k, v in repos.items()}}
+           "repos": {k: str(v) for k, v in repos.items()}, "repeats": args.repeats, "cpu": cpu_name(),
+           "command": " ".join(["python -m bench.pages_timing", *(argv if argv is not None else sys.argv[1:])])}
     with tempfile.TemporaryDirectory() as runs, sync_playwright() as p:
         envs = {label: {"PONDER_RUNS": str(Path(runs) / label)} for label in repos}
         if not (args.no_fresh and args.no_warm):
@@ -315,16 +317,31 @@ def main(argv=None) -> int:
                              for label, repo in repos.items()}
     res["load_after"] = os.getloadavg()
     (args.out / "pages_timing.json").write_text(json.dumps(res, indent=1))
-    lines = [f"Pages at 1280×800, median of {args.repeats}; started {res['started']}, load average (1, 5, 15 min) "
-             f"{' '.join(f'{x:.1f}' for x in load0)} before, {' '.join(f'{x:.1f}' for x in res['load_after'])} after; "
-             + ", ".join(f"{k} = {v}" for k, v in res["repos"].items()) + ".", ""]
-    if "pages" in res:
-        lines += table(res["pages"]) + [""]
-    for label, mem in res.get("memory", {}).items():
-        lines += memory_lines(label, mem)
+    lines = render(res)
     (args.out / "pages_timing.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def render(res: dict) -> list:
+    """One run's results as markdown lines: what was run where, the table of times, the memory lines."""
+    lines = [f"`{res.get('command', 'python -m bench.pages_timing')}`, started {res['started']} on "
+             f"{res.get('cpu', '?')} ({os.cpu_count()} cores); load average (1, 5, 15 min) "
+             f"{' '.join(f'{x:.1f}' for x in res['load_before'])} before, "
+             f"{' '.join(f'{x:.1f}' for x in res['load_after'])} after; "
+             + ", ".join(f"{k} = {v}" for k, v in res.get("repos", {}).items()) + ".", ""]
+    if "pages" in res:
+        lines += [f"Pages at 1280×800, median of {res.get('repeats', 3)} (seconds):", ""] + table(res["pages"]) + [""]
+    for label, mem in res.get("memory", {}).items():
+        lines += [f"- {x}" for x in memory_lines(label, mem)]
+    return lines
 
 
 if __name__ == "__main__":
