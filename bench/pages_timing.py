@@ -132,11 +132,12 @@ def draw(page, d: int) -> dict:
             "draw_charts": done["charts"]}
 
 
-def timings(p, pages, repos: dict, repeats: int, fresh: bool, warm: bool, out: Path, envs: dict) -> dict:
-    """{repo label: {page: {"warm": [visit], "fresh": [visit]}}}; the repos' visits interleaved page by page, so a
-    change of the machine's load falls on each alike."""
+def timings(p, pages, repos: dict, repeats: int, fresh: bool, warm: bool, out: Path, envs: dict, got: dict,
+            fresh_pages=None, saved=lambda: None) -> dict:
+    """got = {repo label: {page: {"warm": [visit], "fresh": [visit]}}}, filled visit by visit (saved() after each);
+    the repos' visits interleaved page by page, so a change of the machine's load falls on each alike."""
     browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-    got = {label: {name: {"fresh": [], "warm": []} for name in pages} for label in repos}
+    got.update({label: {name: {"fresh": [], "warm": []} for name in pages} for label in repos})
     try:
         if warm:
             with ExitStack() as stack:
@@ -151,13 +152,15 @@ def timings(p, pages, repos: dict, repeats: int, fresh: bool, warm: bool, out: P
                     for name in pages:
                         for label in repos:
                             got[label][name]["warm"].append(visit(browser, urls[label], name, ctxs[label]))
+                            saved()
                             print(f"warm  {label:8s} {name:9s} {got[label][name]['warm'][-1]}", flush=True)
         if fresh:
             for r in range(repeats):
-                for name in pages:
+                for name in fresh_pages or pages:
                     for label, repo in repos.items():
                         with server_process(repo, out, envs[label]) as (_, url, _boot):
                             got[label][name]["fresh"].append(visit(browser, url, name))
+                        saved()
                         print(f"fresh {label:8s} {name:9s} {got[label][name]['fresh'][-1]}", flush=True)
     finally:
         browser.close()
@@ -291,6 +294,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--pages", default=",".join(PAGES), help="comma-separated, of " + ", ".join(PAGES))
     ap.add_argument("--no-fresh", action="store_true", help="skip the first visits after a server start")
+    ap.add_argument("--fresh-pages", help="the pages to visit on a fresh server (default: --pages)")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm visits")
     ap.add_argument("--sessions", type=int, default=0, help="drawing sessions for the memory run (0: none)")
     ap.add_argument("--job-seconds", type=int, default=0, help="a training job's budget for the memory run (0: none)")
@@ -310,8 +314,11 @@ def main(argv=None) -> int:
            "command": " ".join(["python -m bench.pages_timing", *(argv if argv is not None else sys.argv[1:])])}
     with tempfile.TemporaryDirectory() as runs, sync_playwright() as p:
         envs = {label: {"PONDER_RUNS": str(Path(runs) / label)} for label in repos}
+        save = lambda: (args.out / "pages_timing.json").write_text(json.dumps(res, indent=1))     # noqa: E731
         if not (args.no_fresh and args.no_warm):
-            res["pages"] = timings(p, pages, repos, args.repeats, not args.no_fresh, not args.no_warm, args.out, envs)
+            res["pages"] = {}
+            timings(p, pages, repos, args.repeats, not args.no_fresh, not args.no_warm, args.out, envs, res["pages"],
+                    [x for x in (args.fresh_pages or args.pages).split(",") if x], save)
         if args.sessions or args.job_seconds:
             res["memory"] = {label: memory(p, repo, args.sessions, args.job_seconds, args.out, envs[label], args.jobs)
                              for label, repo in repos.items()}
