@@ -40,4 +40,7 @@ ui.link_params_ui(current, wanted if wanted is not None and wanted not in paths 
 job_views.running_job_sidebar_ui(loaders.job_registry(), current)       # every page: a job is running
 st.query_params["page"] = current
 
-page.run()
+try:
+    page.run()
+finally:                    # a page's st.stop or st.rerun too
+    ui.freeze_imports()     # once per process, after a first page run: see its docstring

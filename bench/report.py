@@ -435,7 +435,24 @@ def gpu_section(docs: dict, hist: Optional[dict]) -> str:
 
 # ----------------------------------------------------------------------------- document
 
-def render(docs: dict) -> str:
+PAGES_FILE = "pages_timing.json"     # a list of `python -m bench.pages_timing` results (its --out JSON files)
+
+
+def pages_section(runs: list) -> str:
+    """The explorer's pages timed in Chromium and the server's memory (bench/pages_timing.py), one block per run."""
+    from .pages_timing import render as render_run
+    text = ["Each page from `page.goto` to its first Plotly chart drawn and to complete (every chart drawn, the "
+            "script run ended, nothing loading), in headless Chromium against `streamlit run` on 127.0.0.1; warm: a "
+            "new tab of a browser that opened the page before (a new session; the server's caches filled), fresh: "
+            "the first visit after a server start from a new browser context. Trees compared in one run have their "
+            "visits interleaved page by page, so the machine's load falls on both alike; with other work on the "
+            "2 cores, absolute times are several times a quiet machine's."]
+    for run in runs:
+        text += [""] + render_run(run)
+    return "\n".join(text)
+
+
+def render(docs: dict, pages: list = ()) -> str:
     hist = history_summary()
     quick = [n for n, d in docs.items() if d.get("quick")]
     parts = ["# Benchmarks", "",
@@ -455,6 +472,8 @@ def render(docs: dict) -> str:
         parts += ["", "## 3. Early exit", "", early_exit_section(docs["early_exit"])]
     if "latency" in docs:
         parts += ["", "## 4. Explorer latency", "", latency_section(docs["latency"])]
+    if pages:
+        parts += ["", "## 4b. Pages in a browser", "", pages_section(pages)]
     parts += ["", "## 5. GPU", "", gpu_section(docs, hist)]
     if "profile" in docs:
         parts += ["", "## Profile: where a training step's time goes", "",
@@ -470,7 +489,8 @@ def render(docs: dict) -> str:
 
 def write_report(results_dir: Path, doc: Path) -> Path:
     docs = load(results_dir)
-    text = render(docs)
+    pages = Path(results_dir) / PAGES_FILE
+    text = render(docs, json.loads(pages.read_text()) if pages.exists() else ())
     doc = Path(doc)
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(text)

@@ -70,9 +70,17 @@ def free_port() -> int:
 @contextmanager
 def server(repo: Path, out: Path):
     """`streamlit run` in repo on a free port; yields its url once healthy, stops it after."""
+    with server_process(repo, out) as (_, url, boot):
+        yield url, boot
+
+
+@contextmanager
+def server_process(repo: Path, out: Path, env: dict = None):
+    """`streamlit run` in repo on a free port with these environment variables added; yields (the process, its url,
+    the seconds until healthy), stops it after."""
     port = free_port()
     python = repo / ".venv" / "bin" / "python"
-    env = dict(os.environ)
+    env = dict(os.environ, **(env or {}))
     log = open(out / "streamlit.log", "w")
     proc = subprocess.Popen([str(python if python.exists() else sys.executable), "-m", "streamlit", "run",
                              "streamlit_app.py", "--server.address", "127.0.0.1", "--server.port", str(port),
@@ -91,7 +99,7 @@ def server(repo: Path, out: Path):
             if proc.poll() is not None or time.time() > t0 + 120:
                 raise RuntimeError("streamlit did not start: " + (out / "streamlit.log").read_text()[-2000:])
             time.sleep(0.3)
-        yield url, time.time() - t0
+        yield proc, url, time.time() - t0
     finally:
         proc.terminate()
         try:

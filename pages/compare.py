@@ -51,18 +51,15 @@ with c2:
                                        "accuracy", [max(0.0, low - 0.02), 1.0]),
              "Test accuracy of the answer each model would give if forced to stop at step n.")
 
-st.subheader("Is the extra thought worth it?")
 worth.compare_ui(entries)
 
 histories = {k: v for k, v in histories.items() if v}
 st.subheader("Training curves")
-c1, c2, c3 = st.columns(3)
-with c1:
-    ui.chart(figures.overlay_training_fig(histories, "loss", "Training loss", "loss", log=True),
-             "Total loss (reconstruction + β·KL) per training step, log scale.")
-with c2:
-    ui.chart(figures.overlay_training_fig(histories, "accuracy", "Batch accuracy", "accuracy"),
-             "Accuracy of the p-weighted answer on each logged training batch.")
-with c3:
-    ui.chart(figures.overlay_training_fig(histories, "mean_steps", "Mean halting step", "E[n]"),
-             "Batch mean of the expected halting step E[n] = Σ n·p_n during training.")
+CURVES = [("loss", "Training loss", "loss", "Total loss (reconstruction + β·KL) per training step, log scale."),
+          ("accuracy", "Batch accuracy", "accuracy", "Accuracy of the p-weighted answer on each logged training batch."),
+          ("mean_steps", "Mean halting step", "E[n]", "Batch mean of the expected halting step E[n] = Σ n·p_n during "
+           "training.")]
+for tab, (field, title, axis, caption) in zip(ui.tabs_on_demand([c[1] for c in CURVES], "compare_curves"), CURVES):
+    if tab is not None:                                   # one curve drawn at a time: the open tab's
+        with tab:
+            ui.chart(figures.overlay_training_fig(histories, field, title, axis, log=field == "loss"), caption)

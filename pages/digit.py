@@ -49,11 +49,7 @@ seen = seen_at_steps(stepped, x)
 stepper.steps_ui(tr, None if seen is None else [canvas.seen_image(v[None]) for v in seen], CLASSES, truth,
                  labels=view_labels(stepped))
 views.trace_downloads_ui(tr, CLASSES, name)
-# measured when opened (2,000 test digits: seconds on the first look), not on each first drawing, when a click
-# on Clear would wait for it
-gallery = st.expander("Test digits it ponders least and most (E[n] over the first 2,000 test digits)",
-                      key="gallery_open", on_change="rerun")
-if gallery.open:
-    with gallery:
+if box := ui.on_demand("Test digits it ponders least and most (E[n] over the first 2,000 test digits)", "gallery_open"):
+    with box:                                        # measured when opened, not on each first drawing
         views.pondering_gallery_ui(loaders.pondering_gallery(str(entry.path), loaders.stamp(entry.path)), CLASSES)
 worth.section_ui(entry, "digit")

@@ -52,17 +52,20 @@ size = st.select_slider("Problems per test set", [500, 1000, 2000, 5000, 10000],
 with ui.user_errors():
     res = loaders.parity_results(str(entry.path), loaders.stamp(entry.path), int(size), "sample", 0)
 sets = res["sets"]
-c1, c2 = st.columns(2)
-with c1:
-    ui.chart(study_figures.sets_halting_fig({k: v["halting_distribution"] for k, v in sets.items()}, ck.model.lambda_p),
-             f"Mean halting distribution on {int(size):,} problems per set, by number of non-zeros k "
-             f"(trained on k {res['train_k'][0]}–{res['train_k'][1]}), against the prior.", key="par_sets")
-with c2:
-    gap = study_figures.unmeasured_k(res["by_k"])
-    ui.chart(study_figures.by_k_fig(res["by_k"], res["train_k"]), "Mean sampled halting step, mean E[n] = Σ n·p_n "
-             "with its spread over the inputs (error bars: ± std), and accuracy (dotted, right axis) for each number "
-             "of non-zeros k; the shaded band is the training range."
-             + (f" No test set has k {gap}: the lines break there." if gap else ""), key="par_byk")
+by_sets, by_k = ui.tabs_on_demand(["Halting distribution by set", "Steps and accuracy by k"], "par_sets_tab")
+if by_sets is not None:                            # one chart drawn at a time: the open tab's
+    with by_sets:
+        ui.chart(study_figures.sets_halting_fig({k: v["halting_distribution"] for k, v in sets.items()},
+                                                ck.model.lambda_p),
+                 f"Mean halting distribution on {int(size):,} problems per set, by number of non-zeros k "
+                 f"(trained on k {res['train_k'][0]}–{res['train_k'][1]}), against the prior.", key="par_sets")
+if by_k is not None:
+    with by_k:
+        gap = study_figures.unmeasured_k(res["by_k"])
+        ui.chart(study_figures.by_k_fig(res["by_k"], res["train_k"]), "Mean sampled halting step, mean E[n] = "
+                 "Σ n·p_n with its spread over the inputs (error bars: ± std), and accuracy (dotted, right axis) for each "
+                 "number of non-zeros k; the shaded band is the training range."
+                 + (f" No test set has k {gap}: the lines break there." if gap else ""), key="par_byk")
 st.dataframe([{"set": k, "accuracy": v["accuracy"], "mean steps": v["mean_steps"], "E[n]": v["expected_steps"],
                "problems": v["count"]} for k, v in sets.items()], hide_index=True)
 worth.section_ui(entry, "par")

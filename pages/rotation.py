@@ -47,16 +47,19 @@ c1, c2 = st.columns(2)
 with c1:
     ui.chart(study_figures.rotation_halting_fig(rows), "Mean learned halting distribution p_n for each rotation "
              "(darker = more mass at that step).")
+labels = [rotation_label(r) for r in rows]
 with c2:
-    labels = [rotation_label(r) for r in rows]
-    if st.session_state.get("rot_pick") not in labels:
-        st.session_state["rot_pick"] = labels[min(6, len(labels) - 1)]
-    pick = st.selectbox("Per-sample view for", labels, key="rot_pick")
-    r = rows[labels.index(pick)]
-    ui.chart(study_figures.confidence_scatter_fig(r["steps"], r["confidence"], r["correct"],
-                                            title=f"Halting step vs confidence at {pick}"),
-             "One dot per test image: the step it halted at (jittered) and the probability of its answer; "
-             "green right, red wrong.")
+    if box := ui.on_demand("Per-sample view: each test image's halting step against the confidence of its answer",
+                           "rot_samples_open", icon=":material/scatter_plot:"):     # a dot per image: when asked
+        with box:
+            if st.session_state.get("rot_pick") not in labels:
+                st.session_state["rot_pick"] = labels[min(6, len(labels) - 1)]
+            pick = st.selectbox("Per-sample view for", labels, key="rot_pick")
+            r = rows[labels.index(pick)]
+            ui.chart(study_figures.confidence_scatter_fig(r["steps"], r["confidence"], r["correct"],
+                                                          title=f"Halting step vs confidence at {pick}"),
+                     "One dot per test image: the step it halted at (jittered) and the probability of its answer; "
+                     "green right, red wrong.")
 ui.rotation_table_ui(labels, rows)
 if whole:
     worth.rotation_section_ui(entry, rows, n_images)

@@ -19,7 +19,7 @@ from .. import tables
 from .job_views import run_name
 from ..jobs.job import JobView, where_now
 from ..tables import plain
-from .ui import chart
+from .ui import chart, tabs_on_demand
 
 
 def job_sweep_rows(view: JobView) -> list:
@@ -125,13 +125,15 @@ def sweep_results_ui(rows: list, n_steps: int = 20, key: str = "sweep") -> None:
     chart(study_figures.sweep_grid_fig(rows), "Each finished run's learned halting distribution (bars, mean over test "
           "images) over the geometric prior of its λp (line); failed or unfinished runs say why.",
           key=f"{key}_grid")
-    c1, c2 = st.columns(2)
-    with c1:
-        chart(study_figures.sweep_steps_fig(rows, n_steps), "Mean sampled halting step per run against λp; the dashed "
-              "curve is the prior's mean 1/λp, the dotted one that mean truncated at N.", key=f"{key}_steps")
-    with c2:
-        chart(study_figures.sweep_accuracy_fig(rows), "Test accuracy of each finished run against its λp.",
-              key=f"{key}_acc")
+    steps, acc = tabs_on_demand(["Mean halting step vs λp", "Accuracy vs λp"], f"{key}_tab")
+    if steps is not None:                        # one chart drawn at a time: the open tab's
+        with steps:
+            chart(study_figures.sweep_steps_fig(rows, n_steps), "Mean sampled halting step per run against λp; the "
+                  "dashed curve is the prior's mean 1/λp, the dotted one that mean truncated at N.", key=f"{key}_steps")
+    if acc is not None:
+        with acc:
+            chart(study_figures.sweep_accuracy_fig(rows), "Test accuracy of each finished run against its λp.",
+                  key=f"{key}_acc")
 
 
 LOOSE = "runs named sweep-* (not in a sweep folder)"

@@ -7,6 +7,7 @@ survives switching pages (navigation clears the query string).
 """
 from __future__ import annotations
 
+import gc
 import math
 import random
 import uuid
@@ -60,6 +61,18 @@ def app_guard(script: str) -> None:
         st.switch_page("streamlit_app.py", query_params=params)
 
 
+def freeze_imports() -> None:
+    """Take what is alive now out of the cycle collector's sight, once per process, after a first page run: the
+    modules of torch, plotly (its validators are made at a first figure), streamlit and this app, ~440,000 objects.
+    A full collection then takes milliseconds instead of ~0.25 s, so Streamlit's after every script run ([runner]
+    postScriptGC in .streamlit/config.toml) frees a run's reference cycles (Plotly figures: ~2,100 objects a
+    digit-page run) at once, instead of leaving them until Python's next full collection, sessions later. What that
+    first run left alive (its session's state) is frozen with them, and kept for good."""
+    if not gc.get_freeze_count():
+        gc.collect()
+        gc.freeze()
+
+
 def session_id() -> str:
     """A stable id for this browser session (jobs are owned by it)."""
     if "_session_id" not in st.session_state:
@@ -102,6 +115,19 @@ def chart(fig, caption: str, key: Optional[str] = None) -> None:
     """A Plotly chart with its one-line caption underneath."""
     st.plotly_chart(fig, width="stretch", config=PLOTLY_CONFIG, key=key)
     st.caption(caption)
+
+
+def on_demand(label: str, key: str, icon: Optional[str] = None):
+    """An expander whose content is made and sent only while it is open: the container, or None while closed. A
+    section below the fold that the server would otherwise measure and the browser draw on every visit (each Plotly
+    chart costs the browser tenths of a second; the page is drawn only once every chart is)."""
+    box = st.expander(label, key=key, on_change="rerun", icon=icon)
+    return box if box.open else None
+
+
+def tabs_on_demand(labels: Sequence[str], key: str) -> list:
+    """Tabs of which only the open one is made and drawn: a container for it, None for the others."""
+    return [t if t.open else None for t in st.tabs(list(labels), key=key, on_change="rerun")]
 
 
 # ----------------------------------------------------------------------------- query params

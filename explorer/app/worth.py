@@ -91,12 +91,34 @@ def by_group_ui(groups: dict, caption: str, key: str) -> None:
         ui.chart(by_group_fig(groups), caption, key=key)
 
 
+TITLE = "Is the extra thought worth it?"
+LABEL = f"**{TITLE}** The learned halting against a fixed depth and a confidence exit, at equal compute"
+
+
+def opened(key: str):
+    """The section's expander, measured and drawn only while open (explorer.app.ui.on_demand): its container or
+    None. Its open state is st.session_state[open_key(key)]."""
+    return ui.on_demand(LABEL, open_key(key), icon=":material/balance:")
+
+
+def open_key(key: str) -> str:
+    return f"{key}_worth_open"
+
+
 def section_ui(entry: ModelEntry, key: str, groups: Optional[dict] = None, groups_caption: str = "",
-               shifted: Sequence[dict] = ()) -> None:
-    """A "worth it?" section: the chart and its sentence beside per-step accuracy by group (`groups`, or the
-    task's default groups of the same measurement), then the differences with their intervals and the shifted
-    inputs' comparison (`shifted`, after the measurement's own: parity's unseen k)."""
-    st.subheader("Is the extra thought worth it?")
+               shifted=()) -> None:
+    """A "worth it?" section, on demand: the chart and its sentence beside per-step accuracy by group (`groups`, or
+    the task's default groups of the same measurement), then the differences with their intervals and the shifted
+    inputs' comparison (`shifted`, or a function that measures them, after the measurement's own: parity's unseen
+    k)."""
+    box = opened(key)
+    if box is None:
+        return
+    with box:
+        _section(entry, key, groups, groups_caption, shifted)
+
+
+def _section(entry: ModelEntry, key: str, groups: Optional[dict], groups_caption: str, shifted) -> None:
     c1, c2 = st.columns(2)
     with c1:
         res = worth_ui(entry, f"{key}_worth")
@@ -109,6 +131,7 @@ def section_ui(entry: ModelEntry, key: str, groups: Optional[dict] = None, group
                               "the steps after a line goes flat change no answer.")
         by_group_ui(groups or {}, groups_caption, f"{key}_groups")
     if res is not None:
+        shifted = shifted() if callable(shifted) else shifted
         differences_ui(res.baselines["at_equal_steps"], [*res.baselines.get("shift", []), *shifted])
 
 
@@ -134,12 +157,19 @@ def rotation_section_ui(entry: ModelEntry, rows: Sequence[dict], n_images: int, 
     policies compared on rotated digits."""
     section_ui(entry, key, {rotation_label(r): r["per_step_accuracy"] for r in rows if "per_step_accuracy" in r},
                f"Accuracy if it stopped at step n on {n_images:,} test images per rotation; the steps after a line "
-               "goes flat change no answer. The chart beside it is on the unrotated test digits.", shifted(entry))
+               "goes flat change no answer. The chart beside it is on the unrotated test digits.", lambda: shifted(entry))
 
 
 def compare_ui(entries: Sequence[ModelEntry], key: str = "compare_worth") -> None:
-    """The "worth it?" chart of several models overlaid, a sentence for each; a model that cannot be loaded is
-    one red line."""
+    """The "worth it?" chart of several models overlaid, a sentence for each, on demand; a model that cannot be
+    loaded is one red line."""
+    box = opened("compare")
+    if box is not None:
+        with box:
+            _compare(entries, key)
+
+
+def _compare(entries: Sequence[ModelEntry], key: str) -> None:
     got = {}
     for e in entries:
         try:

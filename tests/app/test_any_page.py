@@ -55,6 +55,21 @@ def test_the_server_takes_no_upload_larger_than_a_widget_reads():
     assert cfg["server"]["maxUploadSize"] == MAX_UPLOAD_BYTES // 2**20
 
 
+def test_each_page_run_is_followed_by_a_collection_that_scans_only_what_the_runs_made(runs):
+    """Reference cycles a run leaves (Plotly figures) are freed after it ([runner] postScriptGC), not sessions later;
+    that collection is cheap because the app froze the ~440k objects of its imports after its first page run."""
+    import gc
+    import tomllib
+    cfg = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())
+    assert cfg["runner"]["postScriptGC"] is True
+    open_app("pages/runs.py")
+    frozen = gc.get_freeze_count()
+    assert frozen > 100_000                               # torch, plotly, streamlit and the app's modules
+    open_app("pages/compare.py")
+    assert gc.get_freeze_count() <= frozen     # once per process (less what was freed since): later runs' objects stay
+    #                                            collectable
+
+
 def test_an_uncaught_error_shows_no_traceback_or_server_paths(runs, monkeypatch):
     """.streamlit/config.toml: showErrorDetails keeps exception types, messages and tracebacks in the server log."""
     import explorer.app.loaders

@@ -21,7 +21,7 @@ def test_compare_page_overlays_two_runs(runs):
     at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/tiny-mnist-b"])
     run_ok(at)
     figs = charts(at)
-    assert len(figs) == 6                                   # with the "worth it?" overlay
+    assert len(figs) == 3                 # the two overlays and the open tab's training curve: the rest on demand
     halting = figs[0]
     names = [t["name"] for t in halting["data"]]
     assert "runs/tiny-mnist" in names and "runs/tiny-mnist-b" in names and any(n.startswith("prior") for n in names)
@@ -32,11 +32,18 @@ def test_compare_page_overlays_two_runs(runs):
     columns = json.loads(table.proto.columns)              # a missing value shows as "—", numbers stay numbers
     assert table.proto.placeholder == "—" and columns["accuracy"]["type_config"]["format"] == "%.4f"
     assert at.query_params["models"] == ["runs/tiny-mnist", "runs/tiny-mnist-b"]
+    assert not [d for d in at.dataframe if "Q-exit − confidence" in d.value]        # "worth it?": measured when opened
+    at.session_state["compare_worth_open"] = True
+    run_ok(at)
+    assert len(charts(at)) == 4                                                    # with the "worth it?" overlay
     # the differences at equal steps with their intervals and each model's test-set size (differences_table)
     diffs = next(d.value for d in at.dataframe if "Q-exit − confidence" in d.value)
     assert list(diffs["model"]) == ["runs/tiny-mnist", "runs/tiny-mnist-b"] and list(diffs["test items"]) == [2000, 2000]
     assert {"Q-exit − fixed depth", "sampled − Q-exit", "tuned on"} <= set(diffs.columns)
     assert all(" [" in v and "]: " in v for v in diffs["sampled − Q-exit"])
+    at.session_state["compare_curves"] = "Mean halting step"              # another tab: its curve instead
+    titles = [f["layout"].get("title", {}).get("text") for f in charts(run_ok(at))]
+    assert "Mean halting step" in titles and "Training loss" not in titles and len(titles) == 4
 
 
 def _run_files(root, name="tiny-mnist"):
@@ -82,7 +89,7 @@ def test_import_on_the_compare_page_validates_uploads(runs):
                for s in at.sidebar.success)
     assert "runs/from-upload" in at.multiselect(key="compare_models").value        # and it joins the comparison
     load_checkpoint(runs / "from-upload")
-    assert len(charts(at)) == 6                                            # 5 and the "worth it?" overlay
+    assert len(charts(at)) == 3                             # the two overlays and the open tab's training curve
 
 
 def test_compare_page_shows_a_run_named_many_times_in_the_link_once(runs):
@@ -119,7 +126,7 @@ def test_compare_page_measures_a_run_whose_card_has_no_metrics(runs):
     row = df[df["model"] == "runs/plain-mnist"].iloc[0]
     # measured now on the first lifecycle.QUICK_TEST_ITEMS (2,000) test images, as a run trained here is
     assert row["test n"] == 2000 and 0 <= row["accuracy"] <= 1
-    assert "No test metrics for" not in texts(at) and len(charts(at)) == 6      # 5 and the "worth it?" overlay
+    assert "No test metrics for" not in texts(at) and len(charts(at)) == 3      # 2 overlays and a training curve
 
 
 def test_compare_page_says_what_a_step_is_once_per_design(runs):

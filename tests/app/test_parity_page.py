@@ -30,12 +30,21 @@ def test_parity_page_generated_and_typed_vectors(runs):
     at.text_input(key="par_text").input("1 0 1")
     run_ok(at)
     assert "takes 8 values" in at.error[0].value
-    assert len(at.dataframe[0].value) == 2 and len(charts(at)) == 4      # easy vs hard (and "worth it?") still show
+    assert len(at.dataframe[0].value) == 2 and len(charts(at)) == 1      # easy vs hard's open tab still shows
     at.text_input(key="par_text").set_value("1 " * 5_000_000 + "x" * 1000)   # 10 MB sent: cut to the widget's limit
     run_ok(at)
     assert len(at.text_input(key="par_text").value) == inputs.vector_chars(8)
     (err,) = one_line_errors(at)
     assert "takes 8 values" in err and len(err) < 200, err[:300]
+
+
+def test_parity_page_draws_one_easy_vs_hard_chart_at_a_time(runs):
+    at = open_app(page="parity", model="runs/tiny-parity")
+    titles = lambda: [f["layout"].get("title", {}).get("text", "") for f in charts(at)]       # noqa: E731
+    assert "Halting distributions by difficulty" in titles() and "Steps and accuracy by number of non-zeros" not in titles()
+    at.session_state["par_sets_tab"] = "Steps and accuracy by k"
+    run_ok(at)
+    assert "Halting distributions by difficulty" not in titles() and "Steps and accuracy by number of non-zeros" in titles()
 
 
 def test_a_click_on_a_parity_cell_changes_it_and_the_page_ponders_the_edited_vector(runs):
@@ -66,6 +75,8 @@ def test_parity_page_opens_on_parity_15_with_the_numbers_of_its_card():
     assert any(f"hard − easy {gap:+.2f}" in c.value and "10,000 problems" in c.value for c in at.caption)
     # video-15's test sets are easy k 1–4 and hard k 11–15 (ponder.tasks.parity.task): the by-k chart's caption says
     # why its lines break between them
+    at.session_state["par_sets_tab"] = "Steps and accuracy by k"
+    run_ok(at)
     assert any("No test set has k 5–10" in c.value for c in at.caption)
 
 

@@ -38,7 +38,7 @@ def test_rotation_page_states_the_answer_from_the_numbers(runs):
     assert "Does it ponder longer" in at.subheader[0].value
     assert "test sets" in verdict and "Accuracy goes from" in verdict
     figs = charts(at)
-    assert len(figs) == 6 and any(t["type"] == "box" for f in figs for t in f["data"])      # 4 + the "worth it?" pair
+    assert len(figs) == 3 and any(t["type"] == "box" for f in figs for t in f["data"])   # per-sample, "worth it?": asked
     df = at.dataframe[0].value
     assert list(df["rotation"]) == ["0°", "90°", "±45°"] and "E[n]" in df.columns
     assert df["accuracy"].between(0, 100).all()                         # shown as a percentage
@@ -54,9 +54,20 @@ def test_rotation_page_states_the_answer_from_the_numbers(runs):
     assert "at most 24 values" in err and time.perf_counter() - t < 10, err      # the first 400 characters read
 
 
+def test_rotation_page_draws_the_per_sample_view_when_it_is_opened(runs):
+    at = _rotation_study(open_app("pages/rotation.py", model="runs/tiny-mnist"), "0, 90", "45", 100)
+    titles = [f["layout"]["title"]["text"] for f in charts(at)]
+    assert len(titles) == 3 and not any(t.startswith("Halting step vs confidence") for t in titles)
+    at.session_state["rot_samples_open"] = True                   # a dot per test image: drawn when asked for
+    scatter = [f for f in charts(run_ok(at)) if f["layout"]["title"]["text"].startswith("Halting step vs confidence")]
+    assert len(scatter) == 1 and at.selectbox(key="rot_pick").value == "±45°"
+    assert sum(len(t["x"]) for t in scatter[0]["data"]) == 100    # one dot per image of the study
+
+
 def test_rotation_page_refines_a_first_pass_and_a_fresh_server_opens_it_from_disk(runs, monkeypatch):
     from explorer.app import loaders
     at = open_app("pages/rotation.py", model="runs/tiny-mnist")
+    at.session_state["rot_worth_open"] = True
     _rotation_study(at, "0, 30", "60", 600)              # more than a first pass: 200 first, then the page again
     assert "on 600 test images rotated" in texts(at) and "A first look" not in texts(at)
     assert len(_worth(at)) == 1                         # the "worth it?" section once all images are in

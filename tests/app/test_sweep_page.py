@@ -38,6 +38,10 @@ def test_sweep_page_prior_follows_lambda_p_and_a_two_value_sweep_runs(runs):
     df = at.dataframe[0].value
     assert list(df["λp"]) == [0.3, 0.6] and list(df["status"]) == ["completed", "completed"]
     figs = {f["layout"]["title"]["text"] if f["layout"].get("title") else "grid": f for f in charts(at)}
+    assert "Mean halting step vs λp" in figs and "Accuracy vs λp" not in figs     # one tab's chart drawn at a time
+    at.session_state["sweep_live_tab"] = "Accuracy vs λp"
+    figs = {f["layout"]["title"]["text"] if f["layout"].get("title") else "grid": f for f in charts(run_ok(at))}
+    assert "Mean halting step vs λp" not in figs
     acc = figs["Accuracy vs λp"]["data"][0]
     assert list(acc["x"]) == [0.3, 0.6]
     assert list(df["run"]) == ["runs/sweep-mnist/lambda_p0.3-seed0", "runs/sweep-mnist/lambda_p0.6-seed0"]
@@ -135,7 +139,8 @@ def test_sweep_page_shows_a_sweep_folder_and_compare_adds_it_as_one_group(runs):
     df = at.dataframe[0].value
     assert list(df["run"]) == ["runs/cli-sweep/lambda_p0.2-seed0", "runs/cli-sweep/lambda_p0.5-seed0"]
     assert list(df["λp"]) == [0.2, 0.5] and list(df["status"]) == ["completed", "completed"]
-    assert list(charts(at)[-1]["data"][0]["x"]) == [0.2, 0.5]              # accuracy against λp
+    at.session_state["sweep_dir_tab"] = "Accuracy vs λp"
+    assert list(charts(run_ok(at))[-1]["data"][0]["x"]) == [0.2, 0.5]      # accuracy against λp
     at.switch_page("pages/compare.py")
     run_ok(at)
     at.selectbox(key="compare_models_sweep").set_value("cli-sweep")

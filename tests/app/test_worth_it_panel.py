@@ -1,7 +1,7 @@
 """'Is the extra thought worth it?' on the digit, parity, rotation and Compare pages under AppTest: accuracy against
 mean steps for a fixed depth, a confidence exit and the learned halting, the sentence under it, and per-step
-accuracy by group; numbers as ponder.analysis.unroll.measure_test gives them on the same first 2,000 test items
-(explorer.app.worth.ITEMS)."""
+accuracy by group, drawn when its section is opened; numbers as ponder.analysis.unroll.measure_test gives them on the
+same first 2,000 test items (explorer.app.worth.ITEMS)."""
 import pytest
 
 from helpers import charts, open_app, run_ok, texts
@@ -10,6 +10,7 @@ from ponder.config import TrainConfig
 from ponder.analysis.baselines import worth_sentence
 from ponder.analysis.unroll import measure_test
 from page_helpers import _rotation_study, _worth
+from explorer.app.worth import TITLE, open_key
 
 # under pytest-xdist one worker runs the page tests: their runs folders, the job registry and the pages' first
 # imports are set up once
@@ -28,6 +29,10 @@ def test_digit_page_worth_it_chart_sentence_groups_and_where_the_answer_settled(
     from explorer.app.worth import ITEMS
     at = open_app(model="runs/tiny-mnist")
     at.segmented_control(key="digit_source").set_value("MNIST test digit")
+    run_ok(at)
+    (box,) = [e for e in at.expander if TITLE in e.label]        # closed: neither measured nor drawn
+    assert not _worth(at) and not box.children
+    at.session_state[open_key("digit")] = True
     run_ok(at)
     ck = load_checkpoint(runs / "tiny-mnist")
     want = measure_test(ck.model, TrainConfig.from_dict(ck.record.train), mnist, ITEMS)
@@ -52,6 +57,9 @@ def test_digit_page_worth_it_chart_sentence_groups_and_where_the_answer_settled(
 def test_parity_page_worth_it_chart_and_easy_hard_per_step_accuracy(runs):
     from explorer.app.worth import ITEMS
     at = open_app(page="parity", model="runs/tiny-parity")
+    assert not _worth(at)
+    at.session_state[open_key("par")] = True
+    run_ok(at)
     ck = load_checkpoint(runs / "tiny-parity")
     want = measure_test(ck.model, TrainConfig.from_dict(ck.record.train), None, ITEMS)
     eq = want.baselines["at_equal_steps"]
@@ -65,7 +73,9 @@ def test_parity_page_worth_it_chart_and_easy_hard_per_step_accuracy(runs):
 
 @pytest.mark.long
 def test_rotation_page_per_step_accuracy_by_rotation(runs):
-    at = _rotation_study(open_app("pages/rotation.py", model="runs/tiny-mnist"), "0, 90", "45", 100)
+    at = open_app("pages/rotation.py", model="runs/tiny-mnist")
+    at.session_state[open_key("rot")] = True
+    at = _rotation_study(at, "0, 90", "45", 100)
     assert len(_worth(at)) == 1 and "At equal compute" in texts(at)
     groups = _by_group(at)
     assert [t["name"] for t in groups["data"]] == ["0°", "90°", "±45°"] and all(len(t["y"]) == 5 for t in groups["data"])
@@ -78,6 +88,9 @@ def test_rotation_page_per_step_accuracy_by_rotation(runs):
 def test_compare_page_overlays_the_worth_it_chart_with_a_sentence_per_model(runs):
     at = open_app("pages/compare.py")
     at.multiselect(key="compare_models").set_value(["runs/tiny-mnist", "runs/tiny-parity"])
+    run_ok(at)
+    assert not _worth(at)
+    at.session_state[open_key("compare")] = True
     run_ok(at)
     (fig,) = _worth(at)
     names = [t.get("name") for t in fig["data"]]

@@ -147,6 +147,23 @@ def test_report_renders_every_section(docs, tmp_path):
     assert "validation" in text                             # the GPU history is labelled as validation
 
 
+def test_report_renders_the_pages_timings_from_their_json(tmp_path):
+    """bench/pages_timing.py's JSON (a list of runs) as section 4b: medians of the visits, the memory lines."""
+    def visits(first, complete, charts):
+        return [{"first": f, "complete": c, "charts": charts} for f, c in zip(first, complete)]
+    run = {"started": "2026-11-26 02:00 UTC", "load_before": [1.0, 1.5, 2.0], "load_after": [2.0, 2.0, 2.0],
+           "repos": {"before": "/a", "after": "/b"}, "repeats": 3, "cpu": "AMD EPYC", "command": "python -m bench.pages_timing",
+           "pages": {"before": {"sweep": {"warm": visits([1, 3, 2], [4, 6, 5], 4), "fresh": visits([7, 9, 8], [9, 9, 9], 4)}},
+                     "after": {"sweep": {"warm": visits([1, 1, 1], [2, 2, 3], 3), "fresh": []}}},
+           "memory": {"after": {"sessions": {"rss_mib": [900.0] * 51, "per_session_mib": 0.0},
+                                "jobs": [{"budget_s": 20, "before_mib": 900, "peak_mib": 1100, "after_mib": 950, "left_mib": 50}]}}}
+    (tmp_path / report.PAGES_FILE).write_text(json.dumps([run]))
+    text = report.write_report(tmp_path, tmp_path / "benchmarks.md").read_text()
+    assert "## 4b. Pages in a browser" in text and "on AMD EPYC" in text and "1.0 1.5 2.0 before" in text
+    assert "| sweep | before | 4 | 2 | 5 | 8 | 9 |  |" in text and "| sweep | after | 3 | 1 | 2 | None | None |  |" in text
+    assert "- after: server RSS over 50 drawing sessions: 900 MiB at the start" in text and "(+50 MiB left behind)" in text
+
+
 def test_quick_results_default_outside_docs():
     assert common.default_out("latency", quick=True).parent == common.QUICK_DIR
     assert common.default_out("latency").parent == common.RESULTS_DIR

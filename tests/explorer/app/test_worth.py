@@ -21,7 +21,10 @@ def test_compare_shows_the_models_it_can_load_and_one_red_line_for_one_it_cannot
     save_tiny_run(root / "a-good")
     broken, _ = save_tiny_run(root / "b-broken")
     (broken / WEIGHTS).write_bytes(b"\x00" * 64)
-    at = AppTest.from_function(_compare_app, default_timeout=APP_TIMEOUT).run()
+    from explorer.app.worth import open_key
+    at = AppTest.from_function(_compare_app, default_timeout=APP_TIMEOUT)
+    at.session_state[open_key("compare")] = True                 # the section, measured when opened
+    at.run()
     assert not at.exception, [e.value for e in at.exception]
     errs = one_line_errors(at)
     assert len(errs) == 1 and errs[0].startswith("runs/b-broken: ") and WEIGHTS in errs[0], errs
