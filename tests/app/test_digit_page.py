@@ -173,20 +173,12 @@ def test_digit_page_opens_on_the_adaptive_model_steps_through_and_ponders_per_di
     (slider,) = [s for s in at.slider if s.label == "Step through the steps"]
     halted = int(next(m.value for m in at.metric if m.label == "Halted at step").split("/")[0])
     assert slider.value == halted and any(m.label == f"Answer at step {halted}" for m in at.metric)
-<<<<<<< HEAD
     # the gallery: measured only once it is opened (a first drawing's page run does not wait for it); 8 least and
     # 8 most pondered test digits, each with its E[n], each loaded by a click
-    assert not any("E[n]" in c for c in captions), captions
+    assert not any("E[n]" in c for im in at.image for c in im.captions)
     at.session_state["gallery_open"] = True                             # the reader opens it
     run_ok(at)
     captions = [c for im in at.image for c in im.captions]
-=======
-    # the gallery, measured when opened: 8 least and 8 most pondered test digits, each with its E[n], each loaded by a
-    # click
-    assert sum("E[n]" in c for c in [c for im in at.image for c in im.captions]) == 0
-    at.session_state["gallery_open"] = True
-    captions = [c for im in run_ok(at).image for c in im.captions]
->>>>>>> charts
     assert sum("E[n]" in c for c in captions) == 16, captions
     most = [c for c in captions if "E[n]" in c][-1]                     # the last of the most pondered
     index = int(most.split(" ·")[0].lstrip("#"))
