@@ -188,7 +188,8 @@ def memory(p, repo: Path, sessions: int, job_seconds: int, out: Path, env: dict,
                 time.sleep(0.5)
                 rss.append(round(rss_mib(proc.pid), 1))
                 print(f"session {i + 1:3d}: {rss[-1]:.0f} MiB", flush=True)
-            res["sessions"] = {"rss_mib": rss, "per_session_mib": per_session(rss)}
+            if sessions:
+                res["sessions"] = {"rss_mib": rss, "per_session_mib": per_session(rss)}
             if job_seconds:                      # the first job loads MNIST and fills caches; the second, steady
                 res["jobs"] = [job(browser, url, proc.pid, job_seconds) for _ in range(jobs)]
     finally:
