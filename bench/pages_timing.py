@@ -254,8 +254,9 @@ def job(browser, url: str, pid: int, seconds: int) -> dict:
 
 
 def median(xs):
+    """The median of the measured values, '–' where none was measured (no chart, or not visited)."""
     xs = [x for x in xs if x is not None]
-    return round(statistics.median(xs), 2) if xs else None
+    return round(statistics.median(xs), 2) if xs else "–"
 
 
 def table(repos: dict) -> list:
@@ -349,6 +350,8 @@ def render(res: dict) -> list:
         lines += [f"Pages at 1280×800, median of {res.get('repeats', 3)} (seconds):", ""] + table(res["pages"]) + [""]
     for label, mem in res.get("memory", {}).items():
         lines += [f"- {x}" for x in memory_lines(label, mem)]
+    if res.get("note"):
+        lines += ["", res["note"]]
     return lines
 
 
