@@ -188,7 +188,8 @@ def memory(p, repo: Path, sessions: int, job_seconds: int, out: Path, env: dict,
                 time.sleep(0.5)
                 rss.append(round(rss_mib(proc.pid), 1))
                 print(f"session {i + 1:3d}: {rss[-1]:.0f} MiB", flush=True)
-            res["sessions"] = {"rss_mib": rss, "per_session_mib": per_session(rss)}
+            if sessions:
+                res["sessions"] = {"rss_mib": rss, "per_session_mib": per_session(rss)}
             if job_seconds:                      # the first job loads MNIST and fills caches; the second, steady
                 res["jobs"] = [job(browser, url, proc.pid, job_seconds) for _ in range(jobs)]
     finally:
@@ -253,8 +254,9 @@ def job(browser, url: str, pid: int, seconds: int) -> dict:
 
 
 def median(xs):
+    """The median of the measured values, '–' where none was measured (no chart, or not visited)."""
     xs = [x for x in xs if x is not None]
-    return round(statistics.median(xs), 2) if xs else None
+    return round(statistics.median(xs), 2) if xs else "–"
 
 
 def table(repos: dict) -> list:
@@ -348,6 +350,8 @@ def render(res: dict) -> list:
         lines += [f"Pages at 1280×800, median of {res.get('repeats', 3)} (seconds):", ""] + table(res["pages"]) + [""]
     for label, mem in res.get("memory", {}).items():
         lines += [f"- {x}" for x in memory_lines(label, mem)]
+    if res.get("note"):
+        lines += ["", res["note"]]
     return lines
 
 

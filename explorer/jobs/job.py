@@ -19,6 +19,7 @@ explorer.jobs.registry.JobRegistry.
 from __future__ import annotations
 
 import copy
+import ctypes
 import os
 import threading
 import time
@@ -174,6 +175,7 @@ class Job:
                         continue
                     self._train_one(run)
         finally:
+            release_freed_memory()
             with self.lock:
                 self.status = "done"
                 self.finished = time.time()
@@ -242,6 +244,15 @@ class Job:
             if t.resumed:
                 t.end(t.record.completed(reason="completed in an earlier run of this sweep (not trained again)"))
                 on_trial(t)
+
+
+def release_freed_memory() -> None:
+    """Hand the heap a finished job freed back to the system (glibc's malloc_trim; nothing where there is none):
+    glibc keeps freed pages for later allocations, so the server held on to what a job had trained with."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def saved_key(run_dir) -> Optional[tuple]:

@@ -160,7 +160,7 @@ def test_report_renders_the_pages_timings_from_their_json(tmp_path):
     (tmp_path / report.PAGES_FILE).write_text(json.dumps([run]))
     text = report.write_report(tmp_path, tmp_path / "benchmarks.md").read_text()
     assert "## 4b. Pages in a browser" in text and "on AMD EPYC" in text and "1.0 1.5 2.0 before" in text
-    assert "| sweep | before | 4 | 2 | 5 | 8 | 9 |  |" in text and "| sweep | after | 3 | 1 | 2 | None | None |  |" in text
+    assert "| sweep | before | 4 | 2 | 5 | 8 | 9 |  |" in text and "| sweep | after | 3 | 1 | 2 | – | – |  |" in text
     assert "- after: server RSS over 50 drawing sessions: 900 MiB at the start" in text and "(+50 MiB left behind)" in text
 
 

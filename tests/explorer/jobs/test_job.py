@@ -30,6 +30,16 @@ def test_a_job_trains_saves_and_is_listed(registry, tmp_path):
     load_checkpoint(run.run_dir)
 
 
+def test_a_finished_job_hands_its_freed_memory_back(registry, tmp_path, monkeypatch):
+    """glibc keeps the pages a job's training freed: they go back to the system once the job ends."""
+    from explorer.jobs import job as job_module
+    real, calls = job_module.release_freed_memory, []
+    monkeypatch.setattr(job_module, "release_freed_memory", lambda: (calls.append(time.time()), real()))
+    job = registry.submit("s1", [("trimmed", tiny())], root=tmp_path)
+    view = wait_done(job)
+    assert view.runs[0].status == "completed" and len(calls) == 1 and calls[0] <= view.finished
+
+
 @pytest.mark.long
 def test_progress_is_reported_while_running_and_threads_never_touch_streamlit(registry, tmp_path):
     job = registry.submit("s1", [("live", tiny(epochs=4))], root=tmp_path)
