@@ -243,14 +243,16 @@ def early_exit_section(d: dict) -> str:
                         "whole speed-up",
                         "recurrent speed-up", "ideal", "target", "result"], rows)]
     prim = r["by_batch"][0]
-    shares = [m["rec_full_seconds"] / m["full_seconds"] for m in prim["models"].values() if m["full_seconds"]]
+    shares = [m["rec_full_seconds"] / m["full_seconds"] for m in prim["models"].values()
+              if m["full_seconds"] and m.get("design", "cnn reader") == "cnn reader"]
     if shares:
-        text += ["", f"Where inference time goes: the N-step recurrent part is only {min(shares):.0%}–{max(shares):.0%} "
-                 f"of a full-unroll inference at {prim['batch_size']:,} images per call; the encoding (the CNN "
-                 "embedding, or parity's input projection) is the rest. Where every step reads the whole encoding "
-                 "(the cnn reader, parity) it is computed once per input either way, so early exit speeds the whole "
-                 f"inference up by at most 1 / (1 − {max(shares):.2f}) = {1 / (1 - max(shares)):.2f}×: the *whole* "
-                 "column. The rows reader's step n reads only its first 2n image rows: from 1,000 inputs per call "
+        span = f"{min(shares):.0%}" + ("" if f"{min(shares):.0%}" == f"{max(shares):.0%}" else f"–{max(shares):.0%}")
+        text += ["", f"Where inference time goes: for the cnn reader the N-step recurrent part is only "
+                 f"{span} of a full-unroll inference at {prim['batch_size']:,} images per "
+                 "call; the CNN embedding is the rest, and as every step reads all of it, it is computed once per "
+                 f"image either way, so early exit speeds the whole inference up by at most 1 / (1 − {max(shares):.2f}) "
+                 f"= {1 / (1 - max(shares)):.2f}×: the *whole* column. (Parity's encoding is one small projection: "
+                 "there the recurrent part is nearly all.) The rows reader's step n reads only its first 2n image rows: from 1,000 inputs per call "
                  "early exit builds that encoding one level a step, for the inputs still running "
                  "(`ponder.tasks.mnist.levels`), so an input that halts at step 3 never has its other rows encoded; "
                  "its whole speed-up is bounded by L / E[min(halting step, L)] on the encoding (L = 14 levels), not "
@@ -258,8 +260,8 @@ def early_exit_section(d: dict) -> str:
     missed = [(n, mode, s) for n, m in prim["models"].items() for mode, s in m["modes"].items() if not s["met"]]
     if missed:
         names = ", ".join(f"`{n}` ({mode})" for n, mode, _ in missed)
-        text += ["", f"**Missed at {prim['batch_size']:,} per call: {names}.** The fastest-halting model has the largest "
-                 "ideal speed-up, so the loop's fixed cost per step weighs most there: the tail of the halting "
+        text += ["", f"**Missed at {prim['batch_size']:,} per call: {names}.** The loop's fixed cost per step "
+                 "weighs most where the ideal speed-up is large: the tail of the halting "
                  "distribution keeps a few samples running for many steps after most have stopped, and each of those "
                  "steps costs the same ~20 operator calls however few samples remain. What would close it: fewer "
                  "operator calls per early-exit step (for example compacting the batch only once a good share of it "
