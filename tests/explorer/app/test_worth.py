@@ -44,11 +44,17 @@ def test_a_model_measured_before_is_shown_without_loading_mnist(tmp_path, monkey
     from explorer.app import loaders
     monkeypatch.setenv("PONDER_RUNS", str(tmp_path / "runs"))
     save_tiny_run(tmp_path / "runs" / "measured", "mnist")
-    first = AppTest.from_function(_worth_app, default_timeout=APP_TIMEOUT).run()        # measured, kept on disk
+    from explorer.app.worth import open_key
+
+    def opened():                                                                      # the section, opened
+        at = AppTest.from_function(_worth_app, default_timeout=APP_TIMEOUT)
+        at.session_state[open_key("t")] = True
+        return at.run()
+    first = opened()                                                                   # measured, kept on disk
     assert not first.exception and len(first.get("plotly_chart")) == 2
     st.cache_data.clear()
     st.cache_resource.clear()                                                          # a fresh server ...
     monkeypatch.setattr(loaders, "mnist", lambda: pytest.fail("MNIST loaded"))          # ... that would load MNIST
-    again = AppTest.from_function(_worth_app, default_timeout=APP_TIMEOUT).run()
+    again = opened()
     assert not again.exception, [e.value for e in again.exception]
     assert [c.proto.spec for c in again.get("plotly_chart")] == [c.proto.spec for c in first.get("plotly_chart")]
