@@ -329,10 +329,13 @@ def test_no_choice_of_a_train_form_select_is_cut_in_the_sidebar(server, new_page
         page.get_by_role("radio", name=forms.task_label(task.name)).click(force=True)     # its styled dot covers it
         selects = {f.metadata["label"]: [f.metadata["labels"].get(c, str(c)) for c in f.metadata["choices"]]
                    for f in option_fields(task) if f.metadata["choices"]}
-        for label in selects:
-            page.locator(f'[data-testid=stSidebar] input[role=combobox][aria-label="{label}"]').wait_for(timeout=60000)
         options = {"Regulariser": [forms.regulariser_choice(name) for name in REGULARISERS],
                    "What the λ head reads": list(forms.LAMBDA_INPUT_LABELS.values()), **selects}
+        # the page run the click started has drawn each of them once (while it runs, a moved select can show
+        # twice: the stale box and the new one)
+        page.wait_for_function("""(labels) => labels.every(l => document.querySelectorAll(
+            `[data-testid=stSidebar] input[role=combobox][aria-label="${l}"]`).length === 1)""", arg=list(options),
+                               timeout=60000)
         measured.update(page.evaluate("""(options) => Object.fromEntries(Object.entries(options).map(([label, choices]) => {
         const input = document.querySelector(`[data-testid=stSidebar] input[role=combobox][aria-label="${label}"]`);
         const cs = getComputedStyle(input), ctx = document.createElement('canvas').getContext('2d');
