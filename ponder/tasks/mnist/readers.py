@@ -21,6 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..base import init_lambda_head
+from .gru import gru_unroll
 from .levels import CoarseLevels, RowLevels, levels_for
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class GruUpdate:
 
     def __init__(self, cell: nn.GRUCell, like: torch.Tensor):
         H, w, b = cell.hidden_size, cell.weight_hh, cell.bias_hh       # w [3H, H], b [3H]
-        self.H, self.fused = H, fused_gru(like)
+        self.H, self.fused, self.cell = H, fused_gru(like), cell
         if self.fused:
             self.w = (w.t(), F.pad(b[2 * H:], (2 * H, 0)))             # W_hh^T [H, 3H], [0, 0, b_hn] [3H]
         else:
@@ -77,6 +78,18 @@ class GruUpdate:
         r, z = torch.sigmoid(torch.addmm(gi_rz, h, w_rz)).chunk(2, 1)     # [B, H] each
         n = torch.tanh(torch.addcmul(gi_n, r, torch.addmm(b_n, h, w_n)))   # [B, H]
         return torch.lerp(n, h, z)                              # h_{n+1} = (1 - z) n + z h   [B, H]
+
+    def states(self, ctx, h, n_steps: int):
+        """h_1 .. h_N [N, B, H] from h, step n fed level min(n, L - 1) of ctx [B, L, 3H] (or the one level
+        [B, 3H]). Training on CPU: one autograd node with a hand-written backward (ponder.tasks.mnist.gru)."""
+        if not self.fused and torch.is_grad_enabled():
+            return gru_unroll(ctx, self.cell.weight_hh, self.cell.bias_hh[2 * self.H:], h, n_steps)
+        levels = self.levels(ctx) if ctx.dim() == 3 else [self.split(ctx)]     # split once, not once per step
+        hs = []
+        for n in range(n_steps):
+            h = self(h, levels[min(n, len(levels) - 1)])
+            hs.append(h)
+        return torch.stack(hs)
 
 
 def add_cell_and_heads(m: nn.Module, cfg: MnistConfig, lambda_p: float, fc_in: int) -> None:
@@ -137,13 +150,7 @@ class MnistStep(nn.Module):
 
     def unroll(self, ctx, h, n_steps: int):
         """All steps at once: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls."""
-        upd = GruUpdate(self.cell, ctx)
-        gi = upd.split(ctx)                                     # split once per unroll, not once per step
-        hs = []
-        for _ in range(n_steps):
-            h = upd(h, gi)
-            hs.append(h)
-        hs = torch.stack(hs)                                    # [N, B, H]
+        hs = GruUpdate(self.cell, ctx).states(ctx, h, n_steps)              # [N, B, H]
         return self.out_head(hs), self.lambda_head(hs).squeeze(-1)
 
     def loss(self, y, target):
@@ -181,17 +188,7 @@ class GrowingEvidence(nn.Module):
         h = upd(h, upd.split(ctx[:, min(n, ctx.shape[1] - 1)]))           # level min(n, L - 1) [B, 3H]
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
 
-    def unroll(self, ctx, h, n_steps: int):
-        """All steps: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls."""
-        upd = GruUpdate(self.cell, ctx)
-        levels = upd.levels(ctx)                                            # L levels, split once
-        hs = []
-        for n in range(n_steps):
-            h = upd(h, levels[min(n, len(levels) - 1)])
-            hs.append(h)
-        hs = torch.stack(hs)                                                 # [N, B, H]
-        return self.out_head(hs), self.lambda_head(hs).squeeze(-1)
-
+    unroll = MnistStep.unroll                                               # level min(n, L - 1) at step n
     loss = MnistStep.loss
     probs = MnistStep.probs
 

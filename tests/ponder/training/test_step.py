@@ -1,12 +1,18 @@
 """ponder/training/step.py: one update changes the weights and leaves its outputs on the device; a healthy check
 snapshots the weights; a diverged one names the step and keeps the last good weights, whether the fused
-optimiser skipped the bad update or the snapshot has to be put back. (Through whole trainings:
+optimiser skipped the bad update or the snapshot has to be put back. The update's loss and gradients are those
+of the model written the straightforward way (nn.GRUCell step by step, both heads every step). (Through whole trainings:
 test_loop.py, test_fastpath.py.)"""
 import itertools
 
+import pytest
 import torch
+import torch.nn.functional as F
 
+from helpers import tiny_model
 from ponder.config import TrainConfig
+from ponder.halting import halting_log_probs
+from ponder.losses import ponder_loss
 from ponder.training.loop import setup
 from ponder.training.step import Health, Update
 
@@ -95,3 +101,77 @@ def test_in_the_halting_warm_up_only_the_answers_train():
     update.set_lr(update.cfg.lr, 0.5)
     update(*next(batches))
     assert not torch.equal(fn.lambda_head.weight, lam)
+
+
+# ----------------------------------------------------------------------------- the fast step computes the plain math
+
+def plain_loss(model, cfg, x, y):
+    """The loss of `model` on (x, y) written the straightforward way: each evidence level's embedding (as the
+    reader computes it) fed to nn.GRUCell step by step, both heads applied at every step, ponder.losses' loss."""
+    fn, seen = model.step_fn, []
+    if hasattr(fn, "project"):                                     # the readers whose evidence grows: [B, L, E]
+        project = fn.project
+        fn.project = lambda e: seen.append(e) or project(e)
+        fn.encode(x)
+        del fn.project
+        e = seen[0]
+    else:
+        e = fn.embed(x).unsqueeze(1)                               # the whole image's embedding, one level
+    h, ys, ls = torch.zeros(len(x), fn.cfg.hidden), [], []
+    for n in range(model.max_steps):
+        h = fn.cell(e[:, min(n, e.shape[1] - 1)], h)
+        ys.append(fn.out_head(h))
+        ls.append(fn.lambda_head(h).squeeze(-1))
+    y_steps, log_p = torch.stack(ys), halting_log_probs(torch.stack(ls))              # [N, B, 10], [N, B]
+    N, B = log_p.shape
+    losses = F.cross_entropy(y_steps.flatten(0, 1), y.repeat(N), reduction="none").view(N, B)
+    return ponder_loss(losses, log_p, cfg.lambda_p, cfg.beta)[0]
+
+
+@pytest.mark.parametrize("reader,rows", [("cnn", 2), ("rows", 4), ("rows", 2)])
+def test_the_update_has_the_loss_and_gradients_of_the_plain_computation(reader, rows):
+    cfg = TrainConfig(reader=reader, rows_per_step=rows, max_steps=9, lambda_p=0.4, beta=0.05, grad_clip=1e9,
+                      device="cpu", batch_size=12)                 # no clipping: the gradients as computed
+    model = tiny_model("mnist", max_steps=9, lambda_p=0.4, reader=reader, rows_per_step=rows).train()
+    x = torch.randn(12, 1, 28, 28, generator=torch.Generator().manual_seed(3))
+    y = torch.arange(12) % 10
+    params = list(model.parameters())
+    loss = plain_loss(model, cfg, x, y)
+    grads = torch.autograd.grad(loss, params)
+    out = Update(cfg, model, torch.device("cpu"), "eager", "")(x, y)
+    assert torch.allclose(out.loss, loss.detach(), atol=1e-6, rtol=1e-5)
+    for (name, p), g in zip(model.named_parameters(), grads):
+        assert torch.allclose(p.grad, g, atol=1e-6, rtol=1e-4), name
+
+
+def training_loss(model, x, y):
+    """The training loss as Update computes it (the model's forward and ponder.losses)."""
+    out = model(x)
+    N, B = out.log_p.shape
+    losses = model.step_fn.loss(out.y.flatten(0, 1), y.repeat(N)).view(N, B)
+    return ponder_loss(losses, out.log_p, model.lambda_p, 0.01)[0]
+
+
+def graph_nodes(t: torch.Tensor) -> int:
+    """The autograd nodes the backward pass from t runs."""
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        f = todo.pop()
+        if f is None or f in seen:
+            continue
+        seen.add(f)
+        todo += [g for g, _ in f.next_functions]
+    return len(seen)
+
+
+@pytest.mark.parametrize("reader", ["cnn", "rows"])
+def test_a_training_forward_records_as_many_autograd_nodes_for_20_steps_as_for_5(reader):
+    """The N GRU updates are one node (ponder.tasks.mnist.gru) and the heads and losses see all steps at once, so
+    the backward pass runs the same operators whatever N is (with the N updates recorded step by step, the cnn reader's
+    graph had 106 nodes at N = 5 and 211 at N = 20; one node for them: 66 at both)."""
+    x, y = torch.randn(4, 1, 28, 28), torch.arange(4)
+    nodes = []
+    for n in (5, 20):
+        model = tiny_model("mnist", max_steps=n, reader=reader).train()
+        nodes.append(graph_nodes(training_loss(model, x, y)))
+    assert nodes[0] == nodes[1]
