@@ -88,6 +88,12 @@ def summary_section(docs: dict, hist: Optional[dict]) -> str:
                      f"{f(r['c_over_b'], 1)}×", f"≥ {f(r['target_c_over_b'], 0)}×", ok(r["met_c_over_b"])])
         rows.append(["1", "(a) project default vs (d) its CNN as a plain classifier: time per image",
                      f"{f(r['a_time_over_d'])}×", f"≤ {f(r['target_a_time_over_d'], 1)}×", ok(r["met_a_time_over_d"])])
+        if "r_matmul_share" in r:
+            rows.append(["1", "(r) explorer default design (rows reader): training step's GFLOP/s over a large "
+                              "matmul's on the same cores", f"{100 * r['r_matmul_share']:.0f}%",
+                         f"≥ {100 * r['target_r_matmul_share']:.0f}%", ok(r["met_r_matmul_share"])])
+            rows.append(["1", "(r) explorer default design vs (b) article-style reference: train images/s",
+                         f"{f(r['r_over_b'], 1)}×", f"≥ {f(r['target_r_over_b'], 0)}×", ok(r["met_r_over_b"])])
     ta = docs.get("time_to_accuracy", {}).get("results")
     if ta:
         rows.append(["2", f"Training time to ≥ {ta['target_accuracy']:.1%} MNIST test accuracy, explorer quick-run "
@@ -134,12 +140,24 @@ def summary_section(docs: dict, hist: Optional[dict]) -> str:
 def throughput_section(d: dict) -> str:
     r, c = d["results"], d["config"]
     v, ratio = r["variants"], r["ratios"]
-    rows = [[x["label"], f(x["params"]), f(x["ms_per_step"], 1), f(x["images_per_s"], 0), f(x["us_per_image"], 0)]
-            for x in v.values()]
+    rows = [[x["label"], x.get("design", "—"), f(x["params"]), f(x["ms_per_step"], 1), f(x["images_per_s"], 0),
+             f(x["us_per_image"], 0), f(x.get("gflop_per_step")), f(x.get("gflops"), 0),
+             f"{100 * x['matmul_share']:.0f}%" if "matmul_share" in x else "—"] for x in v.values()]
     text = [f"N = {c['max_steps']}, batch {c['batch_size']}; each variant ran {c['warm']} untimed steps, then "
             f"{c['steps']} timed steps ((b): {c.get('reference_steps') or c['steps']}), in {c['rounds']} round(s) "
             "side by side in one process; each variant keeps its fastest round.", "",
-            table(["variant", "parameters", "ms / step", "train images / s", "µs / image"], rows), "",
+            table(["variant", "design", "parameters", "ms / step", "train images / s", "µs / image", "GFLOP / step",
+                   "GFLOP/s", "of matmul"], rows), ""]
+    if "matmul_gflops" in ratio:
+        text += [f"GFLOP per step: the matmuls and convolutions of one update (forward, loss, backward), counted by "
+                 "`torch.utils.flop_counter` (`bench/flops.py`); element-wise work is not counted. *Of matmul*: the "
+                 f"achieved GFLOP/s over a [{ratio['matmul_n']}]² float32 matmul's on the same cores and threads, "
+                 f"measured in each round of the same run (best: {f(ratio['matmul_gflops'], 0)} GFLOP/s).", "",
+                 f"- (r), the explorer default's design: **{100 * ratio['r_matmul_share']:.0f}%** of the matmul's rate "
+                 f"(target ≥ {100 * ratio['target_r_matmul_share']:.0f}%: {ok(ratio['met_r_matmul_share'])}); "
+                 f"(r) / (b) = **{f(ratio['r_over_b'], 1)}×** the images per second (target ≥ "
+                 f"{f(ratio['target_r_over_b'], 0)}×: {ok(ratio['met_r_over_b'])})."]
+    text += [
             f"- (c) / (b) = **{f(ratio['c_over_b'], 1)}×** (target ≥ {f(ratio['target_c_over_b'], 0)}×: "
             f"{ok(ratio['met_c_over_b'])}); (a) / (b) = {f(ratio['a_over_b'], 1)}×.",
             f"- (a)'s time per image / (d)'s = **{f(ratio['a_time_over_d'])}×** (target ≤ "
@@ -150,7 +168,9 @@ def throughput_section(d: dict) -> str:
     if "e_over_a" in ratio:
         text.append(f"- torch.compile: (e) / (a) = {f(ratio['e_over_a'])}× on this CPU, after a compilation that "
                     "takes about a minute, so it stays off by default (`TrainConfig.compile`).")
-    text += ["", "What the variants are: (a) `TrainConfig()`'s model trained by `ponder.training.loop.train`; (b) "
+    text += ["", "What the variants are: (a) `TrainConfig()`'s model (the cnn reader) trained by "
+             "`ponder.training.loop.train`; (r) the design of the explorer's default model `mnist-adaptive` (the row "
+             "reader, its card's model and training settings: λp 0.5, β 0.02) trained by the same loop; (b) "
              "`bench/reference.py`, the article's design in a plain loop (no PyTorch Lightning overhead charged): "
              "conv 10→20, Dropout2d, a 64-d embedding and an MLP cell, the CNN re-run at every one of the N + 1 "
              "cell applications, a `DataLoader` over torchvision's MNIST with per-image PIL → ToTensor → Normalize; "

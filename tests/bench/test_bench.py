@@ -52,11 +52,22 @@ def docs(tmp_path_factory, mnist):
 
 def test_throughput_quick(docs):
     r = _doc(docs / "throughput.json", "throughput")
-    assert set(r["variants"]) == {"a0_before", "a_default", "b_reference", "c_same_size", "d_classifier"}
+    assert set(r["variants"]) == {"a0_before", "a_default", "r_rows", "b_reference", "c_same_size", "d_classifier"}
+    # each row names its design: TrainConfig()'s cnn reader and the explorer default's row reader both
+    assert (r["variants"]["a_default"]["design"], r["variants"]["r_rows"]["design"]) == ("cnn reader", "rows reader")
     for v in r["variants"].values():
-        _pos(v["images_per_s"], v["ms_per_step"], v["us_per_image"], v["params"], v["seconds"])
-    _pos(r["ratios"]["c_over_b"], r["ratios"]["a_time_over_d"], r["ratios"]["a_over_a0"])
-    assert isinstance(r["ratios"]["met_c_over_b"], bool) and isinstance(r["ratios"]["met_a_time_over_d"], bool)
+        _pos(v["images_per_s"], v["ms_per_step"], v["us_per_image"], v["params"], v["seconds"], v["gflop_per_step"])
+        # achieved GFLOP/s = FLOPs per step / seconds per step, and its share of the same run's matmul rate
+        assert v["gflops"] == pytest.approx(v["gflop_per_step"] * 1000 / v["ms_per_step"], rel=1e-6)
+        assert v["matmul_share"] == pytest.approx(v["gflops"] / r["ratios"]["matmul_gflops"], rel=1e-6)
+    # the FLOPs grow with the arithmetic: the row reader's second conv has half the cnn reader's channels, and
+    # the article's design re-runs its CNN at every step
+    v = r["variants"]
+    assert v["r_rows"]["gflop_per_step"] < v["a_default"]["gflop_per_step"] < v["b_reference"]["gflop_per_step"]
+    _pos(r["ratios"]["c_over_b"], r["ratios"]["a_time_over_d"], r["ratios"]["a_over_a0"], r["ratios"]["r_over_b"],
+         r["ratios"]["matmul_gflops"])
+    for met in ("met_c_over_b", "met_a_time_over_d", "met_r_matmul_share", "met_r_over_b"):
+        assert isinstance(r["ratios"][met], bool)
 
 
 def test_time_to_accuracy_quick(docs):
