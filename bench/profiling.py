@@ -153,6 +153,37 @@ def layout_check(cfg: ProfileConfig, repeats: int = 10) -> dict:
     return out
 
 
+def unroll_check(cfg: ProfileConfig, repeats: int = 10, levels: int = 14, hidden: int = 64) -> dict:
+    """The N GRU updates of a training unroll, forward + backward at (a)'s batch, from level inputs [B, L, 3H]:
+    recorded by autograd step by step (GruUpdate's update N times) against one node with the hand-written backward
+    (ponder.tasks.mnist.gru): the measurement behind the readers' training unroll on CPU. Interleaved, best of each."""
+    from ponder.tasks.mnist.readers import GruUpdate
+
+    torch.manual_seed(cfg.seed)
+    cell = torch.nn.GRUCell(128, hidden)
+    gi = torch.randn(cfg.batch_size, levels, 3 * hidden, requires_grad=True)
+    h0 = torch.zeros(cfg.batch_size, hidden)
+
+    def autograd():
+        upd = GruUpdate(cell, gi)
+        lv, h, hs = upd.levels(gi), h0, []
+        for n in range(cfg.max_steps):
+            h = upd(h, lv[min(n, levels - 1)])
+            hs.append(h)
+        torch.stack(hs).square().sum().backward()
+
+    def by_hand():
+        GruUpdate(cell, gi).states(gi, h0, cfg.max_steps).square().sum().backward()
+
+    out = {"autograd_ms": float("inf"), "by_hand_ms": float("inf")}
+    for _ in range(max(1, repeats)):
+        for key, fn in (("autograd_ms", autograd), ("by_hand_ms", by_hand)):
+            fn()
+            out[key] = min(out[key], 1000 * common.best_of(fn, 3))
+    out["speedup"] = out["autograd_ms"] / out["by_hand_ms"]
+    return out
+
+
 def run(cfg: ProfileConfig, mnist=None, data_dir: Optional[str] = None, out=None, quick: bool = False) -> dict:
     threads = common.set_threads(cfg.threads)
     machine = common.machine_info("cpu")
@@ -166,6 +197,7 @@ def run(cfg: ProfileConfig, mnist=None, data_dir: Optional[str] = None, out=None
         phases[key] = phase_times(model, MnistBatches(mnist, tcfg, "cpu"), cfg)
     ops = op_table(cfg, mnist)
     layout = layout_check(cfg, repeats=3 if quick else 10)
+    unroll = unroll_check(cfg, repeats=2 if quick else 10)
     common.print_table(["phase", "(a) ms/step", "(d) ms/step", "(a) share"],
                        [[k, phases["a_default"][k], phases["d_classifier"][k],
                          f"{100 * phases['a_default'][k] / phases['a_default']['total']:.0f}%"] for k in (*PHASES, "total")],
@@ -175,4 +207,7 @@ def run(cfg: ProfileConfig, mnist=None, data_dir: Optional[str] = None, out=None
                        title="Top operators (torch.profiler, self CPU time, real training loop)")
     print(f"max_pool2d fwd+bwd on [{cfg.batch_size}, 16, 28, 28]: NCHW {layout['nchw_ms']:.2f} ms, "
           f"channels-last {layout['channels_last_ms']:.2f} ms ({layout['speedup']:.1f}x)")
-    return common.write_result("profile", out, quick, machine, cfg, {"phases": phases, "ops": ops, "layout": layout})
+    print(f"the {cfg.max_steps} GRU updates fwd+bwd at batch {cfg.batch_size}: autograd step by step "
+          f"{unroll['autograd_ms']:.2f} ms, one node by hand {unroll['by_hand_ms']:.2f} ms ({unroll['speedup']:.2f}x)")
+    return common.write_result("profile", out, quick, machine, cfg, {"phases": phases, "ops": ops, "layout": layout,
+                                                                     "unroll": unroll})

@@ -379,11 +379,48 @@ def profile_section(d: dict, tp: Optional[dict]) -> str:
              "on the device and normalises / rotates whole batches there, with no DataLoader (the *batch* phase "
              "above). Intra-op threads: the cores the load average leaves free (`common.set_threads`, as the CLI's "
              "training; each result's machine record has the number). Side tests "
-             "during development (not re-measured by `bench`): the recurrent part ran no faster on 1 thread; a "
-             "hand-written autograd function for the whole GRU unroll (manual backpropagation through time) was no "
-             "faster than autograd, so the cost is per operator, not in the autograd engine. The training loop uses "
-             "`torch.optim.Adam(..., fused=True)`: on the default model's 252,043 parameters the optimiser step "
-             "took 0.55 ms with the default (foreach) Adam and 0.16 ms fused (300 steps each, 2 threads)."]
+             "during development (not re-measured by `bench`): the recurrent part ran no faster on 1 thread. The "
+             "training loop uses `torch.optim.Adam(..., fused=True)`: on the default model's 252,043 parameters the "
+             "optimiser step took 0.55 ms with the default (foreach) Adam and 0.16 ms fused (300 steps each, 2 threads)."]
+    text += ["", unroll_text(r.get("unroll"), d["config"])]
+    return "\n".join(text)
+
+
+def unroll_text(u: Optional[dict], c: dict) -> str:
+    """What the hand-written GRU backward buys, and what else was tried for a faster training step."""
+    text = ["**The GRU updates by hand.** On CPU, a training unroll runs its N GRU updates as one autograd node "
+            "(`ponder/tasks/mnist/gru.py`): 6 operators a step forward into preallocated buffers, 9 a step backward "
+            "(the gates' gradients written into one buffer with `addcmul`, `tanh_backward`, `sigmoid_backward`, then "
+            "one GEMM), the weight gradient one GEMM over all steps, every per-step view made before the loops. "
+            "Autograd recorded 7 nodes a step and ran about 25 small operators a step backward: a training forward of "
+            "the cnn reader had 211 autograd nodes at N = 20 and 106 at N = 5, now 66 at both "
+            "(`tests/ponder/training/test_step.py`, which also checks the update's loss and gradients against "
+            "nn.GRUCell run step by step)."]
+    if u:
+        text.append(f"The {c['max_steps']} updates forward + backward at batch {c['batch_size']} (this run): autograd "
+                    f"{f(u['autograd_ms'])} ms, by hand {f(u['by_hand_ms'])} ms ({f(u['speedup'])}×).")
+    text += ["", "Tried for a faster step during development, on the 2 cores with other work on them (load average 4–7, "
+             "so 1 torch thread and the process's CPU time, interleaved, best of each; not re-measured by `bench`):", "",
+             "- *The hand-written GRU backward, whole step*: the row reader 54.3 → 53.9 ms, the cnn reader 64.8 → "
+             "63.8 ms per step (100 steps each, alternating): within the noise. The recurrence alone: 10.4–12.1 → "
+             "8.8–10.5 ms at 14 levels, 9.7–12.4 → 8.7–12.6 ms at one level. Most of the recurrence's time is its "
+             "40 small GEMMs ([128, 64] × [64, 192]: 42 µs each, 37 GFLOP/s on one core), which no fusion removes.",
+             "- *The first convolution* (1 → 16 channels, 5 × 5, on [128, 1, 28, 28]; forward + backward): "
+             "channels-last oneDNN 9.4 ms (kept), NCHW 21.2 ms, oneDNN off 32.6 ms, unfold + matmul (with the pool) "
+             "50.5 ms; its weight gradient alone: oneDNN 3.0 ms, as a convolution with the batch as channels 8.4 ms, "
+             "unfold + einsum 25.9 ms.",
+             "- *`aten::fill_`*: its largest call is max-pool's backward zero-filling the first convolution's "
+             "gradient ([128, 16, 28, 28], 6.4 MB) before scattering into it; the rest are small (F.pad's border, the "
+             "loss's zero row). An amax-based pool would skip the fill but splits the gradient among tied maxima "
+             "(a blank background ties everywhere), so it is not the same math. Page faults from freed memory handed "
+             "back to the system: 87–153 a step; glibc thresholds that keep it (`MALLOC_TRIM_THRESHOLD_`, "
+             "`MALLOC_MMAP_THRESHOLD_`) made them 1 a step and the step no faster (57–59 vs 60–63 ms).",
+             "- *Where the rest goes*: the convolutions are 38% (row reader) and 59% (cnn reader) of the step's operator "
+             "time under torch.profiler, and run at 46–50 GFLOP/s on one core against 60 for a [2048]² matmul; the "
+             "max-pools with their zero-filled gradients 9–12%; the other matmuls (fc, the row reader's per-row einsum, "
+             "the input projection, the heads) 6–16%; the GRU recurrence 9–10%. What would move it: fewer convolution "
+             "FLOPs (the row reader's conv2 is 963 of its 1,742 MFLOP a step) or a batch large enough to keep both "
+             "cores on GEMMs; torch.compile of the whole model was 0.82× (see *Training throughput*)."]
     return "\n".join(text)
 
 
