@@ -82,7 +82,8 @@ class GruUpdate:
     def states(self, ctx, h, n_steps: int):
         """h_1 .. h_N [N, B, H] from h, step n fed level min(n, L - 1) of ctx [B, L, 3H] (or the one level
         [B, 3H]). Training on CPU: one autograd node with a hand-written backward (ponder.tasks.mnist.gru)."""
-        if not self.fused and torch.is_grad_enabled() and not torch.compiler.is_compiling():   # (a compiler fuses its own)
+        if (not self.fused and torch.is_grad_enabled() and not torch.is_autocast_enabled(ctx.device.type)
+                and not torch.compiler.is_compiling()):        # float32, eager: autocast and a compiler do their own
             return gru_unroll(ctx, self.cell.weight_hh, self.cell.bias_hh[2 * self.H:], h, n_steps)
         levels = self.levels(ctx) if ctx.dim() == 3 else [self.split(ctx)]     # split once, not once per step
         hs = []
