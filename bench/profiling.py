@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import torch
@@ -153,34 +153,48 @@ def layout_check(cfg: ProfileConfig, repeats: int = 10) -> dict:
     return out
 
 
-def unroll_check(cfg: ProfileConfig, repeats: int = 10, levels: int = 14, hidden: int = 64) -> dict:
-    """The N GRU updates of a training unroll, forward + backward at (a)'s batch, from level inputs [B, L, 3H]:
-    recorded by autograd step by step (GruUpdate's update N times) against one node with the hand-written backward
-    (ponder.tasks.mnist.gru): the measurement behind the readers' training unroll on CPU. Interleaved, best of each."""
+def by_hand_check(cfg: ProfileConfig, mnist, repeats: int = 10, levels: int = 14, hidden: int = 64) -> dict:
+    """The readers' training unroll on CPU, its N GRU updates recorded by autograd step by step
+    (GruUpdate.by_hand off) against one node with the hand-written backward (ponder.tasks.mnist.gru): the N updates
+    alone, forward + backward from level inputs [B, L, 3H], and whole training updates (ponder.training.step.Update)
+    of the cnn reader (TrainConfig()) and the row reader (the explorer default's design, bench/throughput.py's (r)),
+    the two ways alternating on copies of one model. ms, best of each."""
+    import copy
+
+    from ponder.data import mnist_inputs
     from ponder.tasks.mnist.readers import GruUpdate
+    from ponder.training.step import Update
+    from .throughput import default_design
 
     torch.manual_seed(cfg.seed)
     cell = torch.nn.GRUCell(128, hidden)
     gi = torch.randn(cfg.batch_size, levels, 3 * hidden, requires_grad=True)
     h0 = torch.zeros(cfg.batch_size, hidden)
-
-    def autograd():
-        upd = GruUpdate(cell, gi)
-        lv, h, hs = upd.levels(gi), h0, []
-        for n in range(cfg.max_steps):
-            h = upd(h, lv[min(n, levels - 1)])
-            hs.append(h)
-        torch.stack(hs).square().sum().backward()
-
-    def by_hand():
-        GruUpdate(cell, gi).states(gi, h0, cfg.max_steps).square().sum().backward()
-
-    out = {"autograd_ms": float("inf"), "by_hand_ms": float("inf")}
-    for _ in range(max(1, repeats)):
-        for key, fn in (("autograd_ms", autograd), ("by_hand_ms", by_hand)):
-            fn()
-            out[key] = min(out[key], 1000 * common.best_of(fn, 3))
-    out["speedup"] = out["autograd_ms"] / out["by_hand_ms"]
+    x, y = mnist_inputs(mnist.train_x[:cfg.batch_size]), mnist.train_y[:cfg.batch_size]
+    rows_model, rows_train = default_design()
+    jobs = {"updates": lambda: GruUpdate(cell, gi).states(gi, h0, cfg.max_steps).square().sum().backward()}
+    for key, tcfg, mcfg in (("cnn_step", TrainConfig(), None), ("rows_step", rows_train, rows_model)):
+        tcfg = replace(tcfg, batch_size=cfg.batch_size, max_steps=cfg.max_steps, device="cpu", seed=cfg.seed)
+        torch.manual_seed(cfg.seed)
+        model = build_model("mnist", mcfg or model_config(tcfg), cfg.max_steps, tcfg.lambda_p)
+        for hand in (False, True):                              # copies of one model, each its own optimiser
+            update = Update(tcfg, copy.deepcopy(model).train(), torch.device("cpu"), "eager", "")
+            jobs[(key, hand)] = lambda u=update: u(x, y)
+    out = {}
+    try:
+        for _ in range(max(1, repeats)):
+            for hand in (False, True):
+                GruUpdate.by_hand = hand
+                for key, fn in jobs.items():
+                    if isinstance(key, tuple) and key[1] != hand:
+                        continue
+                    name = f"{key[0] if isinstance(key, tuple) else key}_{'by_hand' if hand else 'autograd'}_ms"
+                    fn()
+                    out[name] = min(out.get(name, float("inf")), 1000 * common.best_of(fn, 2))
+    finally:
+        GruUpdate.by_hand = True
+    for key in ("updates", "cnn_step", "rows_step"):
+        out[f"{key}_speedup"] = out[f"{key}_autograd_ms"] / out[f"{key}_by_hand_ms"]
     return out
 
 
@@ -197,7 +211,7 @@ def run(cfg: ProfileConfig, mnist=None, data_dir: Optional[str] = None, out=None
         phases[key] = phase_times(model, MnistBatches(mnist, tcfg, "cpu"), cfg)
     ops = op_table(cfg, mnist)
     layout = layout_check(cfg, repeats=3 if quick else 10)
-    unroll = unroll_check(cfg, repeats=2 if quick else 10)
+    unroll = by_hand_check(cfg, mnist, repeats=2 if quick else 10)
     common.print_table(["phase", "(a) ms/step", "(d) ms/step", "(a) share"],
                        [[k, phases["a_default"][k], phases["d_classifier"][k],
                          f"{100 * phases['a_default'][k] / phases['a_default']['total']:.0f}%"] for k in (*PHASES, "total")],
@@ -207,7 +221,9 @@ def run(cfg: ProfileConfig, mnist=None, data_dir: Optional[str] = None, out=None
                        title="Top operators (torch.profiler, self CPU time, real training loop)")
     print(f"max_pool2d fwd+bwd on [{cfg.batch_size}, 16, 28, 28]: NCHW {layout['nchw_ms']:.2f} ms, "
           f"channels-last {layout['channels_last_ms']:.2f} ms ({layout['speedup']:.1f}x)")
-    print(f"the {cfg.max_steps} GRU updates fwd+bwd at batch {cfg.batch_size}: autograd step by step "
-          f"{unroll['autograd_ms']:.2f} ms, one node by hand {unroll['by_hand_ms']:.2f} ms ({unroll['speedup']:.2f}x)")
+    for key, what in (("updates", f"the {cfg.max_steps} GRU updates fwd+bwd"), ("cnn_step", "cnn reader's step"),
+                      ("rows_step", "row reader's step")):
+        print(f"{what} at batch {cfg.batch_size}: autograd step by step {unroll[key + '_autograd_ms']:.2f} ms, "
+              f"one node by hand {unroll[key + '_by_hand_ms']:.2f} ms ({unroll[key + '_speedup']:.2f}x)")
     return common.write_result("profile", out, quick, machine, cfg, {"phases": phases, "ops": ops, "layout": layout,
                                                                      "unroll": unroll})

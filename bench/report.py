@@ -396,9 +396,13 @@ def unroll_text(u: Optional[dict], c: dict) -> str:
             "the cnn reader had 211 autograd nodes at N = 20 and 106 at N = 5, now 66 at both "
             "(`tests/ponder/training/test_step.py`, which also checks the update's loss and gradients against "
             "nn.GRUCell run step by step)."]
-    if u:
-        text.append(f"The {c['max_steps']} updates forward + backward at batch {c['batch_size']} (this run): autograd "
-                    f"{f(u['autograd_ms'])} ms, by hand {f(u['by_hand_ms'])} ms ({f(u['speedup'])}×).")
+    if u and "updates_speedup" in u:
+        text += ["", f"This run, batch {c['batch_size']}, the two ways alternating (`bench/profiling.py`, by_hand_check; "
+                 "best of each):", "", table(["what", "autograd step by step, ms", "by hand, ms", "speed-up"], [
+                     [w, f(u[f"{k}_autograd_ms"]), f(u[f"{k}_by_hand_ms"]), f"{f(u[f'{k}_speedup'])}×"]
+                     for k, w in (("updates", f"the {c['max_steps']} GRU updates, forward + backward"),
+                                  ("cnn_step", "a training update, cnn reader (TrainConfig())"),
+                                  ("rows_step", "a training update, row reader (the explorer default's design)"))])]
     text += ["", "Tried for a faster step during development, on the 2 cores with other work on them (load average 4–7, "
              "so 1 torch thread and the process's CPU time, interleaved, best of each; not re-measured by `bench`):", "",
              "- *The hand-written GRU backward, whole step*: the row reader 54.3 → 53.9 ms, the cnn reader 64.8 → "

@@ -116,8 +116,10 @@ def test_profile_quick(docs):
         _pos(r["phases"][key]["total"], r["phases"][key]["backward"])
     assert r["ops"] and all(o["self_ms_per_step"] >= 0 and o["op"] for o in r["ops"])
     _pos(r["layout"]["nchw_ms"], r["layout"]["channels_last_ms"])
-    _pos(r["unroll"]["autograd_ms"], r["unroll"]["by_hand_ms"])
-    assert r["unroll"]["speedup"] == pytest.approx(r["unroll"]["autograd_ms"] / r["unroll"]["by_hand_ms"])
+    u = r["unroll"]
+    for key in ("updates", "cnn_step", "rows_step"):
+        _pos(u[f"{key}_autograd_ms"], u[f"{key}_by_hand_ms"])
+        assert u[f"{key}_speedup"] == pytest.approx(u[f"{key}_autograd_ms"] / u[f"{key}_by_hand_ms"])
 
 
 def test_the_cpu_clock_leaves_out_time_spent_waiting():

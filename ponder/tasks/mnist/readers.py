@@ -49,6 +49,8 @@ class GruUpdate:
       hand    (CPU)  two addmm with gi's columns as their bias, then sigmoid, tanh, addcmul, lerp.
     """
 
+    by_hand = True          # training on CPU: the N updates as one node, its backward by hand (bench/profiling.py)
+
     def __init__(self, cell: nn.GRUCell, like: torch.Tensor):
         H, w, b = cell.hidden_size, cell.weight_hh, cell.bias_hh       # w [3H, H], b [3H]
         self.H, self.fused, self.cell = H, fused_gru(like), cell
@@ -82,8 +84,8 @@ class GruUpdate:
     def states(self, ctx, h, n_steps: int):
         """h_1 .. h_N [N, B, H] from h, step n fed level min(n, L - 1) of ctx [B, L, 3H] (or the one level
         [B, 3H]). Training on CPU: one autograd node with a hand-written backward (ponder.tasks.mnist.gru)."""
-        if (not self.fused and torch.is_grad_enabled() and not torch.is_autocast_enabled(ctx.device.type)
-                and not torch.compiler.is_compiling()):        # float32, eager: autocast and a compiler do their own
+        if (self.by_hand and not self.fused and torch.is_grad_enabled()      # float32, eager: autocast and a
+                and not torch.is_autocast_enabled(ctx.device.type) and not torch.compiler.is_compiling()):  # compiler: theirs
             return gru_unroll(ctx, self.cell.weight_hh, self.cell.bias_hh[2 * self.H:], h, n_steps)
         levels = self.levels(ctx) if ctx.dim() == 3 else [self.split(ctx)]     # split once, not once per step
         hs = []
