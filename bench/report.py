@@ -405,10 +405,13 @@ def unroll_text(u: Optional[dict], c: dict) -> str:
                                   ("rows_step", "a training update, row reader (the explorer default's design)"))])]
     text += ["", "Tried for a faster step during development, on the 2 cores with other work on them (load average 4–7, "
              "so 1 torch thread and the process's CPU time, interleaved, best of each; not re-measured by `bench`):", "",
-             "- *The hand-written GRU backward, whole step*: the row reader 54.3 → 53.9 ms, the cnn reader 64.8 → "
-             "63.8 ms per step (100 steps each, alternating): within the noise. The recurrence alone: 10.4–12.1 → "
-             "8.8–10.5 ms at 14 levels, 9.7–12.4 → 8.7–12.6 ms at one level. Most of the recurrence's time is its "
-             "40 small GEMMs ([128, 64] × [64, 192]: 42 µs each, 37 GFLOP/s on one core), which no fusion removes.",
+             "- *The hand-written GRU backward, whole step* (batch 128): the row reader 54.3 → 53.9 ms, the cnn "
+             "reader 64.8 → 63.8 ms per step (100 steps each, alternating); by_hand_check twice: the row reader "
+             "68.9 → 66.2 and 58.0 → 56.4 ms, the cnn reader 72.3 → 61.0 and 59.2 → 58.9 ms, the 20 updates alone "
+             "13.3 → 12.7 and 11.9 → 10.7 ms. At batch 32 (`python -m bench profile --quick`) it paid more, 1.20× "
+             "(cnn) and 1.54× (rows) a step, 1.24× the updates: the per-operator cost is a larger share there. At batch 128 most of the recurrence's time is its 40 small GEMMs ([128, 64] × "
+             "[64, 192]: 42 µs each, 37 GFLOP/s on one core), which no fusion removes, and the recurrence is only "
+             "about a tenth of the step.",
              "- *The first convolution* (1 → 16 channels, 5 × 5, on [128, 1, 28, 28]; forward + backward): "
              "channels-last oneDNN 9.4 ms (kept), NCHW 21.2 ms, oneDNN off 32.6 ms, unfold + matmul (with the pool) "
              "50.5 ms; its weight gradient alone: oneDNN 3.0 ms, as a convolution with the batch as channels 8.4 ms, "
