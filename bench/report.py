@@ -409,7 +409,8 @@ def unroll_text(u: Optional[dict], c: dict) -> str:
              "reader 64.8 → 63.8 ms per step (100 steps each, alternating); by_hand_check twice: the row reader "
              "68.9 → 66.2 and 58.0 → 56.4 ms, the cnn reader 72.3 → 61.0 and 59.2 → 58.9 ms, the 20 updates alone "
              "13.3 → 12.7 and 11.9 → 10.7 ms. At batch 32 (`python -m bench profile --quick`) it paid more, 1.20× "
-             "(cnn) and 1.54× (rows) a step, 1.24× the updates: the per-operator cost is a larger share there. At batch 128 most of the recurrence's time is its 40 small GEMMs ([128, 64] × "
+             "(cnn) and 1.54× (rows) a step, 1.24× the updates: the per-operator cost is a larger share there. "
+             "At batch 128 most of the recurrence's time is its 40 small GEMMs ([128, 64] × "
              "[64, 192]: 42 µs each, 37 GFLOP/s on one core), which no fusion removes, and the recurrence is only "
              "about a tenth of the step.",
              "- *The first convolution* (1 → 16 channels, 5 × 5, on [128, 1, 28, 28]; forward + backward): "

@@ -84,8 +84,9 @@ class GruUpdate:
     def states(self, ctx, h, n_steps: int):
         """h_1 .. h_N [N, B, H] from h, step n fed level min(n, L - 1) of ctx [B, L, 3H] (or the one level
         [B, 3H]). Training on CPU: one autograd node with a hand-written backward (ponder.tasks.mnist.gru)."""
-        if (self.by_hand and not self.fused and torch.is_grad_enabled()      # float32, eager: autocast and a
-                and not torch.is_autocast_enabled(ctx.device.type) and not torch.compiler.is_compiling()):  # compiler: theirs
+        # float32 eager training only: under autocast or a compiler, the step-by-step path (they handle it their way)
+        if (self.by_hand and not self.fused and torch.is_grad_enabled()
+                and not torch.is_autocast_enabled(ctx.device.type) and not torch.compiler.is_compiling()):
             return gru_unroll(ctx, self.cell.weight_hh, self.cell.bias_hh[2 * self.H:], h, n_steps)
         levels = self.levels(ctx) if ctx.dim() == 3 else [self.split(ctx)]     # split once, not once per step
         hs = []
