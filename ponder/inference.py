@@ -67,6 +67,23 @@ class WholeEncoding:
         pass                                                          # ctx stays whole; at() gathers by position
 
 
+class PlainStep:
+    """A step function's own step() in the early-exit loop: s(c, h, n) -> (h_{n+1}, lambda_logit_n, y_n), y_n what
+    a halt keeps; answer(y) -> y. For step functions without stepper(), and where every step's answer is read (the
+    feature head's lambda, trace)."""
+
+    def __init__(self, fn):
+        self.step = fn.step
+
+    def __call__(self, c, h, n: int):
+        y, h, l = self.step(c, h, n)
+        return h, l, y
+
+    @staticmethod
+    def answer(y):
+        return y
+
+
 @torch.no_grad()
 def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
            generator: Optional[torch.Generator] = None, trace: bool = False,
@@ -92,37 +109,40 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
     c = enc.at(0, None)                                   # [B, ...] what step 1 reads, of every input
     h = fn.init_hidden(c)
     B, dev = c.shape[0], c.device
+    # the step split (the state and lambda_n a step, the answer once on the halting states) where no step's answer
+    # is read before the halt
+    plain = trace or model.confidence_head is not None or not hasattr(fn, "stepper")
+    step = PlainStep(fn) if plain else fn.stepper(c)
     if mode == "sample" and uniforms is None:
         uniforms = draw_uniforms(N, B, generator)
     if uniforms is not None:
-        uniforms = uniforms.to(dev)
+        uniforms = uniforms.to(dev)                       # [N, b] the draws of the inputs still running
 
     idx = torch.arange(B, device=dev)                     # original index of each active sample
     need_survive = trace or mode == "deterministic"       # sample mode needs only lambda_n
     log_survive = torch.zeros(B, device=dev)              # log prod_{j<n}(1 - lambda_j), active only
     halt_step = torch.full((B,), N, dtype=torch.long, device=dev)
-    out_y = None                                          # [B, ...] the output at each sample's halt
+    out = None                                            # [B, ...] what each sample's halt kept (y_n, or h_{n+1})
     if trace:
         t_lam = torch.full((N, B), float("nan"), device=dev)
         t_p = torch.full((N, B), float("nan"), device=dev)
         t_probs = None
     track = Tracker(model.lambda_input)                   # what the feature head reads, of the active samples
     for n in range(N):
+        b = len(idx)
         if n:
-            c = enc.at(n, idx if len(idx) < B else None)               # [b, ...] step n's, of the inputs still running
-        y, h_new, l = fn.step(c, h, n)
+            c = enc.at(n, idx if b < B else None)                      # [b, ...] step n's, of the inputs still running
+        h_new, l, kept = step(c, h, n)                                 # kept: y_n (plain) or h_{n+1}
         l = l.float()
-        if out_y is None:
-            out_y = torch.zeros((B, *y.shape[1:]), device=dev)
         if model.confidence_head is not None:
-            cur = fn.probs(y).float()                                  # [b, C]
+            cur = fn.probs(kept).float()                               # [b, C]
             l = model.with_features(l, model.step_logit(track, cur, h_new, h))
         h = h_new
         last = n == N - 1
         if need_survive:
             log_not = F.logsigmoid(-l)                                 # log(1 - lambda_n)
         if trace:
-            probs = cur if model.confidence_head is not None else fn.probs(y).float()   # [b, C]
+            probs = cur if model.confidence_head is not None else fn.probs(kept).float()   # [b, C]
             if t_probs is None:
                 t_probs = torch.full((N, B, probs.shape[1]), float("nan"), device=dev)
             lam = torch.ones_like(l) if last else torch.sigmoid(l)     # lambda_n, lambda_N = 1
@@ -130,31 +150,42 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             t_lam[n, idx] = lam
             t_p[n, idx] = (log_lam + log_survive).exp()                # p_n
             t_probs[n, idx] = probs
+        if need_survive and not last:
+            log_survive = log_survive + log_not                        # log prod_{j<=n}(1 - lambda_j)
         if last:
-            halt_now = torch.ones_like(l, dtype=torch.bool)
-        elif mode == "sample":
-            halt_now = uniforms[n, idx] < torch.sigmoid(l)             # u_n < lambda_n
+            n_hit = b                                                  # lambda_N = 1: all halt, nothing read
         else:
-            halt_now = q_exit_halted(cdf_from_log_survive(log_survive + log_not), q)
-        if need_survive:
-            log_survive = log_survive + log_not
-        # the step's one host read: how many halt (none read at step N, where all do); the positions then come
-        # from nonzero_static, whose size is given, so no further sync
-        n_hit = len(idx) if last else int(halt_now.count_nonzero())
+            if mode == "sample":
+                halt_now = uniforms[n] < torch.sigmoid(l)              # u_n < lambda_n
+            else:
+                halt_now = q_exit_halted(cdf_from_log_survive(log_survive), q)
+            # the step's one host read: how many halt; the positions then come from nonzero_static, whose size is
+            # given, so no further sync
+            n_hit = int(halt_now) if b == 1 else int(halt_now.count_nonzero())
+        if n_hit == b:                                                 # every input still running halts
+            if b == B:
+                out = kept                                             # none halted before: no scatter
+                halt_step.fill_(n + 1)
+            else:
+                out[idx] = kept
+                halt_step[idx] = n + 1
+            break
         if n_hit:
+            if out is None:
+                out = kept.new_zeros((B, *kept.shape[1:]))
             hit = torch.nonzero_static(halt_now, size=n_hit).squeeze(1)           # positions in the active batch
             done = idx[hit]
-            out_y[done] = y.index_select(0, hit).float()
+            out[done] = kept.index_select(0, hit)
             halt_step[done] = n + 1
-            if n_hit == len(idx):
-                break
-            keep = torch.nonzero_static(~halt_now, size=len(idx) - n_hit).squeeze(1)   # the rest runs the next step
+            keep = torch.nonzero_static(~halt_now, size=b - n_hit).squeeze(1)     # the rest runs the next step
             idx, h = idx[keep], h.index_select(0, keep)
+            if uniforms is not None:
+                uniforms = uniforms.index_select(1, keep)
             if need_survive:
                 log_survive = log_survive[keep]
             track.keep(keep)
             enc.keep(keep)
-    out_probs = fn.probs(out_y).float()                                # [B, C], once for all samples
+    out_probs = fn.probs(step.answer(out)).float()                     # [B, C], once for all samples
     res = PonderResult(probs=out_probs, pred=out_probs.argmax(1), halt_step=halt_step,
                        steps_run=halt_step.clone())
     if trace:

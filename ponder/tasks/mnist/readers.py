@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from ..base import init_lambda_head
 from .levels import CoarseLevels, RowLevels, levels_for
+from .stepper import GruStepper
 
 if TYPE_CHECKING:
     from .task import MnistConfig
@@ -135,6 +136,9 @@ class MnistStep(nn.Module):
         h = upd(h, upd.split(ctx))
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
 
+    def stepper(self, ctx):
+        return GruStepper(self, GruUpdate(self.cell, ctx), lambda c, n: c)     # step() split for early exit
+
     def unroll(self, ctx, h, n_steps: int):
         """All steps at once: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls."""
         upd = GruUpdate(self.cell, ctx)
@@ -180,6 +184,9 @@ class GrowingEvidence(nn.Module):
         upd = GruUpdate(self.cell, ctx)
         h = upd(h, upd.split(ctx[:, min(n, ctx.shape[1] - 1)]))           # level min(n, L - 1) [B, 3H]
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
+
+    def stepper(self, ctx):                                                 # step() split for early exit
+        return GruStepper(self, GruUpdate(self.cell, ctx), lambda c, n: c[:, min(n, c.shape[1] - 1)])
 
     def unroll(self, ctx, h, n_steps: int):
         """All steps: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls."""

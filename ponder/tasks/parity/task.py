@@ -51,12 +51,34 @@ class ParityStep(nn.Module):
         h = self.cell(ctx, h)
         return self.out_head(h).squeeze(-1), h, self.lambda_head(h).squeeze(-1)
 
+    def stepper(self, ctx):
+        return ParityStepper(self)                                       # step() split for early exit
+
     def loss(self, y, target):
         return F.binary_cross_entropy_with_logits(y.float(), target.float(), reduction="none")
 
     def probs(self, y):
         p1 = torch.sigmoid(y.float())
         return torch.stack([1 - p1, p1], -1)                             # [B, 2]: even, odd
+
+
+class ParityStepper:
+    """step() split for early exit (ponder.inference.ponder): each step the cell and the lambda head, called as
+    the ops their modules call (torch.gru_cell is nn.GRUCell's, F.linear nn.Linear's: the same values, without the
+    modules' per-call overhead); the output head once at the end, on the states the inputs halted at.
+    s(c, h, n) -> (h_{n+1}, lambda_logit_n [b], h_{n+1} kept at a halt);  s.answer(h) -> y [b]."""
+
+    def __init__(self, m: ParityStep):
+        c = m.cell
+        self.w = (c.weight_ih, c.weight_hh, c.bias_ih, c.bias_hh)
+        self.lam, self.out = (m.lambda_head.weight, m.lambda_head.bias), m.out_head
+
+    def __call__(self, c, h, n: int):
+        h = torch.gru_cell(c, h, *self.w)                                # h_{n+1} [b, H]
+        return h, F.linear(h, *self.lam).squeeze(-1), h
+
+    def answer(self, h):
+        return self.out(h).squeeze(-1)                                   # y [b] of the halting states
 
 
 def halves(lo: int, hi: int) -> tuple:
