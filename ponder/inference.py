@@ -52,16 +52,19 @@ def draw_uniforms(max_steps: int, batch: int, generator: Optional[torch.Generato
 
 class WholeEncoding:
     """encode(x) once for every input; step n gathers what it reads (the step function's at_step, else all of ctx)
-    for the inputs still running. The lazy_encode protocol (ponder.tasks.mnist.levels) for step functions whose
-    encoding is needed whole from step 1 on."""
+    for the inputs still running, and reads ctx itself while all run (the same tensor every step, nothing copied).
+    The lazy_encode protocol (ponder.tasks.mnist.levels) for step functions whose encoding is needed whole from
+    step 1 on."""
 
     def __init__(self, fn, x: torch.Tensor):
         self.ctx = fn.encode(x)                                       # [B, ...]
         self.at_step = getattr(fn, "at_step", None)
 
     def at(self, n: int, idx: Optional[torch.Tensor]) -> torch.Tensor:
+        if idx is None:
+            return self.ctx                                           # [B, ...] step(ctx, h, n) reads its part
         c = self.ctx if self.at_step is None else self.at_step(self.ctx, n)
-        return c if idx is None else c.index_select(0, idx)           # [b, ...]
+        return c.index_select(0, idx)                                 # [b, ...]
 
     def keep(self, pos: torch.Tensor) -> None:
         pass                                                          # ctx stays whole; at() gathers by position
@@ -117,6 +120,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
         uniforms = draw_uniforms(N, B, generator)
     if uniforms is not None:
         uniforms = uniforms.to(dev)                       # [N, b] the draws of the inputs still running
+        u_at = uniforms.unbind(0)                         # N x [b], split once (again only when the batch shrinks)
 
     idx = torch.arange(B, device=dev)                     # original index of each active sample
     need_survive = trace or mode == "deterministic"       # sample mode needs only lambda_n
@@ -156,7 +160,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             n_hit = b                                                  # lambda_N = 1: all halt, nothing read
         else:
             if mode == "sample":
-                halt_now = uniforms[n] < torch.sigmoid(l)              # u_n < lambda_n
+                halt_now = u_at[n] < torch.sigmoid(l)                  # u_n < lambda_n
             else:
                 halt_now = q_exit_halted(cdf_from_log_survive(log_survive), q)
             # the step's one host read: how many halt; the positions then come from nonzero_static, whose size is
@@ -181,6 +185,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             idx, h = idx[keep], h.index_select(0, keep)
             if uniforms is not None:
                 uniforms = uniforms.index_select(1, keep)
+                u_at = uniforms.unbind(0)
             if need_survive:
                 log_survive = log_survive[keep]
             track.keep(keep)

@@ -137,7 +137,7 @@ class MnistStep(nn.Module):
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
 
     def stepper(self, ctx):
-        return GruStepper(self, GruUpdate(self.cell, ctx), lambda c, n: c)     # step() split for early exit
+        return GruStepper(self, GruUpdate(self.cell, ctx), by_level=False)     # step() split for early exit
 
     def unroll(self, ctx, h, n_steps: int):
         """All steps at once: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls."""
@@ -185,8 +185,8 @@ class GrowingEvidence(nn.Module):
         h = upd(h, upd.split(ctx[:, min(n, ctx.shape[1] - 1)]))           # level min(n, L - 1) [B, 3H]
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
 
-    def stepper(self, ctx):                                                 # step() split for early exit
-        return GruStepper(self, GruUpdate(self.cell, ctx), lambda c, n: c[:, min(n, c.shape[1] - 1)])
+    def stepper(self, ctx):
+        return GruStepper(self, GruUpdate(self.cell, ctx), by_level=True)      # step() split for early exit
 
     def unroll(self, ctx, h, n_steps: int):
         """All steps: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls."""

@@ -64,18 +64,18 @@ class ParityStep(nn.Module):
 
 class ParityStepper:
     """step() split for early exit (ponder.inference.ponder): each step the cell and the lambda head, called as
-    the ops their modules call (torch.gru_cell is nn.GRUCell's, F.linear nn.Linear's: the same values, without the
-    modules' per-call overhead); the output head once at the end, on the states the inputs halted at.
-    s(c, h, n) -> (h_{n+1}, lambda_logit_n [b], h_{n+1} kept at a halt);  s.answer(h) -> y [b]."""
+    the operators their modules run (torch.gru_cell is nn.GRUCell's, addmm(b, h, W^T) nn.Linear's on 2-D h: the
+    same values, without the modules' per-call overhead); the output head once at the end, on the states the
+    inputs halted at. s(c, h, n) -> (h_{n+1}, lambda_logit_n [b], h_{n+1} kept at a halt);  s.answer(h) -> y [b]."""
 
     def __init__(self, m: ParityStep):
         c = m.cell
         self.w = (c.weight_ih, c.weight_hh, c.bias_ih, c.bias_hh)
-        self.lam, self.out = (m.lambda_head.weight, m.lambda_head.bias), m.out_head
+        self.lam_b, self.lam_wt, self.out = m.lambda_head.bias, m.lambda_head.weight.t(), m.out_head
 
     def __call__(self, c, h, n: int):
         h = torch.gru_cell(c, h, *self.w)                                # h_{n+1} [b, H]
-        return h, F.linear(h, *self.lam).squeeze(-1), h
+        return h, torch.addmm(self.lam_b, h, self.lam_wt).squeeze(-1), h
 
     def answer(self, h):
         return self.out(h).squeeze(-1)                                   # y [b] of the halting states
