@@ -79,9 +79,10 @@ def check_q(q: float) -> float:
     return q
 
 
-def q_exit_halted(cdf: torch.Tensor, q: float) -> torch.Tensor:
+def q_exit_halted(cdf: torch.Tensor, q) -> torch.Tensor:
     """The Q-exit rule: halted by step n once the halting CDF sum_{j<=n} p_j reaches q (PALBERT's rule; q = 0.5 is
     the median step, the 'deterministic' mode). cdf [...] -> bool [...]; step N halts whatever it says (lambda_N = 1).
+    q: a float, or a 0-dim tensor of it in cdf's dtype (the float a Python q is converted to, made once).
     The one definition: early-exit inference, halt_mask and ponder.analysis.policies all call it."""
     return cdf >= q
 

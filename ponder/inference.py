@@ -124,6 +124,8 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
 
     idx = torch.arange(B, device=dev)                     # original index of each active sample
     need_survive = trace or mode == "deterministic"       # sample mode needs only lambda_n
+    # q as the float32 the CDF is compared in (a Python float is converted to it at every comparison)
+    q32 = torch.tensor(q, dtype=torch.float32, device=dev)
     log_survive = torch.zeros(B, device=dev)              # log prod_{j<n}(1 - lambda_j), active only
     halt_step = torch.full((B,), N, dtype=torch.long, device=dev)
     out = None                                            # [B, ...] what each sample's halt kept (y_n, or h_{n+1})
@@ -162,7 +164,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             if mode == "sample":
                 halt_now = u_at[n] < torch.sigmoid(l)                  # u_n < lambda_n
             else:
-                halt_now = q_exit_halted(cdf_from_log_survive(log_survive), q)
+                halt_now = q_exit_halted(cdf_from_log_survive(log_survive), q32)
             # the step's one host read: how many halt; the positions then come from nonzero_static, whose size is
             # given, so no further sync
             n_hit = int(halt_now) if b == 1 else int(halt_now.count_nonzero())

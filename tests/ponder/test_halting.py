@@ -10,7 +10,7 @@ from helpers import tiny_model
 from ponder import data as D
 from ponder.halt_features import confidence_features
 from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, expected_steps, first_true, halt_mask,
-                            halting_log_probs, with_max_steps)
+                            halting_log_probs, q_exit_halted, with_max_steps)
 from ponder.analysis.policies import q_exit_steps
 from ponder.analysis.unroll import unroll_stats
 from ponder.inference import budget_q, draw_uniforms, ponder
@@ -471,3 +471,14 @@ def test_expected_steps_keeps_float64_and_is_the_one_e_n():
     en = expected_steps(p.log())
     assert en.dtype == torch.float64 and en.tolist() == pytest.approx([1.75, 1.0], abs=1e-12)
     assert expected_steps(p.float().log()).dtype == torch.float32
+
+
+@settings(max_examples=200, deadline=None)
+@given(q=st.floats(0.0, 1.0))
+def test_q_exit_takes_q_as_the_float32_tensor_a_python_q_becomes(q):
+    """cdf >= q with a Python q compares in cdf's float32 (q rounded to it); a 0-dim float32 tensor of q, made
+    once for early exit's loop, decides every value alike, at and next to q's float32 too."""
+    q32 = torch.tensor(q, dtype=torch.float32)
+    near = torch.stack([torch.nextafter(q32, torch.tensor(-1.0)), q32, torch.nextafter(q32, torch.tensor(2.0))])
+    cdf = torch.cat([near, torch.rand(64), torch.tensor([0.0, 1.0])])
+    assert torch.equal(q_exit_halted(cdf, q), q_exit_halted(cdf, q32))
