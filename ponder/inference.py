@@ -119,8 +119,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
     if mode == "sample" and uniforms is None:
         uniforms = draw_uniforms(N, B, generator)
     if uniforms is not None:
-        uniforms = uniforms.to(dev)                       # [N, b] the draws of the inputs still running
-        u_at = uniforms.unbind(0)                         # N x [b], split once (again only when the batch shrinks)
+        u_at = uniforms.to(dev).unbind(0)                 # N x [B], split once
 
     idx = torch.arange(B, device=dev)                     # original index of each active sample
     need_survive = trace or mode == "deterministic"       # sample mode needs only lambda_n
@@ -162,7 +161,8 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             n_hit = b                                                  # lambda_N = 1: all halt, nothing read
         else:
             if mode == "sample":
-                halt_now = u_at[n] < torch.sigmoid(l)                  # u_n < lambda_n
+                u = u_at[n] if b == B else u_at[n].index_select(0, idx)
+                halt_now = u < torch.sigmoid(l)                        # u_n < lambda_n
             else:
                 halt_now = q_exit_halted(cdf_from_log_survive(log_survive), q32)
             # the step's one host read: how many halt; the positions then come from nonzero_static, whose size is
@@ -173,23 +173,20 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
                 out = kept                                             # none halted before: no scatter
                 halt_step.fill_(n + 1)
             else:
-                out[idx] = kept
-                halt_step[idx] = n + 1
+                out.index_copy_(0, idx, kept)
+                halt_step.index_fill_(0, idx, n + 1)
             break
         if n_hit:
             if out is None:
                 out = kept.new_zeros((B, *kept.shape[1:]))
             hit = torch.nonzero_static(halt_now, size=n_hit).squeeze(1)           # positions in the active batch
-            done = idx[hit]
-            out[done] = kept.index_select(0, hit)
-            halt_step[done] = n + 1
+            done = idx.index_select(0, hit)                                       # their original index
+            out.index_copy_(0, done, kept.index_select(0, hit))
+            halt_step.index_fill_(0, done, n + 1)
             keep = torch.nonzero_static(~halt_now, size=b - n_hit).squeeze(1)     # the rest runs the next step
-            idx, h = idx[keep], h.index_select(0, keep)
-            if uniforms is not None:
-                uniforms = uniforms.index_select(1, keep)
-                u_at = uniforms.unbind(0)
+            idx, h = idx.index_select(0, keep), h.index_select(0, keep)
             if need_survive:
-                log_survive = log_survive[keep]
+                log_survive = log_survive.index_select(0, keep)
             track.keep(keep)
             enc.keep(keep)
     out_probs = fn.probs(step.answer(out)).float()                     # [B, C], once for all samples
