@@ -123,9 +123,11 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
 
     idx = torch.arange(B, device=dev)                     # original index of each active sample
     need_survive = trace or mode == "deterministic"       # sample mode needs only lambda_n
-    # q as the float32 the CDF is compared in (a Python float is converted to it at every comparison)
-    q32 = torch.tensor(q, dtype=torch.float32, device=dev)
-    log_survive = torch.zeros(B, device=dev)              # log prod_{j<n}(1 - lambda_j), active only
+    if mode == "deterministic":
+        # q as the float32 the CDF is compared in (a Python float is converted to it at every comparison)
+        q32 = torch.tensor(q, dtype=torch.float32, device=dev)
+    if need_survive:
+        log_survive = torch.zeros(B, device=dev)          # log prod_{j<n}(1 - lambda_j), active only
     halt_step = torch.full((B,), N, dtype=torch.long, device=dev)
     out = None                                            # [B, ...] what each sample's halt kept (y_n, or h_{n+1})
     if trace:

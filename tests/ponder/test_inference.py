@@ -38,6 +38,33 @@ def test_a_stepper_gives_the_state_lambda_and_answer_of_step(task, kw):
             assert torch.equal(s.answer(h), y_ref)
 
 
+@pytest.mark.parametrize("reader", ["cnn", "rows", "coarse"])
+def test_a_stepper_gives_steps_values_on_the_fused_gru_path_too(reader, monkeypatch):
+    """On CUDA GruUpdate runs the fused kernel on its own gate layout (here its equations stand in for it on CPU):
+    the stepper splits the gates for it as step() does."""
+    from ponder.tasks.mnist import readers
+
+    def kernel(ig, hg, hx):                                   # aten._thnn_fused_gru_cell's equations, no biases
+        (i_r, i_z, i_n), (h_r, h_z, h_n) = ig.chunk(3, 1), hg.chunk(3, 1)
+        r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+        n = torch.tanh(i_n + r * h_n)
+        return n + z * (hx - n), None
+
+    monkeypatch.setattr(readers, "fused_gru", lambda t: True)
+    monkeypatch.setattr(readers, "fused_gru_cell", kernel)
+    model = tiny_model("mnist", max_steps=16, reader=reader)
+    fn = model.step_fn
+    with torch.no_grad():
+        ctx = fn.encode(_inputs("mnist", 3))
+        h = h_ref = fn.init_hidden(ctx)
+        s = fn.stepper(ctx)
+        assert s.upd.fused
+        for n in range(16):
+            y_ref, h_ref, l_ref = fn.step(ctx, h_ref, n)
+            h, l, _ = s(ctx, h, n)
+            assert torch.equal(h, h_ref) and torch.equal(l, l_ref) and torch.equal(s.answer(h), y_ref)
+
+
 def _reference(model, x, mode, u):
     """The loop with the step function's own step() every step (PlainStep), the answer kept at each halt."""
     fn = model.step_fn
