@@ -87,6 +87,12 @@ def q_exit_halted(cdf: torch.Tensor, q) -> torch.Tensor:
     return cdf >= q
 
 
+def q_exit_halted_from_log_survive(log_survive: torch.Tensor, neg_q) -> torch.Tensor:
+    """q_exit_halted(cdf_from_log_survive(log_survive), q) in one operator fewer, for early exit's test at every
+    step: -expm1(s) >= q exactly when expm1(s) <= -q (a negation is exact). neg_q: -q, a float or 0-dim tensor."""
+    return torch.expm1(log_survive) <= neg_q
+
+
 def cdf_from_log_survive(log_survive: torch.Tensor) -> torch.Tensor:
     """sum_{j<=n} p_j = 1 - prod_{j<=n}(1 - lambda_j), from log prod_{j<=n}(1 - lambda_j)."""
     return -torch.expm1(log_survive)

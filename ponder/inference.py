@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from .halt_features import Tracker
 from .analysis.policies import q_for_steps
-from .halting import (MODES, PonderNet, answer_mixture, cdf_from_log_survive, check_q, expected_steps, q_exit_halted,
+from .halting import (MODES, PonderNet, answer_mixture, check_q, expected_steps, q_exit_halted_from_log_survive,
                       step_probs)
 
 
@@ -124,8 +124,8 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
     idx = torch.arange(B, device=dev)                     # original index of each active sample
     need_survive = trace or mode == "deterministic"       # sample mode needs only lambda_n
     if mode == "deterministic":
-        # q as the float32 the CDF is compared in (a Python float is converted to it at every comparison)
-        q32 = torch.tensor(q, dtype=torch.float32, device=dev)
+        # -q as the float32 the CDF is compared in (a Python float is converted to it at every comparison)
+        neg_q = torch.tensor(-q, dtype=torch.float32, device=dev)
     if need_survive:
         log_survive = torch.zeros(B, device=dev)          # log prod_{j<n}(1 - lambda_j), active only
     halt_step = torch.full((B,), N, dtype=torch.long, device=dev)
@@ -166,7 +166,7 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
                 u = u_at[n] if b == B else u_at[n].index_select(0, idx)
                 halt_now = u < torch.sigmoid(l)                        # u_n < lambda_n
             else:
-                halt_now = q_exit_halted(cdf_from_log_survive(log_survive), q32)
+                halt_now = q_exit_halted_from_log_survive(log_survive, neg_q)
             # the step's one host read: how many halt; the positions then come from nonzero_static, whose size is
             # given, so no further sync
             n_hit = int(halt_now) if b == 1 else int(halt_now.count_nonzero())

@@ -9,8 +9,8 @@ from hypothesis import assume, given, settings, strategies as st
 from helpers import tiny_model
 from ponder import data as D
 from ponder.halt_features import confidence_features
-from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, expected_steps, first_true, halt_mask,
-                            halting_log_probs, q_exit_halted, with_max_steps)
+from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, cdf_from_log_survive, expected_steps, first_true, halt_mask,
+                            halting_log_probs, q_exit_halted, q_exit_halted_from_log_survive, with_max_steps)
 from ponder.analysis.policies import q_exit_steps
 from ponder.analysis.unroll import unroll_stats
 from ponder.inference import budget_q, draw_uniforms, ponder
@@ -473,12 +473,17 @@ def test_expected_steps_keeps_float64_and_is_the_one_e_n():
     assert expected_steps(p.float().log()).dtype == torch.float32
 
 
-@settings(max_examples=200, deadline=None)
-@given(q=st.floats(0.0, 1.0))
-def test_q_exit_takes_q_as_the_float32_tensor_a_python_q_becomes(q):
-    """cdf >= q with a Python q compares in cdf's float32 (q rounded to it); a 0-dim float32 tensor of q, made
-    once for early exit's loop, decides every value alike, at and next to q's float32 too."""
-    q32 = torch.tensor(q, dtype=torch.float32)
-    near = torch.stack([torch.nextafter(q32, torch.tensor(-1.0)), q32, torch.nextafter(q32, torch.tensor(2.0))])
-    cdf = torch.cat([near, torch.rand(64), torch.tensor([0.0, 1.0])])
-    assert torch.equal(q_exit_halted(cdf, q), q_exit_halted(cdf, q32))
+@settings(max_examples=300, deadline=None)
+@given(q=st.floats(0.0, 1.0), seed=st.integers(0, 2**16))
+def test_q_exit_from_the_log_survival_decides_as_the_cdf_rule(q, seed):
+    """Early exit's per-step Q-exit test, expm1(s) <= -q with -q a float32 tensor made once, halts exactly where
+    q_exit_halted(cdf_from_log_survive(s), q) does: on s next to log(1 - q), where the rounding decides, and on any s."""
+    s0 = torch.log1p(torch.tensor(-q, dtype=torch.float32)).clamp_min(-1e30)       # the boundary, about
+    near = [s0]
+    for _ in range(4):
+        near = [torch.nextafter(near[0], torch.tensor(-2e30)), *near, torch.nextafter(near[-1], torch.tensor(1.0))]
+    g = torch.Generator().manual_seed(seed)
+    s = torch.cat([torch.stack(near), -torch.rand(64, generator=g) * 10, torch.tensor([0.0, -0.0, -1e-30, -1e30])])
+    s = s.clamp_max(0.0)                                                             # a log-survival is <= 0
+    assert torch.equal(q_exit_halted_from_log_survive(s, torch.tensor(-q, dtype=torch.float32)),
+                       q_exit_halted(cdf_from_log_survive(s), q))
