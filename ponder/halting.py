@@ -141,6 +141,9 @@ class StepFunction(Protocol):
     lazy_encode(x) -> levels  optional: the encoding built step by step for the inputs still running (levels.at(n,
                               idx) -> ctx_n, levels.keep(pos); ponder.tasks.mnist.levels), or None where encode's one
                               pass is faster; early exit then uses it instead of encode
+    stepper(ctx) -> s         optional: step() split for early exit, set up once a call: s(c, h, n) -> (h_{n+1},
+                              lambda_logit_n, what a halt keeps), s.answer(kept) -> y_n, the same values as step(c, h,
+                              n); the answer head then runs once, on the states the inputs halted at
     loss(y, target) -> [B]    per-sample loss L(y, y_n) for one step
     probs(y) -> [B, C]        class probabilities of an output
     """

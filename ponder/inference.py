@@ -2,6 +2,8 @@
 
 'sample' and 'deterministic' exit early per sample: halted samples leave the batch, only the still-active
 ones run the next step; 'expected' runs all N steps (PonderNet.forward) and answers the p-weighted mixture.
+Each step runs the step function's stepper() where it has one (the state update and lambda_n only; the answer
+head once at the end, on the states the inputs halted at) and gathers nothing while every input still runs.
 The halting math (log p_n, lambda_N = 1, the modes) is ponder/halting.py's.
 """
 from __future__ import annotations
