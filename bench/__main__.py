@@ -39,6 +39,10 @@ def make_config(name: str, args):
         over["clock"] = "cpu"
     if name == "early-exit" and getattr(args, "repeats", None) is not None:
         over["repeats"] = args.repeats
+    if name == "early-exit" and getattr(args, "batch_sizes", None):
+        over["batch_sizes"] = tuple(int(b) for b in args.batch_sizes.split(","))
+    if name == "early-exit" and getattr(args, "single_images", None) is not None:
+        over["single_images"] = args.single_images
     if name == "early-exit" and getattr(args, "models", None):
         over.update(models=tuple(args.models.split(",")), synthetic_steps=None)
     if name == "throughput":
@@ -89,6 +93,9 @@ def main(argv=None) -> int:
             p.add_argument("--repeats", type=int, help="timed repeats of each job, the best kept (default 2)")
             p.add_argument("--models", help="comma-separated shipped models to time (default: every one, and the "
                            "mnist-default stand-in halting at ~10 steps, which a list leaves out)")
+            p.add_argument("--batch-sizes", help="comma-separated images per ponder() call (default 10000,1000,1; "
+                           "the first judges the target)")
+            p.add_argument("--single-images", type=int, help="images timed at batch size 1, one call each (default 100)")
         if name == "gpu":
             p.add_argument("--device", help="cuda (default) or cuda:N; cpu only smoke-tests this code")
             p.add_argument("--batch-size", type=int, help="time to accuracy: batch size (default 128)")

@@ -66,6 +66,8 @@ class FromEmbedding(nn.Module):
             self.unroll = None                  # PonderNet.forward then loops over step()
         if hasattr(fn, "at_step"):
             self.at_step = fn.at_step           # early exit gathers the one level a step reads
+        if hasattr(fn, "stepper"):
+            self.stepper = fn.stepper           # early exit's split step (the answer once, at the halts)
 
     def encode(self, ctx):
         return ctx

@@ -79,11 +79,18 @@ def check_q(q: float) -> float:
     return q
 
 
-def q_exit_halted(cdf: torch.Tensor, q: float) -> torch.Tensor:
+def q_exit_halted(cdf: torch.Tensor, q) -> torch.Tensor:
     """The Q-exit rule: halted by step n once the halting CDF sum_{j<=n} p_j reaches q (PALBERT's rule; q = 0.5 is
     the median step, the 'deterministic' mode). cdf [...] -> bool [...]; step N halts whatever it says (lambda_N = 1).
+    q: a float, or a 0-dim tensor of it in cdf's dtype (the float a Python q is converted to, made once).
     The one definition: early-exit inference, halt_mask and ponder.analysis.policies all call it."""
     return cdf >= q
+
+
+def q_exit_halted_from_log_survive(log_survive: torch.Tensor, neg_q) -> torch.Tensor:
+    """q_exit_halted(cdf_from_log_survive(log_survive), q) in one operator fewer, for early exit's test at every
+    step: -expm1(s) >= q exactly when expm1(s) <= -q (a negation is exact). neg_q: -q, a float or 0-dim tensor."""
+    return torch.expm1(log_survive) <= neg_q
 
 
 def cdf_from_log_survive(log_survive: torch.Tensor) -> torch.Tensor:
@@ -134,6 +141,9 @@ class StepFunction(Protocol):
     lazy_encode(x) -> levels  optional: the encoding built step by step for the inputs still running (levels.at(n,
                               idx) -> ctx_n, levels.keep(pos); ponder.tasks.mnist.levels), or None where encode's one
                               pass is faster; early exit then uses it instead of encode
+    stepper(ctx) -> s         optional: step() split for early exit, set up once a call: s(c, h, n) -> (h_{n+1},
+                              lambda_logit_n, what a halt keeps), s.answer(kept) -> y_n, the same values as step(c, h,
+                              n); the answer head then runs once, on the states the inputs halted at
     loss(y, target) -> [B]    per-sample loss L(y, y_n) for one step
     probs(y) -> [B, C]        class probabilities of an output
     """

@@ -2,6 +2,8 @@
 
 'sample' and 'deterministic' exit early per sample: halted samples leave the batch, only the still-active
 ones run the next step; 'expected' runs all N steps (PonderNet.forward) and answers the p-weighted mixture.
+Each step runs the step function's stepper() where it has one (the state update and lambda_n only; the answer
+head once at the end, on the states the inputs halted at) and gathers nothing while every input still runs.
 The halting math (log p_n, lambda_N = 1, the modes) is ponder/halting.py's.
 """
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch.nn.functional as F
 
 from .halt_features import Tracker
 from .analysis.policies import q_for_steps
-from .halting import (MODES, PonderNet, answer_mixture, cdf_from_log_survive, check_q, expected_steps, q_exit_halted,
+from .halting import (MODES, PonderNet, answer_mixture, check_q, expected_steps, q_exit_halted_from_log_survive,
                       step_probs)
 
 
@@ -52,19 +54,39 @@ def draw_uniforms(max_steps: int, batch: int, generator: Optional[torch.Generato
 
 class WholeEncoding:
     """encode(x) once for every input; step n gathers what it reads (the step function's at_step, else all of ctx)
-    for the inputs still running. The lazy_encode protocol (ponder.tasks.mnist.levels) for step functions whose
-    encoding is needed whole from step 1 on."""
+    for the inputs still running, and reads ctx itself while all run (the same tensor every step, nothing copied).
+    The lazy_encode protocol (ponder.tasks.mnist.levels) for step functions whose encoding is needed whole from
+    step 1 on."""
 
     def __init__(self, fn, x: torch.Tensor):
         self.ctx = fn.encode(x)                                       # [B, ...]
         self.at_step = getattr(fn, "at_step", None)
 
     def at(self, n: int, idx: Optional[torch.Tensor]) -> torch.Tensor:
+        if idx is None:
+            return self.ctx                                           # [B, ...] step(ctx, h, n) reads its part
         c = self.ctx if self.at_step is None else self.at_step(self.ctx, n)
-        return c if idx is None else c.index_select(0, idx)           # [b, ...]
+        return c.index_select(0, idx)                                 # [b, ...]
 
     def keep(self, pos: torch.Tensor) -> None:
         pass                                                          # ctx stays whole; at() gathers by position
+
+
+class PlainStep:
+    """A step function's own step() in the early-exit loop: s(c, h, n) -> (h_{n+1}, lambda_logit_n, y_n), y_n what
+    a halt keeps; answer(y) -> y. For step functions without stepper(), and where every step's answer is read (the
+    feature head's lambda, trace)."""
+
+    def __init__(self, fn):
+        self.step = fn.step
+
+    def __call__(self, c, h, n: int):
+        y, h, l = self.step(c, h, n)
+        return h, l, y
+
+    @staticmethod
+    def answer(y):
+        return y
 
 
 @torch.no_grad()
@@ -92,37 +114,44 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
     c = enc.at(0, None)                                   # [B, ...] what step 1 reads, of every input
     h = fn.init_hidden(c)
     B, dev = c.shape[0], c.device
+    # the step split (the state and lambda_n a step, the answer once on the halting states) where no step's answer
+    # is read before the halt
+    plain = trace or model.confidence_head is not None or not hasattr(fn, "stepper")
+    step = PlainStep(fn) if plain else fn.stepper(c)
     if mode == "sample" and uniforms is None:
         uniforms = draw_uniforms(N, B, generator)
     if uniforms is not None:
-        uniforms = uniforms.to(dev)
+        u_at = uniforms.to(dev).unbind(0)                 # N x [B], split once
 
     idx = torch.arange(B, device=dev)                     # original index of each active sample
     need_survive = trace or mode == "deterministic"       # sample mode needs only lambda_n
-    log_survive = torch.zeros(B, device=dev)              # log prod_{j<n}(1 - lambda_j), active only
+    if mode == "deterministic":
+        # -q as the float32 the CDF is compared in (a Python float is converted to it at every comparison)
+        neg_q = torch.tensor(-q, dtype=torch.float32, device=dev)
+    if need_survive:
+        log_survive = torch.zeros(B, device=dev)          # log prod_{j<n}(1 - lambda_j), active only
     halt_step = torch.full((B,), N, dtype=torch.long, device=dev)
-    out_y = None                                          # [B, ...] the output at each sample's halt
+    out = None                                            # [B, ...] what each sample's halt kept (y_n, or h_{n+1})
     if trace:
         t_lam = torch.full((N, B), float("nan"), device=dev)
         t_p = torch.full((N, B), float("nan"), device=dev)
         t_probs = None
     track = Tracker(model.lambda_input)                   # what the feature head reads, of the active samples
     for n in range(N):
+        b = len(idx)
         if n:
-            c = enc.at(n, idx if len(idx) < B else None)               # [b, ...] step n's, of the inputs still running
-        y, h_new, l = fn.step(c, h, n)
+            c = enc.at(n, idx if b < B else None)                      # [b, ...] step n's, of the inputs still running
+        h_new, l, kept = step(c, h, n)                                 # kept: y_n (plain) or h_{n+1}
         l = l.float()
-        if out_y is None:
-            out_y = torch.zeros((B, *y.shape[1:]), device=dev)
         if model.confidence_head is not None:
-            cur = fn.probs(y).float()                                  # [b, C]
+            cur = fn.probs(kept).float()                               # [b, C]
             l = model.with_features(l, model.step_logit(track, cur, h_new, h))
         h = h_new
         last = n == N - 1
         if need_survive:
             log_not = F.logsigmoid(-l)                                 # log(1 - lambda_n)
         if trace:
-            probs = cur if model.confidence_head is not None else fn.probs(y).float()   # [b, C]
+            probs = cur if model.confidence_head is not None else fn.probs(kept).float()   # [b, C]
             if t_probs is None:
                 t_probs = torch.full((N, B, probs.shape[1]), float("nan"), device=dev)
             lam = torch.ones_like(l) if last else torch.sigmoid(l)     # lambda_n, lambda_N = 1
@@ -130,31 +159,41 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
             t_lam[n, idx] = lam
             t_p[n, idx] = (log_lam + log_survive).exp()                # p_n
             t_probs[n, idx] = probs
+        if need_survive and not last:
+            log_survive = log_survive + log_not                        # log prod_{j<=n}(1 - lambda_j)
         if last:
-            halt_now = torch.ones_like(l, dtype=torch.bool)
-        elif mode == "sample":
-            halt_now = uniforms[n, idx] < torch.sigmoid(l)             # u_n < lambda_n
+            n_hit = b                                                  # lambda_N = 1: all halt, nothing read
         else:
-            halt_now = q_exit_halted(cdf_from_log_survive(log_survive + log_not), q)
-        if need_survive:
-            log_survive = log_survive + log_not
-        # the step's one host read: how many halt (none read at step N, where all do); the positions then come
-        # from nonzero_static, whose size is given, so no further sync
-        n_hit = len(idx) if last else int(halt_now.count_nonzero())
+            if mode == "sample":
+                u = u_at[n] if b == B else u_at[n].index_select(0, idx)
+                halt_now = u < torch.sigmoid(l)                        # u_n < lambda_n
+            else:
+                halt_now = q_exit_halted_from_log_survive(log_survive, neg_q)
+            # the step's one host read: how many halt; the positions then come from nonzero_static, whose size is
+            # given, so no further sync
+            n_hit = int(halt_now) if b == 1 else int(halt_now.count_nonzero())
+        if n_hit == b:                                                 # every input still running halts
+            if b == B:
+                out = kept                                             # none halted before: no scatter
+                halt_step.fill_(n + 1)
+            else:
+                out.index_copy_(0, idx, kept)
+                halt_step.index_fill_(0, idx, n + 1)
+            break
         if n_hit:
+            if out is None:
+                out = kept.new_zeros((B, *kept.shape[1:]))
             hit = torch.nonzero_static(halt_now, size=n_hit).squeeze(1)           # positions in the active batch
-            done = idx[hit]
-            out_y[done] = y.index_select(0, hit).float()
-            halt_step[done] = n + 1
-            if n_hit == len(idx):
-                break
-            keep = torch.nonzero_static(~halt_now, size=len(idx) - n_hit).squeeze(1)   # the rest runs the next step
-            idx, h = idx[keep], h.index_select(0, keep)
+            done = idx.index_select(0, hit)                                       # their original index
+            out.index_copy_(0, done, kept.index_select(0, hit))
+            halt_step.index_fill_(0, done, n + 1)
+            keep = torch.nonzero_static(~halt_now, size=b - n_hit).squeeze(1)     # the rest runs the next step
+            idx, h = idx.index_select(0, keep), h.index_select(0, keep)
             if need_survive:
-                log_survive = log_survive[keep]
+                log_survive = log_survive.index_select(0, keep)
             track.keep(keep)
             enc.keep(keep)
-    out_probs = fn.probs(out_y).float()                                # [B, C], once for all samples
+    out_probs = fn.probs(step.answer(out)).float()                     # [B, C], once for all samples
     res = PonderResult(probs=out_probs, pred=out_probs.argmax(1), halt_step=halt_step,
                        steps_run=halt_step.clone())
     if trace:

@@ -9,8 +9,8 @@ from hypothesis import assume, given, settings, strategies as st
 from helpers import tiny_model
 from ponder import data as D
 from ponder.halt_features import confidence_features
-from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, expected_steps, first_true, halt_mask,
-                            halting_log_probs, with_max_steps)
+from ponder.halting import (LAMBDA_INPUTS, MODES, PonderNet, cdf_from_log_survive, expected_steps, first_true, halt_mask,
+                            halting_log_probs, q_exit_halted, q_exit_halted_from_log_survive, with_max_steps)
 from ponder.analysis.policies import q_exit_steps
 from ponder.analysis.unroll import unroll_stats
 from ponder.inference import budget_q, draw_uniforms, ponder
@@ -196,17 +196,29 @@ def test_early_exit_equals_a_full_unroll_with_one_host_read_per_step(task, mode,
     assert n_reads <= 1 + int(steps.max())
 
 
+class Recorded:
+    """A step function's split step (what early exit runs a step) that records what each step reads."""
+
+    def __init__(self, step, read):
+        self.step, self.read, self.answer = step, read, step.answer
+
+    def __call__(self, c, h, n):
+        self.read.append(c)
+        return self.step(c, h, n)
+
+
+def recording(fn, read):
+    """Installs Recorded on fn's stepper (del fn.stepper removes it); read gets each step's input."""
+    real = fn.stepper
+    fn.stepper = lambda ctx: Recorded(real(ctx), read)
+
+
 def test_early_exit_really_skips_compute():
     model = tiny_model("parity", max_steps=10, lambda_p=0.3)
-    sizes = []
-    step = model.step_fn.step
-
-    def counting_step(ctx, h, n):
-        sizes.append(ctx.shape[0])
-        return step(ctx, h, n)
-
-    model.step_fn.step = counting_step
+    read = []
+    recording(model.step_fn, read)
     res = ponder(model, _inputs("parity", 256), "sample", torch.Generator().manual_seed(0))
+    sizes = [len(c) for c in read]
     # every sample runs exactly its halting step count, no more
     assert sum(sizes) == res.halt_step.sum().item()
     assert sum(sizes) < 256 * 10
@@ -215,28 +227,26 @@ def test_early_exit_really_skips_compute():
 
 @pytest.mark.parametrize("reader", ["rows", "coarse"])
 def test_early_exit_gathers_only_the_level_each_step_reads(reader):
-    """A reader whose encoding has one level per step: early exit hands each step one level of the inputs still
-    running ([b, 1, 3H]), never all L levels (copying every level at each halt cost ~19 % of inference), and the
-    answers equal those of a full unroll."""
+    """A reader whose encoding has one level per step: while every input runs, early exit hands each step the one
+    encoding itself (the same tensor, nothing copied); once some have halted, one level of the inputs still running
+    ([b, 1, 3H]), never all L levels (copying every level at each halt cost ~19 % of inference); the answers
+    equal those of a full unroll."""
     model = tiny_model("mnist", max_steps=9, lambda_p=0.3, reader=reader)
     read = []
-    step = model.step_fn.step
-
-    def recording_step(ctx, h, n):
-        read.append(tuple(ctx.shape))
-        return step(ctx, h, n)
-
     x = _inputs("mnist", 64, 0)
     u = draw_uniforms(9, 64, torch.Generator().manual_seed(1))
-    model.step_fn.step = recording_step
+    recording(model.step_fn, read)
     res = ponder(model, x, "sample", uniforms=u)
-    del model.step_fn.step
+    del model.step_fn.stepper
     with torch.no_grad():
         out = model(x)
     steps = first_true(halt_mask(out.lambda_logits, "sample", u))                 # [B]
     assert torch.equal(res.halt_step, steps)
-    assert all(shape[1] == 1 for shape in read)                                  # one level a step
-    assert [shape[0] for shape in read] == [int((steps > n).sum()) for n in range(len(read))]
+    whole, gathered = [c for c in read if len(c) == 64], [c for c in read if len(c) < 64]
+    L = model.step_fn.encode(x[:1]).shape[1]
+    assert whole and all(c is whole[0] for c in whole) and whole[0].shape[1] == L   # the one encoding, uncopied
+    assert gathered and all(c.shape[1] == 1 for c in gathered)                      # one level a step
+    assert [len(c) for c in read] == [int((steps > n).sum()) for n in range(len(read))]
 
 
 def test_sample_replays_with_same_seed():
@@ -461,3 +471,19 @@ def test_expected_steps_keeps_float64_and_is_the_one_e_n():
     en = expected_steps(p.log())
     assert en.dtype == torch.float64 and en.tolist() == pytest.approx([1.75, 1.0], abs=1e-12)
     assert expected_steps(p.float().log()).dtype == torch.float32
+
+
+@settings(max_examples=300, deadline=None)
+@given(q=st.floats(0.0, 1.0), seed=st.integers(0, 2**16))
+def test_q_exit_from_the_log_survival_decides_as_the_cdf_rule(q, seed):
+    """Early exit's per-step Q-exit test, expm1(s) <= -q with -q a float32 tensor made once, halts exactly where
+    q_exit_halted(cdf_from_log_survive(s), q) does: on s next to log(1 - q), where the rounding decides, and on any s."""
+    s0 = torch.log1p(torch.tensor(-q, dtype=torch.float32)).clamp_min(-1e30)       # the boundary, about
+    near = [s0]
+    for _ in range(4):
+        near = [torch.nextafter(near[0], torch.tensor(-2e30)), *near, torch.nextafter(near[-1], torch.tensor(1.0))]
+    g = torch.Generator().manual_seed(seed)
+    s = torch.cat([torch.stack(near), -torch.rand(64, generator=g) * 10, torch.tensor([0.0, -0.0, -1e-30, -1e30])])
+    s = s.clamp_max(0.0)                                                             # a log-survival is <= 0
+    assert torch.equal(q_exit_halted_from_log_survive(s, torch.tensor(-q, dtype=torch.float32)),
+                       q_exit_halted(cdf_from_log_survive(s), q))

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from ..base import init_lambda_head
 from .gru import gru_unroll
 from .levels import CoarseLevels, RowLevels, levels_for
+from .stepper import GruStepper
 
 if TYPE_CHECKING:
     from .task import MnistConfig
@@ -152,6 +153,9 @@ class MnistStep(nn.Module):
         h = upd(h, upd.split(ctx))
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
 
+    def stepper(self, ctx):
+        return GruStepper(self, GruUpdate(self.cell, ctx), by_level=False)     # step() split for early exit
+
     def unroll(self, ctx, h, n_steps: int):
         """All steps at once: y [N, B, 10], lambda logits [N, B]; the same values as N step() calls."""
         hs = GruUpdate(self.cell, ctx).states(ctx, h, n_steps)              # [N, B, H]
@@ -191,6 +195,9 @@ class GrowingEvidence(nn.Module):
         upd = GruUpdate(self.cell, ctx)
         h = upd(h, upd.split(ctx[:, min(n, ctx.shape[1] - 1)]))           # level min(n, L - 1) [B, 3H]
         return self.out_head(h), h, self.lambda_head(h).squeeze(-1)
+
+    def stepper(self, ctx):
+        return GruStepper(self, GruUpdate(self.cell, ctx), by_level=True)      # step() split for early exit
 
     unroll = MnistStep.unroll                                               # level min(n, L - 1) at step n
     loss = MnistStep.loss

@@ -51,12 +51,34 @@ class ParityStep(nn.Module):
         h = self.cell(ctx, h)
         return self.out_head(h).squeeze(-1), h, self.lambda_head(h).squeeze(-1)
 
+    def stepper(self, ctx):
+        return ParityStepper(self)                                       # step() split for early exit
+
     def loss(self, y, target):
         return F.binary_cross_entropy_with_logits(y.float(), target.float(), reduction="none")
 
     def probs(self, y):
         p1 = torch.sigmoid(y.float())
         return torch.stack([1 - p1, p1], -1)                             # [B, 2]: even, odd
+
+
+class ParityStepper:
+    """step() split for early exit (ponder.inference.ponder): each step the cell and the lambda head, called as
+    the operators their modules run (torch.gru_cell is nn.GRUCell's, addmm(b, h, W^T) nn.Linear's on 2-D h: the
+    same values, without the modules' per-call overhead); the output head once at the end, on the states the
+    inputs halted at. s(c, h, n) -> (h_{n+1}, lambda_logit_n [b], h_{n+1} kept at a halt);  s.answer(h) -> y [b]."""
+
+    def __init__(self, m: ParityStep):
+        c = m.cell
+        self.w = (c.weight_ih, c.weight_hh, c.bias_ih, c.bias_hh)
+        self.lam_b, self.lam_wt, self.out = m.lambda_head.bias, m.lambda_head.weight.t(), m.out_head
+
+    def __call__(self, c, h, n: int):
+        h = torch.gru_cell(c, h, *self.w)                                # h_{n+1} [b, H]
+        return h, torch.addmm(self.lam_b, h, self.lam_wt).squeeze(-1), h
+
+    def answer(self, h):
+        return self.out(h).squeeze(-1)                                   # y [b] of the halting states
 
 
 def halves(lo: int, hi: int) -> tuple:
