@@ -5,7 +5,9 @@ from pathlib import Path
 import streamlit as st
 
 from explorer.app import job_views, loaders, ui
-from explorer import narrow, navigation
+from explorer import heap, narrow, navigation
+
+heap.cap_arenas()       # each session's script thread would otherwise keep a malloc arena of its own
 
 # the tab icon is a local file: a material icon or an emoji would be fetched from the internet
 ICON = Path(__file__).resolve().parent / "explorer" / "icon.png"
