@@ -5,7 +5,7 @@ from pathlib import Path
 import streamlit as st
 
 from explorer.app import job_views, loaders, ui
-from explorer import narrow, navigation
+from explorer import heap, narrow, navigation
 
 # the tab icon is a local file: a material icon or an emoji would be fetched from the internet
 ICON = Path(__file__).resolve().parent / "explorer" / "icon.png"
@@ -44,3 +44,4 @@ try:
     page.run()
 finally:                    # a page's st.stop or st.rerun too
     ui.freeze_imports()     # once per process, after a first page run: see its docstring
+    heap.release_freed()    # what the run freed leaves the resident set (glibc keeps it per arena)

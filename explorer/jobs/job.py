@@ -19,7 +19,6 @@ explorer.jobs.registry.JobRegistry.
 from __future__ import annotations
 
 import copy
-import ctypes
 import os
 import threading
 import time
@@ -39,6 +38,7 @@ from ponder.training.progress import intra_op_threads
 from ponder.training.loop import Progress
 
 from .limits import StopFlag, job_threads_from_env
+from .. import heap
 from ..watch import MAX_SNAPSHOTS, Watcher
 
 ACTIVE = ("queued", "running")
@@ -247,12 +247,9 @@ class Job:
 
 
 def release_freed_memory() -> None:
-    """Hand the heap a finished job freed back to the system (glibc's malloc_trim; nothing where there is none):
-    glibc keeps freed pages for later allocations, so the server held on to what a job had trained with."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    """Hand the heap a finished job freed back to the system (explorer.heap.release_freed): glibc keeps freed pages
+    for later allocations, so the server held on to what a job had trained with."""
+    heap.release_freed()
 
 
 def saved_key(run_dir) -> Optional[tuple]:
