@@ -245,21 +245,32 @@ def digit_picker_ui(pool) -> int:
 def rotation_ui(key: str = "angle") -> float:
     """The rotation slider, debounced. Arrow keys move it 5° a press; were each press to rerun the whole
     page, 45 presses (180° to -45°) would take 11 s and more to settle. The slider lives in a fragment,
-    so a press reruns only the slider; a tick every inputs.SETTLE_S reruns the page once the angle has
-    stayed put for a tick (inputs.settled), and only that angle is computed and drawn."""
-    applied, seen = f"_{key}_applied", f"_{key}_seen"
+    so a press reruns only the slider. While the slider is away from the angle the page shows, a tick
+    (a fragment nested in it) runs every inputs.SETTLE_S and reruns the page once the angle has stayed put
+    for a tick (inputs.settled): only that angle is computed and drawn. A page run defines the tick without a
+    timer (it shows the slider's angle), which stops the ticks: an idle page runs nothing."""
+    applied, seen, in_page = f"_{key}_applied", f"_{key}_seen", f"_{key}_in_page"
 
-    @st.fragment(run_every=inputs.SETTLE_S)
+    @st.fragment
     def slider():
         st.slider("Rotation (degrees, counter-clockwise)", -180, 180, 0, step=5, key=key,
                   help="Applied to the drawing or the test digit before the model sees it.")
-        now, before = st.session_state[key], st.session_state.get(seen)
-        st.session_state[seen] = now
-        if inputs.settled(st.session_state.get(applied), before, now):
-            st.session_state[applied] = now          # set first: the page run runs this fragment too
-            st.rerun(scope="app")
+        # a press reruns this fragment alone; a page run shows the slider's angle and so needs no tick
+        moved = not st.session_state.get(in_page) and st.session_state[key] != st.session_state.get(applied)
 
+        @st.fragment(run_every=inputs.SETTLE_S if moved else None)
+        def tick():
+            now, before = st.session_state[key], st.session_state.get(seen)
+            st.session_state[seen] = now
+            if inputs.settled(st.session_state.get(applied), before, now):
+                st.session_state[applied] = now          # set first: the page run runs this fragment too
+                st.rerun(scope="app")
+
+        tick()
+
+    st.session_state[in_page] = True
     slider()
+    st.session_state[in_page] = False
     st.session_state[applied] = st.session_state[key]
     return float(st.session_state[key])
 

@@ -204,6 +204,41 @@ def test_shared_links_a_test_digit_rotated_and_an_upload(server, new_page, tmp_p
     assert page.locator("[data-testid=stException]").count() == 0
 
 
+@needs_mnist
+def test_an_idle_digit_page_runs_nothing_before_and_after_the_rotation_slider_moves(server, new_page):
+    """The rotation slider's debounce ticks only while the slider is away from the angle the page shows: an idle
+    digit page runs no script (a tick every 0.5 s would be 6 runs in 3 s), and after three arrow presses it reruns
+    for 15° and goes quiet again."""
+    page = new_page(1280, 900)
+    page.add_init_script("""new MutationObserver(() => {
+        const app = document.querySelector('[data-testid=stApp]');
+        const state = app && app.getAttribute('data-test-script-state');
+        if (state === 'running' && window.__state !== 'running') window.__runs = (window.__runs || 0) + 1;
+        window.__state = state;
+    }).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state'], childList: true})""")
+    page.goto(server + "/?page=digit")
+    page.get_by_text("Draw a digit in the black box").wait_for(timeout=60000)
+    page.get_by_role("radio", name="MNIST test digit").click()
+    rotation = page.locator("[data-testid=stSlider]").filter(has_text="Rotation").get_by_role("slider")
+    _wait(page, lambda: rotation.count() == 1, what="one rotation slider (the page run ended)")
+
+    def runs_in(seconds):
+        _wait(page, lambda: page.evaluate("window.__state") == "notRunning", what="the page run's end")
+        n = page.evaluate("window.__runs || 0")
+        time.sleep(seconds)
+        return page.evaluate("window.__runs || 0") - n
+
+    time.sleep(1.0)
+    assert runs_in(3) == 0
+    rotation.focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    _wait(page, lambda: page.get_by_text("What the model sees (28×28, rotated 15°)").count() == 1, what="15°")
+    time.sleep(1.5)
+    assert runs_in(3) == 0
+    assert page.locator("[data-testid=stException]").count() == 0
+
+
 def test_reload_during_training_comes_back_and_a_new_tab_cancels_the_run(server, new_page):
     """Start a parity run, reload the tab (the job is in the address), see its progress again; open the
     Train page in a new tab (another session), see the machine's job there and cancel it: a partial run."""
