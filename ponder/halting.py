@@ -83,7 +83,8 @@ def q_exit_halted(cdf: torch.Tensor, q) -> torch.Tensor:
     """The Q-exit rule: halted by step n once the halting CDF sum_{j<=n} p_j reaches q (PALBERT's rule; q = 0.5 is
     the median step, the 'deterministic' mode). cdf [...] -> bool [...]; step N halts whatever it says (lambda_N = 1).
     q: a float, or a 0-dim tensor of it in cdf's dtype (the float a Python q is converted to, made once).
-    The one definition: early-exit inference, halt_mask and ponder.analysis.policies all call it."""
+    The one definition: halt_mask and ponder.analysis.policies call it; early-exit inference calls
+    q_exit_halted_from_log_survive, the same rule on the log-survival it keeps (a property test checks they agree)."""
     return cdf >= q
 
 
