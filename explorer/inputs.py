@@ -8,7 +8,7 @@ from typing import Optional
 
 import torch
 
-from ponder import data as D
+from ponder.tasks.parity import data as D
 
 DEFAULT_ANGLES = tuple(range(0, 181, 15))     # the rotation page's fixed angles
 # the rotation page evaluates every test set in the page's thread: 24 sets of 10,000 images is a few

@@ -4,7 +4,7 @@ import streamlit as st
 from explorer import inputs, links, tables
 from explorer.app import loaders, pickers, stepper, ui, views, worth
 from explorer.figures import studies as study_figures
-from ponder.data import parity_target
+from ponder.tasks.parity.data import parity_target
 from ponder.analysis.studies import trace_input
 
 ui.app_guard(__file__)

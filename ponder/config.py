@@ -21,6 +21,10 @@ HALTING_LOSSES = ("ce", "accuracy", "exit")          # what trains the halting
 class TrainConfig:
     """Everything a run needs. Saved in the run folder; defaults give a useful MNIST model in ~1 min on 2 CPU cores."""
     task: str = "mnist"              # a task of the registry ponder.tasks.TASKS (ponder.tasks.validate checks it)
+    method: str = "ponder"           # a name of ponder.methods.METHODS: "ponder" (PonderNet, the paper's), "act"
+                                     # (Graves' ACT), "repeat" (a fixed N steps, loss at the last), "deep" (every
+                                     # step's answer trained, no halting); beta is ACT's ponder cost tau
+    act_epsilon: float = 0.01        # ACT's eps: it halts once its halting units sum to 1 - eps (Graves: 0.01)
     lambda_p: float = 0.2            # geometric prior parameter, prior mean 1/lambda_p steps
     beta: float = 0.01               # weight of the regulariser
     regulariser: str = "kl"          # a name of ponder.losses.REGULARISERS: "kl", KL(p || p_G), the paper's direction
@@ -75,6 +79,14 @@ class TrainConfig:
         _check(finite(self.beta) and self.beta >= 0.0, "beta", ">= 0", self.beta)
         from .halting import LAMBDA_INPUTS
         from .losses import REGULARISERS
+        from .methods import METHODS, check_epsilon
+        _check(_choice(self.method, METHODS), "method", f"one of {', '.join(METHODS)}", self.method)
+        _check(check_epsilon(self.act_epsilon), "act_epsilon", "in [1e-06, 0.5]", self.act_epsilon)
+        if self.method != "ponder":         # the options below shape PonderNet's halting only
+            for name, plain in (("answer_loss", "halting"), ("halting_loss", "ce"), ("lambda_input", "hidden"),
+                                ("halt_epsilon", None)):
+                _check(getattr(self, name) == plain, name, f"{plain!r} with method {self.method!r}",
+                       getattr(self, name))
         _check(_choice(self.lambda_input, LAMBDA_INPUTS), "lambda_input", f"one of {', '.join(LAMBDA_INPUTS)}",
                self.lambda_input)
         from .halt_features import LAMBDA_HEADS

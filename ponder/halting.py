@@ -31,6 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .methods import get_method
 from .halt_features import FEATURES, Tracker, combine, features, make_head, runs, state_change
 
 MODES = ("sample", "deterministic", "expected")
@@ -169,10 +170,13 @@ class PonderNet(nn.Module):
     """Runs a step function for up to N steps and owns the halting distribution."""
 
     def __init__(self, step_fn: nn.Module, max_steps: int, lambda_p: float, lambda_input: str = "hidden",
-                 lambda_head: str = "linear"):
+                 lambda_head: str = "linear", method: str = "ponder", act_epsilon: float = 0.01):
         super().__init__()
         if lambda_input not in LAMBDA_INPUTS:
             raise ValueError(f"lambda_input must be one of {LAMBDA_INPUTS}, got {lambda_input!r}")
+        self.method = method                # a name of ponder.methods.METHODS: how the halting is made and trained
+        self.act_epsilon = float(act_epsilon)   # ACT's eps (method "act")
+        self.halting_logits = get_method(method).logits   # the head's logits -> the method's lambda logits
         self.step_fn = step_fn
         self.max_steps = int(max_steps)     # N
         self.lambda_p = float(lambda_p)     # the prior's lambda_p (kept for charts and losses)
@@ -226,6 +230,7 @@ class PonderNet(nn.Module):
             prev = torch.cat([torch.full_like(probs[:1], 1.0 / probs.shape[-1]), probs[:-1]])   # P_{n-1}, P_0 uniform
             run = runs(probs) if self.needs_change else None                                      # [N, B] r_n
             lambda_logits = self.with_features(lambda_logits, self.confidence_logit(probs, prev, run, change))
+        lambda_logits = self.halting_logits(lambda_logits, self.act_epsilon)   # [N, B] the method's (ponder.methods)
         return PonderForward(
             y=y,                                                # [N, B, ...]
             log_p=halting_log_probs(lambda_logits),             # [N, B]
@@ -267,7 +272,7 @@ def with_max_steps(model: PonderNet, cap: int) -> PonderNet:
     """The same model (its step function shared, not copied) run for up to `cap` steps: lambda_N = 1 only at
     step cap, so evaluation can run past the N it trained with (the paper's N -> infinity, under a cap)."""
     out = PonderNet(model.step_fn, max_steps=cap, lambda_p=model.lambda_p, lambda_input=model.lambda_input,
-                    lambda_head=model.lambda_head)
+                    lambda_head=model.lambda_head, method=model.method, act_epsilon=model.act_epsilon)
     out.confidence_head = model.confidence_head                            # shared too
     return out.train(model.training)
 

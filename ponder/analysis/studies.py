@@ -25,6 +25,7 @@ from .. import data as D
 from ..halting import PonderNet, expected_steps, step_probs
 from ..inference import ponder
 from ..losses import log_geometric_prior
+from ..tasks.parity.data import parity_eval_set
 from ..tasks.parity.task import easy_hard
 from .unroll import by_k_rows, expected_steps_per_input, group_stats, summarize, unroll_stats
 
@@ -287,7 +288,7 @@ def parity_study(model: PonderNet, n: int, sets: dict, size: int = 2000, mode: s
     """
     out, by_k = {}, {}
     for name, (lo, hi) in sets.items():
-        x, y, k = D.parity_eval_set(n, lo, hi, size)
+        x, y, k = parity_eval_set(n, lo, hi, size)
         stats = unroll_stats(model, x, y, mode, batch_size=1000, seed=seed)
         out[name] = dict(k_range=[lo, hi], **group_stats(stats, torch.ones_like(y, dtype=torch.bool)))
         by_k.update({r["k"]: r for r in by_k_rows(stats, k)})

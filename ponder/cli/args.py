@@ -13,6 +13,7 @@ from dataclasses import fields
 from ..config import ANSWER_LOSSES, DEVICES, HALTING_LOSSES, MAX_SEED, TrainConfig
 from ..halting import LAMBDA_INPUTS
 from ..losses import REGULARISERS, regulariser_help
+from ..methods import METHODS, method_help
 from ..tasks import TASKS, get_task, train_config, validate
 from ..tasks.options import default_of, option_fields, options_of
 from ..halt_features import LAMBDA_HEADS
@@ -104,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", required=True, help="run folder to write (model.safetensors, run.json, metrics.jsonl); "
                                                 "a folder that already holds a run is refused unless --overwrite")
     t.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
+    t.add_argument("--resume", action="store_true", help="long runs: write the training state to --out every "
+                   "--checkpoint-minutes (and at Ctrl-C); the same command again continues from it")
+    t.add_argument("--checkpoint-minutes", type=float, default=3.0, help="with --resume: minutes between two "
+                   "saved training states (default 3)")
     add_config_flags(t, d)
     t.add_argument("--no-eval", action="store_true", help="skip the test-set evaluation after training")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -181,7 +186,13 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
                    f"batches of a task that generates its data (default: {defaults('epochs')})")
     t.add_argument("--max-seconds", type=float, default=None, help="time budget; stops cleanly when used")
     t.add_argument("--lambda-p", type=float, default=None, help=f"prior lambda_p in (0, 1] (default: {defaults('lambda_p')})")
-    t.add_argument("--beta", type=float, default=d.beta, help=f"regulariser weight (default {d.beta})")
+    t.add_argument("--method", default=None, choices=METHODS,
+                   help=f"the halting method, one of the table ponder.methods.METHODS: {method_help()} "
+                        f"(default {d.method})")
+    t.add_argument("--act-epsilon", type=float, default=None,
+                   help=f"--method act: halt once the halting units sum to 1 - eps (default {d.act_epsilon:g})")
+    t.add_argument("--beta", type=float, default=d.beta, help=f"regulariser weight; ACT's ponder cost tau with "
+                   f"--method act (default {d.beta})")
     t.add_argument("--regulariser", default=None, choices=REGULARISERS,
                    help=f"{regulariser_help()} (default: {defaults('regulariser')})")
     t.add_argument("--answer-loss", default=None, choices=ANSWER_LOSSES,

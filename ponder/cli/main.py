@@ -75,6 +75,16 @@ def cmd_train(args) -> int:
     created = check_writable(out)             # fail before training, not after it
     with folder_lock(out):                    # one training per run folder, from the check to the card
         held = [f for f in (CARD, WEIGHTS) if (out / f).exists() or (out / f).is_symlink()]
+        state = None
+        if args.resume:
+            from ..training.resume import load_state
+            state = load_state(out)           # a run this command started and saved a state of
+            if state is None and held:
+                print(f"{out} already holds a finished run and no training state; nothing to resume")
+                return 0
+            if state is not None:
+                print(f"resuming at update {state.step} ({state.elapsed:.0f} s trained)", file=sys.stderr)
+                return _train_into(args, cfg, out, created, state)
         if held and not args.overwrite:
             _remove_if_empty(out, created)
             raise ConfigError(f"--out {out} already holds a run ({', '.join(held)}); pick another folder, or "
@@ -82,9 +92,13 @@ def cmd_train(args) -> int:
         return _train_into(args, cfg, out, created)
 
 
-def _train_into(args, cfg, out, created: bool) -> int:
-    """cmd_train once --out is checked and locked: train, save, evaluate, report."""
+def _train_into(args, cfg, out, created: bool, state=None) -> int:
+    """cmd_train once --out is checked and locked: train (from a saved TrainState when given), save, evaluate,
+    report. With --resume the training state is written to --out every --checkpoint-minutes and removed once the
+    run is saved there."""
     from tqdm import tqdm
+
+    from pathlib import Path
 
     from ..training import lifecycle
     from ..training.progress import intra_op_threads
@@ -112,9 +126,14 @@ def _train_into(args, cfg, out, created: bool) -> int:
     cancel = threading.Event()
     try:
         with ctrl_c_cancels(cancel), intra_op_threads(threads):
+            from ..training.resume import remove_state, save_state
+            keep = (lambda st: save_state(out, st)) if args.resume else None
             done = lifecycle.run(cfg, out, load_data=lambda: get_task(cfg.task).load_data(args.data_dir),
-                                 callback=on_progress,
-                                 cancel=cancel, evaluate=not args.no_eval, rescue=True)
+                                 callback=on_progress, cancel=cancel, evaluate=not args.no_eval, rescue=True,
+                                 resume=state, on_checkpoint=keep, checkpoint_seconds=60 * args.checkpoint_minutes)
+            if args.resume and done.run_dir is not None and done.record.status != "cancelled" and \
+                    Path(done.run_dir) == Path(out):
+                remove_state(out)             # saved as a run: nothing left to resume
     except SaveError as e:                    # the save and the fallback save both failed
         _remove_if_empty(out, created)
         print(f"ponder: error: {_user_error(e)}", file=sys.stderr)

@@ -178,7 +178,8 @@ def load_checkpoint(path, device="cpu") -> Checkpoint:
     def build():
         train = card["train"]
         return build_model(train["task"], card["model"], train["max_steps"], train["lambda_p"],
-                           train.get("lambda_input", "hidden"), train.get("lambda_head", "linear"))
+                           train.get("lambda_input", "hidden"), train.get("lambda_head", "linear"),
+                           train.get("method", "ponder"), train.get("act_epsilon", 0.01))
 
     model = None
     try:

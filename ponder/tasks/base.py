@@ -38,6 +38,13 @@ class Batches:
     def validation(self) -> tuple:
         raise NotImplementedError
 
+    def state(self) -> dict:
+        """{name: tensor}: what a resumed run needs to go on drawing the same stream ({}: nothing to keep)."""
+        return {}
+
+    def load_state(self, state: dict) -> None:
+        """Go on from a state() taken after some batches were drawn (before the next one is)."""
+
 
 class Task:
     """One task. Subclasses set the class attributes and implement build_step, batches and test_set."""
@@ -214,12 +221,13 @@ def model_config_from_dict(task: str, d: dict):
 
 
 def build_model(task: str, model_cfg, max_steps: int, lambda_p: float, lambda_input: str = "hidden",
-                lambda_head: str = "linear"):
+                lambda_head: str = "linear", method: str = "ponder", act_epsilon: float = 0.01):
     """The PonderNet of a task: its step function (from a model config or a card's mapping) and halting
-    (lambda_input: what its lambda head reads, ponder.halting.LAMBDA_INPUTS; lambda_head: the features' head)."""
+    (lambda_input: what its lambda head reads, ponder.halting.LAMBDA_INPUTS; lambda_head: the features' head;
+    method: a name of ponder.methods.METHODS, with ACT's eps)."""
     from ..halting import PonderNet
     t = get_task(task)
     if isinstance(model_cfg, dict):
         model_cfg = t.model_config_from_dict(model_cfg)
     return PonderNet(t.build_step(model_cfg, lambda_p), max_steps=max_steps, lambda_p=lambda_p,
-                     lambda_input=lambda_input, lambda_head=lambda_head)
+                     lambda_input=lambda_input, lambda_head=lambda_head, method=method, act_epsilon=act_epsilon)

@@ -69,15 +69,16 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
         callback: Optional[Callable[[Progress], None]] = None, cancel: Optional[threading.Event] = None,
         on_phase: Optional[Callable[[str], None]] = None, evaluate: bool = True, eval_limit: Optional[int] = None,
         measure_fn: Optional[Callable[[PonderNet, object], dict]] = None, name: Optional[str] = None,
-        rescue: bool = False, on_model: Optional[Callable[[PonderNet], None]] = None) -> RunOutcome:
+        rescue: bool = False, on_model: Optional[Callable[[PonderNet], None]] = None,
+        resume=None, on_checkpoint: Optional[Callable] = None, checkpoint_seconds: float = 180.0) -> RunOutcome:
     """Train cfg, save the run in `out`, measure it on test data and add the metrics to its card.
 
     out:        the run folder, or a function that makes one when the run is saved (the explorer's
                 fresh, uniquely named folder in the runs folder), so nothing is created before then.
     load_data:  returns the task's data set (default: the task's load_data(), MNIST from $PONDER_DATA); not
                 called for a task that generates its data (parity).
-    callback / cancel / on_model: passed to ponder.training.loop.train (progress reports; stop after the current step;
-                the model once built).
+    callback / cancel / on_model / resume / on_checkpoint: passed to ponder.training.loop.train (progress reports;
+                stop after the current step; the model once built; a TrainState to go on from; the periodic state).
     on_phase:   told 'loading data', 'training', 'validating' (the final validation pass, after the time
                 budget; not after a cancel), 'saving', 'evaluating' as the run gets there.
     measure_fn: (model, data) -> full TestMetrics; default measure(..., limit=eval_limit).
@@ -94,7 +95,8 @@ def run(cfg: TrainConfig, out, *, load_data: Optional[Callable[[], object]] = No
         phase("loading data")
         data = load_data() if load_data is not None else task.load_data()
     phase("training")
-    result = train(cfg, data=data, callback=callback, cancel=cancel, on_phase=phase, on_model=on_model)
+    result = train(cfg, data=data, callback=callback, cancel=cancel, on_phase=phase, on_model=on_model, resume=resume,
+                   on_checkpoint=on_checkpoint, checkpoint_seconds=checkpoint_seconds)
     outcome = RunOutcome(result)
     if result.record.status == "cancelled" and result.record.steps == 0:
         outcome.problems.append("cancelled before the first step; nothing to save")

@@ -19,6 +19,7 @@ from ..halting import PonderNet, answer_mixture, expected_steps, step_probs
 from .progress import StepForecast, StepTimer, cancel_reason
 from ..store.record import RunRecord, new_record
 from ..tasks import build_model, get_task, model_config, validate
+from .resume import TrainState, restore, snapshot
 from .step import Health, StepOut, Update
 
 
@@ -137,7 +138,8 @@ def setup(cfg: TrainConfig, data: Optional[D.Mnist], data_dir: Optional[str], mo
     torch.manual_seed(cfg.seed)
     device = pick_device(cfg.device)
     if model is None:
-        model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p, cfg.lambda_input, cfg.lambda_head)
+        model = build_model(cfg.task, model_config(cfg), cfg.max_steps, cfg.lambda_p, cfg.lambda_input, cfg.lambda_head,
+                            cfg.method, cfg.act_epsilon)
     model.to(device).train()
     task = get_task(cfg.task)
     if task.uses_data and data is None:
@@ -201,7 +203,9 @@ def train(cfg: TrainConfig, data: Optional[D.Mnist] = None, data_dir: Optional[s
           callback: Optional[Callable[[Progress], None]] = None,
           cancel: Optional[threading.Event] = None, model: Optional[PonderNet] = None,
           on_phase: Optional[Callable[[str], None]] = None,
-          on_model: Optional[Callable[[PonderNet], None]] = None) -> TrainResult:
+          on_model: Optional[Callable[[PonderNet], None]] = None, resume: Optional[TrainState] = None,
+          on_checkpoint: Optional[Callable[[TrainState], None]] = None,
+          checkpoint_seconds: float = 180.0) -> TrainResult:
     """Train a PonderNet. Returns the model (last good weights) and how training ended.
 
     data:     the data set of a task that uses one (MNIST), from data_dir when not given; batches: Task.batches.
@@ -224,11 +228,16 @@ def train(cfg: TrainConfig, data: Optional[D.Mnist] = None, data_dir: Optional[s
     all later ones, so the returned weights are those of the last good step; an update that made a
     weight non-finite is undone from the snapshot taken at the last check that found the run
     healthy. On CUDA the step is captured in a CUDA graph and replayed (cfg.cuda_graph).
+    resume:   a TrainState (ponder.training.resume) of this cfg to go on from: its weights, Adam's moments, the
+              batch stream, the step, the seconds spent and the history.
+    on_checkpoint: given a TrainState after a healthy check once checkpoint_seconds have passed since the last.
     """
     device, model, batches, total = setup(cfg, data, data_dir, model)
     if on_model is not None:
         on_model(model)
     update = Update(cfg, model, device, *choose_step_mode(cfg, device))
+    if resume is not None:
+        restore(resume, cfg, model, update, batches)
     health = Health(update)                    # the weights of the last healthy check
     reports = Reports(model, cfg, total, batches.per_epoch, callback)
     timer = StepTimer(cfg.max_seconds)
@@ -236,6 +245,10 @@ def train(cfg: TrainConfig, data: Optional[D.Mnist] = None, data_dir: Optional[s
     stop = None                # (status, reason) of a host-side stop: cancel or the time budget
     step, last, lr = 0, None, cfg.lr          # optimiser steps run (after a failure: the step of the weights kept)
     t0 = time.perf_counter()
+    if resume is not None:
+        step, t0, reports.history = resume.step, t0 - resume.elapsed, list(resume.history)
+        health.good_step = health.checked = step
+    saved_at = time.perf_counter()
     for x, y in batches:
         elapsed = time.perf_counter() - t0
         if step >= total:
@@ -256,11 +269,16 @@ def train(cfg: TrainConfig, data: Optional[D.Mnist] = None, data_dir: Optional[s
         if log and step < total:               # the last step's report comes after the loop
             val = validation_accuracy(model, *batches.validation(), update.autocast, cancel=cancel) if epoch_end else None
             reports.report(last, step, lr, time.perf_counter() - t0, val)
+        if on_checkpoint is not None and health.checked == step and time.perf_counter() - saved_at >= checkpoint_seconds:
+            on_checkpoint(snapshot(cfg, step, time.perf_counter() - t0, reports.history, model, update, batches))
+            saved_at = time.perf_counter()
         timer.add(time.perf_counter() - t0 - elapsed)          # this step, its check and report included
 
     failure = health.check(step) if status != "failed" and health.checked != step else None
     if failure is not None:                    # the steps since the last check
         status, (reason, step) = "failed", failure
+    if on_checkpoint is not None and status != "failed" and stop is not None and stop[0] == "cancelled":
+        on_checkpoint(snapshot(cfg, step, time.perf_counter() - t0, reports.history, model, update, batches))
     seconds = time.perf_counter() - t0         # the training loop: what the budget limits
     if status != "failed" and stop is not None:
         status, reason = stop

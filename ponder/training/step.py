@@ -16,7 +16,7 @@ import torch
 from ..config import TrainConfig
 from .fastpath import GRADIENT, GRAPH_WARMUP, LOSS, DivergenceGuard, GraphedStep
 from ..halting import PonderNet
-from ..losses import train_loss
+from ..methods import get_method
 
 
 @dataclass
@@ -36,6 +36,7 @@ class Update:
 
     def __init__(self, cfg: TrainConfig, model: PonderNet, device: torch.device, mode: str, mode_reason: str):
         self.cfg, self.model, self.mode, self.mode_reason = cfg, model, mode, mode_reason
+        self.method = get_method(cfg.method)
         self.graphed = mode == "cuda_graph"
         self.params = list(model.parameters())
         # fused Adam: one kernel for all parameters instead of a loop of small ops (0.55 -> 0.16 ms a step on 2
@@ -69,9 +70,9 @@ class Update:
         correct = None
         if cfg.halting_loss in ("accuracy", "exit"):                                          # [N, B] no gradient
             correct = self.model.step_fn.probs(out.y.detach().flatten(0, 1)).argmax(-1).view(N, B) == y
-        loss, rec, reg = train_loss(step_losses, correct, out.log_p, cfg.lambda_p, cfg.beta, cfg.regulariser,
-                                    cfg.answer_loss, cfg.halting_loss, cfg.step_cost, out.lambda_logits,
-                                    self.halt_weight)
+        parts = self.method.loss(step_losses, out.y, y, out.log_p, out.lambda_logits, correct, cfg,
+                                 self.halt_weight, self.model.step_fn)     # the method's (ponder.methods)
+        loss, rec, reg = parts.total, parts.rec, parts.reg
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)                   # 0-d, on the device

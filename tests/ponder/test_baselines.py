@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from helpers import tiny_model
-from ponder import data as D
+from ponder.tasks.parity import data as D
 from ponder.analysis.metrics import TestMetrics
 from ponder.analysis.baselines import (class_groups, confidence_curve, confidence_exit, differences_table,
                                        exit_steps, fixed_depth, learned, quartile_groups, range_groups, settle, settle_steps, verdict,

@@ -8,6 +8,7 @@ import torch
 
 from helpers import DATA_DIR, needs_mnist
 from ponder import data as D
+from ponder.tasks.parity import data as PD
 from ponder.tasks.parity.task import PARITY_PRESETS
 
 
@@ -101,7 +102,7 @@ def test_uniform_angles_range_and_seed():
 
 
 def test_parity_target_counts_plus_ones_not_nonzeros():
-    x, y, k = D.parity_batch(2000, 16, 1, 16, torch.Generator().manual_seed(0))
+    x, y, k = PD.parity_batch(2000, 16, 1, 16, torch.Generator().manual_seed(0))
     assert ((x != 0).sum(1) == k).all()
     assert set(x.unique().tolist()) <= {-1.0, 0.0, 1.0}
     assert torch.equal(y, ((x == 1).sum(1) % 2).float())
@@ -112,10 +113,10 @@ def test_parity_target_counts_plus_ones_not_nonzeros():
 
 
 def test_parity_k_range_and_fixed_eval_set():
-    x, y, k = D.parity_batch(5000, 96, 49, 96, torch.Generator().manual_seed(1))
+    x, y, k = PD.parity_batch(5000, 96, 49, 96, torch.Generator().manual_seed(1))
     assert k.min() >= 49 and k.max() <= 96
-    a = D.parity_eval_set(8, 1, 8, size=100)
-    b = D.parity_eval_set(8, 1, 8, size=100)
+    a = PD.parity_eval_set(8, 1, 8, size=100)
+    b = PD.parity_eval_set(8, 1, 8, size=100)
     assert all(torch.equal(u, v) for u, v in zip(a, b))
 
 
@@ -123,29 +124,29 @@ def test_the_held_out_class_by_hand():
     # (+1, 0, -1): digits x + 1 = (2, 1, 0), h = 2 + 1·62 + 0·62² = 64 -> 64 mod 13 = 12;
     # (0, 0, 0): 1 + 62 + 3844 = 3907 = 13·300 + 7 -> 7; (-1, +1): 0 + 2·62 = 124 = 13·9 + 7 -> 7
     x = torch.tensor([[1., 0, -1], [0, 0, 0]])
-    assert D.parity_class(x).tolist() == [12, 7] and D.parity_class(torch.tensor([[-1., 1]])).tolist() == [7]
+    assert PD.parity_class(x).tolist() == [12, 7] and PD.parity_class(torch.tensor([[-1., 1]])).tolist() == [7]
 
 
 @pytest.mark.parametrize("n", sorted({p["n_elems"] for p in PARITY_PRESETS.values()}))
 def test_every_presets_single_non_zeros_include_held_out_vectors_of_both_kinds(n):
     x = torch.cat([torch.eye(n), -torch.eye(n)])                 # every k = 1 vector
-    c = D.parity_class(x)
-    assert (c == D.TEST_CLASS).sum() >= 2 and (c == D.VAL_CLASS).sum() >= 2
+    c = PD.parity_class(x)
+    assert (c == PD.TEST_CLASS).sum() >= 2 and (c == PD.VAL_CLASS).sum() >= 2
 
 
 def test_all_non_zero_held_out_vectors_have_both_labels():
     # k = n: a rule that fixed the count of -1s in a class would give one label only
-    x, y, k = D.parity_eval_set(30, 30, 30, size=400)
+    x, y, k = PD.parity_eval_set(30, 30, 30, size=400)
     assert (k == 30).all() and 0.3 < y.mean() < 0.7
 
 
 def test_test_and_validation_vectors_never_meet_the_training_stream():
-    test = D.parity_eval_set(8, 1, 8, size=3000)
-    val = D.parity_eval_set(8, 1, 8, size=3000, held_out=D.VAL_CLASS)
-    train = D.parity_train_batch(4000, 8, 1, 8, torch.Generator().manual_seed(0))
-    assert (D.parity_class(test[0]) == D.TEST_CLASS).all() and (D.parity_class(val[0]) == D.VAL_CLASS).all()
-    assert not torch.isin(D.parity_class(train[0]), torch.tensor([D.TEST_CLASS, D.VAL_CLASS])).any()
-    assert len(train[0]) == 4000 and torch.equal(train[1], D.parity_target(train[0]))
+    test = PD.parity_eval_set(8, 1, 8, size=3000)
+    val = PD.parity_eval_set(8, 1, 8, size=3000, held_out=PD.VAL_CLASS)
+    train = PD.parity_train_batch(4000, 8, 1, 8, torch.Generator().manual_seed(0))
+    assert (PD.parity_class(test[0]) == PD.TEST_CLASS).all() and (PD.parity_class(val[0]) == PD.VAL_CLASS).all()
+    assert not torch.isin(PD.parity_class(train[0]), torch.tensor([PD.TEST_CLASS, PD.VAL_CLASS])).any()
+    assert len(train[0]) == 4000 and torch.equal(train[1], PD.parity_target(train[0]))
     rows = lambda t: {tuple(r) for r in t.tolist()}                # noqa: E731
     assert not rows(train[0]) & (rows(test[0]) | rows(val[0])) and not rows(test[0]) & rows(val[0])
     # every k has held-out vectors even at n = 8 (k = 1: the numbers 1..16 hold 13 and 14), with both labels

@@ -248,16 +248,16 @@ def test_the_parity_card_line_and_charts_name_the_same_ranges(preset):
 
 
 def test_parity_validation_is_held_out_vectors_of_the_trained_k_and_the_unseen_k_are_the_shift():
-    from ponder import data as D
+    from ponder.tasks.parity import data as PD
     model = tiny_model("parity", max_steps=4, n_elems=30)
     cfg = TrainConfig(task="parity", parity_preset="video-30-extrapolation")
     task = get_task("parity")
     vs = task.validation_set(model, cfg, None, 300)
     k = (vs.x != 0).sum(1)
     assert len(vs.y) == 300 and k.min() >= 1 and k.max() <= 25
-    assert (D.parity_class(vs.x) == D.VAL_CLASS).all()
+    assert (PD.parity_class(vs.x) == PD.VAL_CLASS).all()
     ts = task.test_set(model, cfg, None, 300)
-    assert (D.parity_class(ts.x) == D.TEST_CLASS).all()
+    assert (PD.parity_class(ts.x) == PD.TEST_CLASS).all()
     shift = task.shifted(model, cfg, torch.tensor([3, 25, 26, 30]))
     assert list(shift) == ["unseen k (outside 1–25)"] and shift["unseen k (outside 1–25)"].tolist() == [0, 0, 1, 1]
     assert task.shifted(model, TrainConfig(task="parity", parity_preset="large"), torch.tensor([1, 30])) == {}

@@ -47,6 +47,7 @@ class MnistBatches(Batches):
         self.cfg, self.device = cfg, device
         self.g = torch.Generator().manual_seed(cfg.seed)
         self.per_epoch = math.ceil(len(self.y) / cfg.batch_size)
+        self.epoch_start, self.drawn, self.skip = self.g.get_state(), 0, 0   # state(): where the stream stands
 
     def _to_device(self, t: torch.Tensor) -> torch.Tensor:
         """A host tensor (drawn by the seeded CPU generator) to the device; to a GPU from pinned memory,
@@ -57,13 +58,28 @@ class MnistBatches(Batches):
 
     def __iter__(self):
         bs = self.cfg.batch_size
+        skip, self.skip = self.skip, 0                 # batches of this epoch a resumed run already trained on
         while True:
+            self.epoch_start, self.drawn = self.g.get_state(), 0
             perm = self._to_device(torch.randperm(len(self.y), generator=self.g))
             for i in range(0, len(perm), bs):
                 idx = perm[i:i + bs]
                 angles = D.uniform_angles(len(idx), self.cfg.rotate_train, self.g) if self.cfg.rotate_train else None
                 angles = self._to_device(angles) if angles is not None else None
+                self.drawn += 1
+                if skip:
+                    skip -= 1
+                    continue
                 yield D.mnist_inputs(self.x[idx], angles=angles), self.y[idx]
+
+    def state(self) -> dict:
+        """The generator at the start of the epoch being drawn and how many of its batches were drawn."""
+        return {"generator": self.epoch_start, "drawn": torch.tensor([self.drawn])}
+
+    def load_state(self, state: dict) -> None:
+        if "generator" in state:
+            self.g.set_state(state["generator"].to(torch.uint8).cpu())
+            self.skip = int(state["drawn"][0])
 
     def validation(self):
         return D.mnist_inputs(self.val_x), self.val_y

@@ -32,5 +32,12 @@ class ParityOptions:
     parity_preset: str = option("small", "the parity data preset: vector length n and the numbers of non-zeros k "
                                 "trained and tested on", label="Parity preset", choices=tuple(PARITY_PRESETS),
                                 labels={name: preset_label(name) for name in PARITY_PRESETS})
+    cell: str = option("gru", "the recurrent cell: gru, or tanh (the paper's App. B.1 and Fojo et al.'s: one "
+                       "hidden layer of tanh units)", label="Cell", choices=("gru", "tanh"))
+    first_flag: bool = option(False, "feed a flag that is 1 at the first step and 0 after beside the vector "
+                              "(Graves' and Fojo et al.'s input for a task whose input does not change)",
+                              label="First-step flag")
+    layout: str = option("random", "where a vector's k non-zeros sit: random positions (the paper's), or the first "
+                         "k entries (prefix: Fojo et al.'s)", label="Non-zeros at", choices=("random", "prefix"))
     steps_per_epoch: int = option(500, "batches per epoch (parity generates its data)", label="Batches per epoch",
                                   lo=1, step=100)

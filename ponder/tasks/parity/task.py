@@ -12,23 +12,29 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ... import data as D
-from ...config import TrainConfig
+from ...config import TrainConfig, _check
 from ..base import Batches, EvalSet, Task, init_lambda_head, register
+from ..options import options_of
+from . import data as D
 from .options import PARITY_PRESETS, ParityOptions
 
 TEST_SIZE = 10000            # problems in a preset's test set
 
 
+CELLS = {"gru": nn.GRUCell, "tanh": nn.RNNCell}     # nn.RNNCell: h' = tanh(W x + b + U h + c)
+
+
 @dataclass
 class ParityConfig:
-    """GRU cell fed the input vector at every step (paper / labml parity setting)."""
+    """A recurrent cell fed the input vector at every step (paper / labml parity setting)."""
     n_elems: int = 8         # input vector length
-    hidden: int = 64         # GRU hidden size
+    hidden: int = 64         # the cell's hidden size
+    cell: str = "gru"        # "gru", or "tanh": one layer of tanh units (the paper's App. B.1, Fojo et al.'s)
+    first_flag: bool = False  # the input at step n is [1 if n = 0 else 0, x] (Graves' ACT input for a static x)
 
 
 class ParityStep(nn.Module):
-    """GRU cell fed the input vector x at every step; 1 output logit and a lambda head.
+    """A cell fed the input vector x (and the first-step flag) at every step; 1 output logit and a lambda head.
 
     x [B, n_elems] -> ctx = x;  h [B, H];  y_n [B] logit of "odd number of +1s";  lambda_logit_n [B]
     """
@@ -36,7 +42,7 @@ class ParityStep(nn.Module):
     def __init__(self, cfg: ParityConfig, lambda_p: float):
         super().__init__()
         self.cfg = cfg
-        self.cell = nn.GRUCell(cfg.n_elems, cfg.hidden)
+        self.cell = CELLS[cfg.cell](cfg.n_elems + int(cfg.first_flag), cfg.hidden)
         self.out_head = nn.Linear(cfg.hidden, 1)
         self.lambda_head = nn.Linear(cfg.hidden, 1)
         init_lambda_head(self.lambda_head, lambda_p)
@@ -47,8 +53,14 @@ class ParityStep(nn.Module):
     def init_hidden(self, ctx):
         return ctx.new_zeros(ctx.shape[0], self.cfg.hidden)
 
+    def cell_input(self, ctx, n: int):
+        """What the cell reads at step n: x, or [flag_n, x] with flag_n = 1 at the first step. [B, n_elems (+1)]"""
+        if not self.cfg.first_flag:
+            return ctx
+        return torch.cat([ctx.new_full((ctx.shape[0], 1), float(n == 0)), ctx], 1)
+
     def step(self, ctx, h, n=0):
-        h = self.cell(ctx, h)
+        h = self.cell(self.cell_input(ctx, n), h)
         return self.out_head(h).squeeze(-1), h, self.lambda_head(h).squeeze(-1)
 
     def stepper(self, ctx):
@@ -64,17 +76,20 @@ class ParityStep(nn.Module):
 
 class ParityStepper:
     """step() split for early exit (ponder.inference.ponder): each step the cell and the lambda head, called as
-    the operators their modules run (torch.gru_cell is nn.GRUCell's, addmm(b, h, W^T) nn.Linear's on 2-D h: the
-    same values, without the modules' per-call overhead); the output head once at the end, on the states the
-    inputs halted at. s(c, h, n) -> (h_{n+1}, lambda_logit_n [b], h_{n+1} kept at a halt);  s.answer(h) -> y [b]."""
+    the operators their modules run (torch.gru_cell is nn.GRUCell's, torch.rnn_tanh_cell nn.RNNCell's,
+    addmm(b, h, W^T) nn.Linear's on 2-D h: the same values, without the modules' per-call overhead); the output
+    head once at the end, on the states the inputs halted at.
+    s(c, h, n) -> (h_{n+1}, lambda_logit_n [b], h_{n+1} kept at a halt);  s.answer(h) -> y [b]."""
 
     def __init__(self, m: ParityStep):
         c = m.cell
         self.w = (c.weight_ih, c.weight_hh, c.bias_ih, c.bias_hh)
+        self.cell = torch.gru_cell if m.cfg.cell == "gru" else torch.rnn_tanh_cell
+        self.cell_input = m.cell_input
         self.lam_b, self.lam_wt, self.out = m.lambda_head.bias, m.lambda_head.weight.t(), m.out_head
 
     def __call__(self, c, h, n: int):
-        h = torch.gru_cell(c, h, *self.w)                                # h_{n+1} [b, H]
+        h = self.cell(self.cell_input(c, n), h, *self.w)                 # h_{n+1} [b, H]
         return h, torch.addmm(self.lam_b, h, self.lam_wt).squeeze(-1), h
 
     def answer(self, h):
@@ -112,20 +127,30 @@ class ParityBatches(Batches):
         p = PARITY_PRESETS[cfg.parity_preset]
         self.n, (self.k_lo, self.k_hi) = p["n_elems"], p["train_k"]
         self.cfg, self.device = cfg, device
+        self.layout = options_of(TASK, cfg).layout
         # on a GPU the batches are drawn there (a CUDA generator), so the host never bottlenecks
         gdev = device if torch.device(device).type == "cuda" else "cpu"
         self.g = torch.Generator(device=gdev).manual_seed(cfg.seed)
         self.per_epoch = cfg.steps_per_epoch
-        vx, vy, _ = D.parity_eval_set(self.n, *p["train_k"], size=2000, seed=D.EVAL_SEED + 1, held_out=D.VAL_CLASS)
+        vx, vy, _ = D.parity_eval_set(self.n, *p["train_k"], size=2000, seed=D.EVAL_SEED + 1, held_out=D.VAL_CLASS,
+                                      layout=self.layout)
         self.val = (vx.to(device), vy.to(device))
 
     def __iter__(self):
         while True:
-            x, y, _ = D.parity_train_batch(self.cfg.batch_size, self.n, self.k_lo, self.k_hi, self.g, self.device)
+            x, y, _ = D.parity_train_batch(self.cfg.batch_size, self.n, self.k_lo, self.k_hi, self.g, self.device,
+                                           self.layout)
             yield x, y
 
     def validation(self):
         return self.val
+
+    def state(self) -> dict:
+        return {"generator": self.g.get_state()}
+
+    def load_state(self, state: dict) -> None:
+        if "generator" in state:
+            self.g.set_state(state["generator"].to(torch.uint8).cpu())
 
 
 class ParityTask(Task):
@@ -144,7 +169,18 @@ class ParityTask(Task):
     budget_seconds = 120
 
     def model_config(self, cfg: TrainConfig) -> ParityConfig:
-        return ParityConfig(n_elems=PARITY_PRESETS[cfg.parity_preset]["n_elems"], hidden=cfg.hidden)
+        o = options_of(self, cfg)
+        return ParityConfig(n_elems=PARITY_PRESETS[cfg.parity_preset]["n_elems"], hidden=cfg.hidden, cell=o.cell,
+                            first_flag=o.first_flag)
+
+    def check_model_field(self, name: str, value) -> bool:
+        if name == "cell":
+            _check(isinstance(value, str) and value in CELLS, "cell", f"one of {', '.join(CELLS)}", value)
+            return True
+        if name == "first_flag":
+            _check(isinstance(value, bool), "first_flag", "true or false", value)
+            return True
+        return False
 
     def build_step(self, model_cfg: ParityConfig, lambda_p: float) -> ParityStep:
         return ParityStep(model_cfg, lambda_p)
@@ -157,7 +193,7 @@ class ParityTask(Task):
         stream): its easy and hard blocks, a row per k."""
         preset = fitted_preset(cfg.parity_preset, model.step_fn.cfg.n_elems)
         lo, hi = preset["test_k"]
-        x, y, k = D.parity_eval_set(preset["n_elems"], lo, hi, limit or TEST_SIZE)
+        x, y, k = D.parity_eval_set(preset["n_elems"], lo, hi, limit or TEST_SIZE, layout=layout_of(cfg))
         blocks = {name: ({"k_range": [a, b]}, (k >= a) & (k <= b))
                   for name, (a, b) in zip(("easy", "hard"), easy_hard(preset))}
         return EvalSet(x, y, info={"test_k": [lo, hi]}, rows=("by_k", "k", k), blocks=blocks, batch_size=2000)
@@ -173,7 +209,7 @@ class ParityTask(Task):
         easy and hard blocks of the test set where they hold validation vectors (a setting is chosen by them)."""
         preset = fitted_preset(cfg.parity_preset, model.step_fn.cfg.n_elems)
         x, y, k = D.parity_eval_set(preset["n_elems"], *preset["train_k"], limit or TEST_SIZE, seed=D.EVAL_SEED + 2,
-                                    held_out=D.VAL_CLASS)
+                                    held_out=D.VAL_CLASS, layout=layout_of(cfg))
         blocks = {name: ({"k_range": [a, b]}, m) for name, (a, b) in zip(("easy", "hard"), easy_hard(preset))
                   for m in [(k >= a) & (k <= b)] if m.any()}
         return EvalSet(x, y, info={"k": list(preset["train_k"])}, blocks=blocks, batch_size=2000)
@@ -192,4 +228,9 @@ class ParityTask(Task):
         return "every step reads the whole vector again and updates the cell's state: more steps, more thought", ""
 
 
-register(ParityTask())
+def layout_of(cfg: TrainConfig) -> str:
+    """Where a run's vectors hold their non-zeros (its layout option)."""
+    return options_of(TASK, cfg).layout
+
+
+TASK = register(ParityTask())
