@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .methods import get_method
+from .methods import act_unroll, get_method
 from .halt_features import FEATURES, Tracker, combine, features, make_head, runs, state_change
 
 MODES = ("sample", "deterministic", "expected")
@@ -212,6 +212,8 @@ class PonderNet(nn.Module):
         change = None                                           # [N, B] the state's relative change (needs_change)
         if halt_epsilon is not None:
             y, lambda_logits, change = unroll_to_epsilon(self, ctx, h, halt_epsilon)
+        elif self.method == "act" and self.training:            # only the steps some input has not halted by
+            y, lambda_logits = act_unroll(self.step_fn, ctx, h, self.max_steps, self.act_epsilon)
         elif unroll is not None:                                # the step function's own all-steps path
             y, lambda_logits = unroll(ctx, h, self.max_steps)   # [N, B, ...], [N, B]
         else:

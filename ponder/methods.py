@@ -65,6 +65,22 @@ def act_logits(u: torch.Tensor, eps: float) -> torch.Tensor:
     return torch.where(before, logit, torch.full_like(logit, HALT_LOGIT))
 
 
+def act_unroll(step_fn, ctx: torch.Tensor, h: torch.Tensor, max_steps: int, eps: float) -> tuple:
+    """ACT's training unroll: step until every input's halting units sum to 1 - eps (at most N steps); the steps
+    after that carry p = 0 and no gradient, so they are not run. Reads the sums on the host after every step.
+    Returns (y [n, B, ...], u [n, B]) for the n steps run."""
+    ys, us = [], []
+    cum = torch.zeros(ctx.shape[0], device=ctx.device)                      # [B] sum_{j<=n} h_j
+    for n in range(max_steps):
+        y, h, u = step_fn.step(ctx, h, n)
+        ys.append(y)
+        us.append(u)
+        cum = cum + torch.sigmoid(u.detach().float())
+        if bool((cum >= 1.0 - eps).all()):
+            break
+    return torch.stack(ys), torch.stack(us)
+
+
 def last_step_logits(u: torch.Tensor, eps: float) -> torch.Tensor:
     """A point mass on step N: lambda_n = 0 before it (logit -HALT_LOGIT), lambda_N = 1. [N, B] -> [N, B]."""
     return torch.full_like(u.float(), -HALT_LOGIT)

@@ -14,11 +14,13 @@ from typing import Optional
 
 import torch
 
+from ..config import ConfigError
 from ..files import CheckpointError, read_regular, unlink_quiet, write_tmp
 
 STATE_FILE = "resume.safetensors"
 MAX_STATE_BYTES = 400 * 1024 * 1024        # weights + two Adam moments of the largest model a card allows
 MAX_HISTORY_ROWS = 200_000
+EXTENDABLE = ("epochs", "max_seconds")     # a resumed run may be given more (or fewer) updates or seconds
 
 
 @dataclass
@@ -116,10 +118,11 @@ def remove_state(folder) -> None:
 
 
 def restore(state: TrainState, cfg, model, update, batches) -> None:
-    """Put a saved TrainState into a freshly set-up run of the same cfg (ValueError for another cfg's)."""
-    if state.config != cfg.to_dict():
-        diff = sorted(k for k in set(state.config) | set(cfg.to_dict()) if state.config.get(k) != cfg.to_dict().get(k))
-        raise ValueError(f"the saved training state is of another config (differs in {', '.join(diff[:4])})")
+    """Put a saved TrainState into a freshly set-up run of the same cfg (ConfigError for another cfg, EXTENDABLE aside)."""
+    now = cfg.to_dict()
+    diff = sorted(k for k in set(state.config) | set(now) if state.config.get(k) != now.get(k) and k not in EXTENDABLE)
+    if diff:
+        raise ConfigError(f"the saved training state is of another config (differs in {', '.join(diff[:4])})")
     model.load_state_dict(state.model)
     groups = update.opt.state_dict()["param_groups"]          # this run's hyperparameters, the saved moments
     update.opt.load_state_dict({"state": state.optimizer["state"],
