@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from .halt_features import Tracker
 from .analysis.policies import q_for_steps
+from .methods import HALT_LOGIT, get_method, mean_field
 from .halting import (MODES, PonderNet, answer_mixture, check_q, expected_steps, q_exit_halted_from_log_survive,
                       step_probs)
 
@@ -109,6 +110,8 @@ def ponder(model: PonderNet, x: torch.Tensor, mode: str = "sample",
     N = model.max_steps
     if mode == "expected":
         return _ponder_expected(model, x, trace)
+    if model.method != "ponder":                          # its own deterministic rule, whatever the mode
+        return _method_answer(model, x, trace)
     fn = model.step_fn
     enc = (fn.lazy_encode(x) if hasattr(fn, "lazy_encode") else None) or WholeEncoding(fn, x)
     c = enc.at(0, None)                                   # [B, ...] what step 1 reads, of every input
@@ -224,4 +227,26 @@ def _ponder_expected(model: PonderNet, x: torch.Tensor, trace: bool) -> PonderRe
                        expected_steps=expected_steps(out.log_p))
     if trace:
         res.trace_probs, res.trace_lambda, res.trace_p = probs, out.lambdas, p
+    return res
+
+
+def _method_answer(model: PonderNet, x: torch.Tensor, trace: bool) -> PonderResult:
+    """A method other than PonderNet answers by its own rule (ponder.methods), from a full unroll: ACT the mean
+    field sum_n p_n y_n at N(t), where its p ends; Repeat-RNN and deep supervision the answer of step N."""
+    out = model(x)
+    p = out.log_p.exp()                                                 # [N, B]
+    N, B = p.shape
+    steps = torch.arange(1, N + 1, device=p.device).unsqueeze(1)       # [N, 1]
+    halt = torch.where(out.lambda_logits >= HALT_LOGIT, steps, N).min(0).values   # [B] the first lambda = 1
+    if get_method(model.method).mean_field:
+        answer = mean_field(out.y, p)                                   # [B, ...] sum_n p_n y_n
+    else:
+        answer = out.y[-1]
+    probs = model.step_fn.probs(answer).float()                         # [B, C]
+    res = PonderResult(probs=probs, pred=probs.argmax(1), halt_step=halt, steps_run=halt.clone())
+    if trace:
+        after = steps > halt.unsqueeze(0)                               # [N, B] past the halt
+        res.trace_probs = step_probs(model, out.y).masked_fill(after.unsqueeze(-1), float("nan"))
+        res.trace_lambda = out.lambdas.masked_fill(after, float("nan"))
+        res.trace_p = p.masked_fill(after, float("nan"))
     return res

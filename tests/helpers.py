@@ -41,14 +41,14 @@ needs_mnist = pytest.mark.skipif(not have_mnist(), reason=NO_MNIST)
 # ----------------------------------------------------------------------------- models and runs
 
 def tiny_model(task="mnist", max_steps=5, lambda_p=0.3, seed=0, lambda_std=1.0, lambda_input="hidden", lambda_head="linear",
-               **model_kw):
+               method="ponder", act_epsilon=0.01, **model_kw):
     """A small untrained model whose lambda head is randomised so halting varies by sample (with
     lambda_input="confidence", the confidence head too)."""
     from ponder.tasks.mnist.task import MnistConfig
     torch.manual_seed(seed)
     cfg = (MnistConfig(channels1=4, channels2=8, embed=16, hidden=16, **model_kw) if task == "mnist"
-           else ParityConfig(n_elems=model_kw.get("n_elems", 8), hidden=16))
-    model = build_model(task, cfg, max_steps, lambda_p, lambda_input, lambda_head)
+           else ParityConfig(**{"n_elems": 8, "hidden": 16, **model_kw}))
+    model = build_model(task, cfg, max_steps, lambda_p, lambda_input, lambda_head, method, act_epsilon)
     if lambda_std:
         torch.nn.init.normal_(model.step_fn.lambda_head.weight, std=lambda_std)
         for m in model.confidence_head.modules() if model.confidence_head is not None else ():

@@ -136,4 +136,11 @@ def snapshot(cfg, step: int, elapsed: float, history: list, model, update,
     """The run's TrainState after `step` updates (tensors copied to the host)."""
     return TrainState(config=cfg.to_dict(), step=step, elapsed=elapsed, history=list(history),
                       model={k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-                      optimizer=update.opt.state_dict(), batches=batches.state())
+                      optimizer=_copied(update.opt.state_dict()), batches=batches.state())
+
+
+def _copied(opt_state: dict) -> dict:
+    """An optimiser state_dict whose tensors are copies on the host (state_dict() hands out the live moments)."""
+    return {"state": {i: {k: v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v for k, v in s.items()}
+                      for i, s in opt_state["state"].items()},
+            "param_groups": opt_state["param_groups"]}

@@ -238,3 +238,15 @@ def test_an_mnist_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path, fifo):
     with pytest.raises(D.DataError) as e:
         D.load_mnist(str(tmp_path), download=False)
     assert fifo in str(e.value) and "regular file" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_prefix_layout_puts_the_k_non_zeros_in_the_first_k_entries_and_keeps_the_held_out_classes_out():
+    x, y, k = PD.parity_batch(500, 64, 1, 64, torch.Generator().manual_seed(2), layout="prefix")
+    first_k = torch.arange(64).unsqueeze(0) < k.unsqueeze(1)                         # [B, 64]
+    assert torch.equal(x != 0, first_k) and torch.equal(y, PD.parity_target(x))
+    train = PD.parity_train_batch(800, 64, 1, 64, torch.Generator().manual_seed(0), layout="prefix")
+    assert not torch.isin(PD.parity_class(train[0]), torch.tensor([PD.TEST_CLASS, PD.VAL_CLASS])).any()
+    test = PD.parity_eval_set(64, 1, 64, size=300, layout="prefix")
+    assert (PD.parity_class(test[0]) == PD.TEST_CLASS).all()
+    with pytest.raises(ValueError, match="layout must be 'random' or 'prefix'"):
+        PD.parity_batch(2, 8, 1, 8, layout="sorted")

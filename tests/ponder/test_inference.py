@@ -10,7 +10,7 @@ from ponder.halting import first_true, halt_mask
 from ponder.inference import PlainStep, draw_uniforms, ponder
 
 DESIGNS = [("mnist", {"reader": "cnn"}), ("mnist", {"reader": "rows"}), ("mnist", {"reader": "rows", "rows_per_step": 4}),
-           ("mnist", {"reader": "coarse"}), ("parity", {})]
+           ("mnist", {"reader": "coarse"}), ("parity", {}), ("parity", {"cell": "tanh", "first_flag": True})]
 
 
 def _inputs(task, b, seed=0):

@@ -264,3 +264,17 @@ def test_parity_validation_is_held_out_vectors_of_the_trained_k_and_the_unseen_k
     res = measure_test(model, cfg, limit=300)
     assert [r["name"] for r in res.baselines["shift"]] == ["unseen k (outside 1–25)"]
     assert res.baselines["shift"][0]["n"] == int((ts.rows[2] > 25).sum())
+
+
+def test_a_parity_cards_cell_and_flag_are_checked_and_the_flag_marks_only_the_first_step():
+    from ponder.config import ConfigError
+    from ponder.tasks import model_config_from_dict
+    assert model_config_from_dict("parity", {"n_elems": 8, "hidden": 4, "cell": "tanh", "first_flag": True}).cell == "tanh"
+    with pytest.raises(ConfigError, match="cell must be one of gru, tanh, got 'lstm'"):
+        model_config_from_dict("parity", {"n_elems": 8, "hidden": 4, "cell": "lstm"})
+    with pytest.raises(ConfigError, match="first_flag must be true or false, got 'yes'"):
+        model_config_from_dict("parity", {"n_elems": 8, "hidden": 4, "first_flag": "yes"})
+    fn = tiny_model("parity", cell="tanh", first_flag=True).step_fn
+    x = torch.ones(2, 8)
+    assert fn.cell_input(x, 0)[:, 0].tolist() == [1.0, 1.0] and fn.cell_input(x, 3)[:, 0].tolist() == [0.0, 0.0]
+    assert torch.equal(fn.cell_input(x, 1)[:, 1:], x) and isinstance(fn.cell, torch.nn.RNNCell)
