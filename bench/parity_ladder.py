@@ -88,18 +88,28 @@ def first_reaching(points: list, mark: float = 0.98):
     return next((s for s, a in points if a >= mark), None)
 
 
-def report(out: Path) -> dict:
-    """{rung: {updates, best, last, to_0.98, seconds, status}} of every rung folder found under out."""
+def measured(folder: Path, size: int) -> dict:
+    """The finished run measured as the paper's experiment (ponder.tasks.parity.experiment), as a dict."""
+    from ponder.store.checkpoint import load_checkpoint
+    from ponder.tasks.parity.experiment import measure
+    ck = load_checkpoint(folder)
+    return measure(ck.model, ck.record.config, size=size).to_dict()
+
+
+def report(out: Path, size: int = 4000) -> dict:
+    """{rung: {status, updates, last, best, to_098, seconds, curve, experiment}} of every rung folder under out;
+    `experiment` (ponder.tasks.parity.experiment) once the run is finished."""
     rows = {}
     for folder in sorted(p for p in out.iterdir() if p.is_dir()):
         pts = curve(folder)
-        card = json.loads((folder / "run.json").read_text()) if (folder / "run.json").exists() else {}
+        running = (folder / "resume.safetensors").exists() or not (folder / "run.json").exists()
+        card = {} if running else json.loads((folder / "run.json").read_text())
         rows[folder.name] = dict(
-            status=card.get("status", "running") if not (folder / "resume.safetensors").exists() else "running",
+            status="running" if running else card.get("status"), config=card.get("train"),
             updates=pts[-1][0] if pts else 0, last=pts[-1][1] if pts else None,
             best=max((a for _, a in pts), default=None), to_098=first_reaching(pts),
-            seconds=card.get("train_seconds"), test=card.get("metrics", {}).get("test", {}).get("accuracy"),
-            curve=pts)
+            seconds=card.get("train_seconds"), curve=pts,
+            experiment=None if running else measured(folder, size))
     return rows
 
 
@@ -114,6 +124,7 @@ def main(argv=None) -> int:
     s = sub.add_parser("report", help="what each rung reached")
     s.add_argument("--out", default="runs/ladder")
     s.add_argument("--to", default=None, help="write the JSON here too")
+    s.add_argument("--size", type=int, default=4000, help="vectors in each measured set (seen, unseen, validation)")
     args = p.parse_args(argv)
     if args.command == "run":
         names = args.rungs.split(",") if args.rungs else QUEUES[args.queue or "A"]
@@ -122,10 +133,13 @@ def main(argv=None) -> int:
             p.error(f"unknown rung(s): {', '.join(unknown)}")
         run_queue(names, Path(args.out), args.seed)
         return 0
-    rows = report(Path(args.out))
+    rows = report(Path(args.out), args.size)
     for name, r in rows.items():
-        print(f"{name:34s} {r['status']:10s} updates {r['updates']:>6} last {r['last']} best {r['best']} "
-              f"to 0.98 {r['to_098']} test {r['test']}")
+        e = r["experiment"] or {}
+        seen, unseen = e.get("seen") or {}, e.get("unseen") or {}
+        print(f"{name:34s} {r['status']:10s} updates {r['updates']:>6} last val {r['last']} best {r['best']} "
+              f"to 0.98 {r['to_098']} seen {seen.get('accuracy')} ({seen.get('mean_steps')} steps) "
+              f"unseen {unseen.get('accuracy')}")
     if args.to:
         Path(args.to).write_text(json.dumps(rows, indent=1) + "\n")
     return 0

@@ -230,23 +230,26 @@ def _ponder_expected(model: PonderNet, x: torch.Tensor, trace: bool) -> PonderRe
     return res
 
 
+def method_answer(model: PonderNet, out) -> tuple:
+    """(probs [B, C], halt step [B]) of a method other than PonderNet by its own rule (ponder.methods), from its
+    full unroll `out`: ACT the mean field sum_n p_n y_n at N(t), where its p ends; Repeat-RNN and deep supervision
+    the answer of step N."""
+    N = out.log_p.shape[0]
+    steps = torch.arange(1, N + 1, device=out.log_p.device).unsqueeze(1)             # [N, 1]
+    halt = torch.where(out.lambda_logits >= HALT_LOGIT, steps, N).min(0).values     # [B] the first lambda = 1
+    answer = mean_field(out.y, out.log_p.exp()) if get_method(model.method).mean_field else out.y[-1]
+    return model.step_fn.probs(answer).float(), halt
+
+
 def _method_answer(model: PonderNet, x: torch.Tensor, trace: bool) -> PonderResult:
-    """A method other than PonderNet answers by its own rule (ponder.methods), from a full unroll: ACT the mean
-    field sum_n p_n y_n at N(t), where its p ends; Repeat-RNN and deep supervision the answer of step N."""
+    """ponder() for a method other than PonderNet: its own deterministic rule on a full unroll (method_answer)."""
     out = model(x)
-    p = out.log_p.exp()                                                 # [N, B]
-    N, B = p.shape
-    steps = torch.arange(1, N + 1, device=p.device).unsqueeze(1)       # [N, 1]
-    halt = torch.where(out.lambda_logits >= HALT_LOGIT, steps, N).min(0).values   # [B] the first lambda = 1
-    if get_method(model.method).mean_field:
-        answer = mean_field(out.y, p)                                   # [B, ...] sum_n p_n y_n
-    else:
-        answer = out.y[-1]
-    probs = model.step_fn.probs(answer).float()                         # [B, C]
+    probs, halt = method_answer(model, out)
     res = PonderResult(probs=probs, pred=probs.argmax(1), halt_step=halt, steps_run=halt.clone())
     if trace:
+        steps = torch.arange(1, out.log_p.shape[0] + 1, device=halt.device).unsqueeze(1)
         after = steps > halt.unsqueeze(0)                               # [N, B] past the halt
         res.trace_probs = step_probs(model, out.y).masked_fill(after.unsqueeze(-1), float("nan"))
         res.trace_lambda = out.lambdas.masked_fill(after, float("nan"))
-        res.trace_p = p.masked_fill(after, float("nan"))
+        res.trace_p = out.log_p.exp().masked_fill(after, float("nan"))
     return res

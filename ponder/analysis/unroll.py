@@ -15,7 +15,7 @@ import torch
 
 from ..config import TrainConfig
 from ..halting import PonderNet, answer_mixture, expected_steps, first_true, halt_mask
-from ..inference import draw_uniforms
+from ..inference import draw_uniforms, method_answer
 from ..losses import log_geometric_prior
 from ..training.memory import measure_batch
 from ..tasks import TASKS, get_task
@@ -52,6 +52,8 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
         if mode == "expected":
             final = answer_mixture(probs, out.log_p)                                 # [B, C]
             steps = expected_steps(out.log_p)
+        elif model.method != "ponder":                                               # its own rule (ponder.methods)
+            final, steps = method_answer(model, out)
         else:
             u = draw_uniforms(N, B, g) if mode == "sample" else None
             steps = first_true(halt_mask(out.lambda_logits, mode, u, q))               # [B] 1-based
