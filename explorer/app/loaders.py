@@ -179,3 +179,13 @@ def test_metrics(entry: ModelEntry) -> TestMetrics:
         return t
     return measured_metrics(str(entry.path), stamp(entry.path))
 
+
+
+@st.cache_data(max_entries=64, show_spinner="Measuring the run as the paper's experiment (cached afterwards)…")
+def paper_experiment(path: str, file_stamp: tuple) -> dict:
+    """A parity run measured as the paper's experiment (ponder.tasks.parity.experiment), kept on disk too."""
+    from ponder.tasks.parity.experiment import measure
+    def compute():
+        ck = _checkpoint(path, file_stamp)
+        return measure(ck.model, ck.record.config).to_dict()
+    return disk_cache.cached("paper-parity", path, file_stamp, {}, compute)

@@ -90,3 +90,32 @@ def test_deterministic_mode_halts_where_the_q_exit_says(runs):
         at.slider(key="par_q").set_value(q)
         run_ok(at)
         assert f"Q-exit at q = {q:g} halts" in texts(at) and f"step **{step}**" in texts(at)
+
+
+def test_the_papers_experiment_compares_every_run_of_its_vectors_and_their_answers_on_the_vector(runs):
+    from helpers import tiny_model
+    from ponder.store.checkpoint import save_run
+    from ponder.config import TrainConfig
+    made = []
+    try:
+        for method in ("ponder", "act"):
+            m = tiny_model("parity", max_steps=4, n_elems=64, method=method)
+            cfg = TrainConfig(task="parity", max_steps=4, lambda_p=0.3, hidden=16, parity_preset="paper", method=method)
+            made.append(save_run(runs / f"paper-{method}", m, cfg, steps=10))
+        at = open_app(page="parity", model="runs/paper-act")
+        assert "Compare the 2 runs" in " ".join(e.label for e in at.expander)
+        assert not any("Each method by number of non-zeros k" in c["layout"].get("title", {}).get("text", "")
+                       for c in charts(at))                                # measured only when opened
+        at.session_state["par_paper_open"] = True
+        run_ok(at)
+        names = [c["layout"].get("title", {}).get("text", "") for c in charts(at)]
+        assert "Each method by number of non-zeros k" in names
+        table = next(d.value for d in at.dataframe if "method" in d.value.columns and "seen k accuracy" in d.value.columns)
+        assert sorted(table["method"]) == ["ACT", "PonderNet"] and all(0 <= a <= 1 for a in table["seen k accuracy"])
+        on_vector = next(d.value for d in at.dataframe if "answer" in d.value.columns)
+        assert sorted(on_vector["run"]) == ["runs/paper-act", "runs/paper-ponder"] and all(1 <= s <= 4 for s in on_vector["steps"])
+        assert any("None solved the trained k" in m.value or "Solved on the trained k" in m.value for m in at.markdown)
+    finally:
+        import shutil
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)

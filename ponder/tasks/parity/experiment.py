@@ -113,3 +113,39 @@ def measure(model, cfg: TrainConfig, size: int = SET_SIZE, budgets=None) -> Expe
     return Experiment(method=model.method, label=method.label, train_k=list(fitted_preset(cfg.parity_preset, n)["train_k"]),
                       seen=seen, unseen=unseen, by_k=rows,
                       frontier=frontier(val, tests, method.learns_halting, budgets))
+
+
+SOLVED = 0.98              # the paper's and Fojo et al.'s mark for "solved"
+
+
+def verdict(named: dict) -> str:
+    """One plain sentence on runs measured as the experiment, {run name: Experiment dict}: which solved the seen
+    k (accuracy >= SOLVED), and how the best did on the unseen k."""
+    if not named:
+        return "No run of this experiment has been measured yet."
+    def acc(e, s):
+        return (e.get(s) or {}).get("accuracy")
+    solved = [f"{n} ({e['label']})" for n, e in named.items() if (acc(e, "seen") or 0) >= SOLVED]
+    best = max(named, key=lambda n: acc(named[n], "seen") or 0)
+    first = (f"Solved on the trained k (≥ {SOLVED:.0%}): {', '.join(solved)}." if solved else
+             f"None solved the trained k: the best, {best} ({named[best]['label']}), reached "
+             f"{acc(named[best], 'seen'):.1%} where {SOLVED:.0%} is the mark.")
+    unseen = {n: acc(e, "unseen") for n, e in named.items() if acc(e, "unseen") is not None}
+    if not unseen:
+        return first
+    top = max(unseen, key=unseen.get)
+    return (f"{first} On the unseen k the best is {top} ({named[top]['label']}) at {unseen[top]:.1%}"
+            + (" — near chance (50 %)." if unseen[top] < 0.6 else "."))
+
+
+def table_rows(named: dict) -> list:
+    """One row a run for the methods' table: its method, the accuracy and mean steps of its own answer on seen and
+    unseen k."""
+    rows = []
+    for name, e in named.items():
+        seen, unseen = e["seen"], e.get("unseen") or {}
+        rows.append({"run": name, "method": e["label"], "seen k accuracy": seen["accuracy"],
+                     "seen k mean steps": seen["mean_steps"], "unseen k accuracy": unseen.get("accuracy"),
+                     "unseen k mean steps": unseen.get("mean_steps"),
+                     "Q-exit (q 0.5) seen": seen.get("q_exit_accuracy")})
+    return rows
