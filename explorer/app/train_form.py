@@ -8,6 +8,7 @@ import streamlit as st
 
 from ponder.config import ConfigError, TrainConfig
 from ponder.losses import REGULARISERS, regulariser_help
+from ponder.methods import METHODS, method_help
 from ponder.halting import LAMBDA_INPUTS
 from ponder.store.runs import RunNameError, safe_name, unused_name
 from ponder.tasks import get_task, train_config, validate
@@ -20,7 +21,7 @@ from .forms import (LAMBDA_INPUT_LABELS, MAX_BATCH, MAX_HIDDEN, MAX_STEPS, SIZE_
 from ..links import LP_HELP, LP_RANGE
 from .ui import error_text, remembered_lambda_p
 
-FIELDS = ("name", "lp", "beta", "reg", "lam_in", "n", "hidden", "batch", "lr", "epochs", "seconds", "seed", "device")
+FIELDS = ("name", "method", "lp", "beta", "reg", "lam_in", "n", "hidden", "batch", "lr", "epochs", "seconds", "seed", "device")
 
 
 def auto_name(task: str, lambda_p: float) -> str:
@@ -44,7 +45,7 @@ def keep_job_settings(name: str, cfg: TrainConfig) -> None:
     kept = st.session_state.setdefault(f"_kept_tf_{cfg.task}_", {})
     if kept:
         return
-    kept.update(name=name, lp=cfg.lambda_p, beta=cfg.beta, reg=cfg.regulariser, lam_in=cfg.lambda_input,
+    kept.update(name=name, method=cfg.method, lp=cfg.lambda_p, beta=cfg.beta, reg=cfg.regulariser, lam_in=cfg.lambda_input,
                 n=cfg.max_steps, hidden=cfg.hidden, batch=cfg.batch_size, lr=cfg.lr, epochs=cfg.epochs,
                 seconds=int(cfg.max_seconds or 0), seed=cfg.seed, device=cfg.device,
                 **vars(options_of(get_task(cfg.task), cfg)))
@@ -80,7 +81,8 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
     k = f"tf_{task}_"
     kept = st.session_state.setdefault(f"_kept_{k}", {})     # the form's values: a widget's own state is dropped
     choices, own = devices(), option_fields(t)                # on a page that does not draw it
-    defaults = dict(lp=float(remembered_lambda_p(kept.get("lp", d.lambda_p))), beta=float(d.beta), reg=d.regulariser,
+    defaults = dict(method=d.method, lp=float(remembered_lambda_p(kept.get("lp", d.lambda_p))), beta=float(d.beta),
+                    reg=d.regulariser,
                     lam_in=d.lambda_input, n=int(d.max_steps), hidden=int(d.hidden), batch=int(d.batch_size),
                     lr=float(d.lr), epochs=float(d.epochs), seconds=t.budget_seconds, seed=0, device=choices[0],
                     **vars(options_of(t, d)))
@@ -102,6 +104,8 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
                    disabled=bool(busy), help=busy or "Trains in the background with the settings below.")
     if busy:
         sb.caption(busy)
+    method = sb.selectbox("Halting method", list(METHODS), key=k + "method", format_func=lambda m: METHODS[m].choice,
+                          help=method_help("; ") + ". With ACT, β is its ponder cost τ.")
     lp = sb.slider("λp (prior)", *LP_RANGE, step=0.01, key=k + "lp", help=LP_HELP)
     beta = sb.number_input("β (weight of the KL term)", 0.0, 10.0, defaults["beta"], 0.005, format="%g", key=k + "beta")
     reg = sb.selectbox("Regulariser", list(REGULARISERS), key=k + "reg", format_func=regulariser_choice,
@@ -135,7 +139,7 @@ def train_form_ui(task: str, busy: str = "") -> tuple:
     st.query_params["lp"] = f"{lp:g}"
     cfg = train_config(task, lambda_p=float(lp), beta=float(beta), max_steps=int(n), hidden=int(hidden),
                        batch_size=int(batch), lr=float(lr), epochs=float(epochs), max_seconds=float(seconds) or None,
-                       seed=int(seed), device=device, regulariser=reg, lambda_input=lam_in, **options)
+                       seed=int(seed), device=device, regulariser=reg, lambda_input=lam_in, method=method, **options)
     try:
         safe, cfg = safe_name(name), validate(cfg)
         if note := tables.renamed(name, safe):

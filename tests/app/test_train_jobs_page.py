@@ -378,3 +378,17 @@ def test_a_reload_with_the_job_in_the_url_comes_back_to_it_running_and_finished(
     assert _partial("cancelled at step")(n) and n.query_params["job"] == job.id
     gone = open_app(page="train", job="0123456789ab")                   # an id the server does not know
     assert "not known to this server" in texts(gone) and "job" not in gone.query_params
+
+
+def test_train_form_offers_every_halting_method_and_refuses_a_mix_that_only_ponder_reads_in_one_line(runs):
+    from ponder.methods import METHODS
+    at = open_app("pages/train.py")
+    method = at.sidebar.selectbox(key="tf_mnist_method")
+    assert method.value == "ponder" and len(method.options) == len(METHODS) == 4
+    assert all(m.help.split(",")[0] in method.help for m in METHODS.values())
+    method.set_value("act")
+    at.sidebar.selectbox(key="tf_mnist_lam_in").set_value("confidence")
+    at.button(key="tf_start").click()
+    run_ok(at)
+    (err,) = [e.value for e in at.sidebar.error]
+    assert "lambda_input must be 'hidden' with method 'act'" in err.replace("\\", "") and "\n" not in err.strip()

@@ -169,7 +169,7 @@ class ParityTask(Task):
     budget_seconds = 120
 
     def model_config(self, cfg: TrainConfig) -> ParityConfig:
-        o = options_of(self, cfg)
+        o = options_of(TASK, cfg)            # parity's own options (a task built on this one may have others)
         return ParityConfig(n_elems=PARITY_PRESETS[cfg.parity_preset]["n_elems"], hidden=cfg.hidden, cell=o.cell,
                             first_flag=o.first_flag)
 
