@@ -104,8 +104,12 @@ def report(out: Path, size: int = 4000) -> dict:
         pts = curve(folder)
         running = (folder / "resume.safetensors").exists() or not (folder / "run.json").exists()
         card = {} if running else json.loads((folder / "run.json").read_text())
+        config = card.get("train")
+        if config is None and (folder / "resume.safetensors").exists():
+            from ponder.training.resume import load_state
+            config = load_state(folder).config
         rows[folder.name] = dict(
-            status="running" if running else card.get("status"), config=card.get("train"),
+            status="running" if running else card.get("status"), config=config,
             updates=pts[-1][0] if pts else 0, last=pts[-1][1] if pts else None,
             best=max((a for _, a in pts), default=None), to_098=first_reaching(pts),
             seconds=card.get("train_seconds"), curve=pts,
@@ -141,7 +145,7 @@ def main(argv=None) -> int:
               f"to 0.98 {r['to_098']} seen {seen.get('accuracy')} ({seen.get('mean_steps')} steps) "
               f"unseen {unseen.get('accuracy')}")
     if args.to:
-        Path(args.to).write_text(json.dumps(rows, indent=1) + "\n")
+        Path(args.to).write_text(json.dumps({"kind": "ladder", "rungs": rows}, indent=1) + "\n")
     return 0
 
 

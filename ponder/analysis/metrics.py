@@ -124,11 +124,15 @@ def schema(cls: type = TestMetrics) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+FLOAT_SLACK = 1e-9          # a computed number's rounding past its range, relative: still in range
+
+
 def check_number(where: str, v, lo, hi, integer: bool = False, optional: bool = False) -> None:
     """ConfigError unless v is a number (an integer) in [lo, hi]; None passes when optional."""
     if v is None and optional:
         return
-    if not ((is_int(v) if integer else finite(v)) and lo <= v <= hi):
+    slack = 0 if integer else FLOAT_SLACK * max(1.0, abs(lo), abs(hi))      # a mean of N's rounded past N
+    if not ((is_int(v) if integer else finite(v)) and lo - slack <= v <= hi + slack):
         raise ConfigError(f"{where} must be {'an integer' if integer else 'a number'} in [{lo:,}, {hi:,}], "
                           f"got {short_repr(v)}")
 

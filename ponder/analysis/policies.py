@@ -171,7 +171,8 @@ def score(policy: Policy, correct: torch.Tensor, op: Operating) -> Point:
     """A policy at an operating point (from any set) on this set."""
     s_lo, s_hi = policy.steps(op.lo), policy.steps(op.hi)
     right = (1 - op.w) * answer_at(correct, s_lo) + op.w * answer_at(correct, s_hi)
-    steps = (1 - op.w) * s_lo.double().mean().item() + op.w * s_hi.double().mean().item()
+    m_lo, m_hi = s_lo.double().mean().item(), s_hi.double().mean().item()
+    steps = min(max((1 - op.w) * m_lo + op.w * m_hi, min(m_lo, m_hi)), max(m_lo, m_hi))   # between the two, rounding too
     return Point(steps, right.mean().item(), right)
 
 

@@ -216,11 +216,13 @@ def merge_results(folder: str | None, out: str = "docs", log=print) -> int:
     from .results_worth import merge_evaluations
     from ..sweeps.study import load_studies
     from .results_studies import load_think
+    from .results_ladder import load_ladder
     path = Path(out) / "results.json"
     results = json.loads(path.read_text())
     measured = {p.stem: json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))} if folder else {}
     names = merge_evaluations(results, measured)
     results["studies"], results["think"] = load_studies(STUDIES), load_think(STUDIES)
+    results["ladder"] = load_ladder(STUDIES)
     path.write_text(json.dumps(results, indent=1))
     (Path(out) / "results.md").write_text(results_markdown(results))
     log(f"merged {', '.join(names) or 'nothing'} into {path}; wrote {Path(out) / 'results.md'}")

@@ -23,6 +23,7 @@ from .results_worth import table, worth_section
 from ..config import ConfigError, TrainConfig
 from ..tasks import get_task, validate
 from ..sweeps.study import load_studies
+from .results_ladder import ladder_section, load_ladder
 from .results_studies import load_think, studies_section, think_section
 from ..training.loop import device_name, pick_device
 
@@ -149,6 +150,7 @@ def run(quick: bool = False, from_assets: bool = False, out: str = "results", da
                                         "metrics": metrics.to_dict(), "eval_seconds": round(time.perf_counter() - t0, 1)}
         log(f"[{spec.name}] accuracy {metrics.accuracy:.4f}, mean steps {metrics.mean_steps:.2f}")
     results["studies"], results["think"] = load_studies(STUDIES), load_think(STUDIES)
+    results["ladder"] = load_ladder(STUDIES)
     (out_dir / "results.json").write_text(json.dumps(results, indent=1))
     (out_dir / "results.md").write_text(results_markdown(results))
     log(f"wrote {out_dir / 'results.md'} and {out_dir / 'results.json'}")
@@ -244,6 +246,7 @@ def results_markdown(r: dict) -> str:
     lines += marks_section(models)
     lines += studies_section(r.get("studies") or {})
     lines += think_section(r.get("think"))
+    lines += ladder_section(r.get("ladder"))
     return "\n".join(lines) + "\n"
 
 

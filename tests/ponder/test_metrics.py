@@ -54,3 +54,13 @@ def test_the_schema_hash_follows_the_fields():
     grown = make_dataclass("Grown", [("new_measure", float, None)], bases=(TestMetrics,))
     assert schema(grown) != schema()
     assert [f.name for f in fields(grown)][-1] == "new_measure"
+
+
+def test_a_computed_mean_rounded_just_past_n_still_reads_but_a_real_excess_does_not():
+    # a run of N = 2 whose matched operating point mixed two depths: (1 - w) 2 + w 2 came out 2.000000000000093
+    from ponder.analysis.metrics import check_number
+    check_number("m", 2.000000000000093, 1, 2)
+    with pytest.raises(ConfigError, match="m must be a number in"):
+        check_number("m", 2.001, 1, 2)
+    with pytest.raises(ConfigError, match="m must be an integer"):
+        check_number("m", 3, 1, 2, integer=True)
