@@ -2,7 +2,8 @@
 import streamlit as st
 
 from explorer import inputs, links, tables
-from explorer.app import loaders, parity_paper, pickers, stepper, ui, views, worth
+from explorer.app import loaders, pickers, stepper, ui, views, worth
+from explorer.tasks.parity import paper
 from explorer.figures import studies as study_figures
 from ponder.tasks.parity.data import parity_target
 from ponder.analysis.studies import trace_input
@@ -69,4 +70,4 @@ if by_k is not None:
 st.dataframe([{"set": k, "accuracy": v["accuracy"], "mean steps": v["mean_steps"], "E[n]": v["expected_steps"],
                "problems": v["count"]} for k, v in sets.items()], hide_index=True)
 worth.section_ui(entry, "par")
-parity_paper.section_ui(x)
+paper.section_ui(x)

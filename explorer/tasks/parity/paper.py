@@ -13,8 +13,8 @@ from ponder.methods import get_method
 from ponder.tasks.parity.experiment import table_rows, verdict
 from ponder.tasks.parity.data import parity_target
 
-from ..figures.methods import methods_by_k_fig
-from . import loaders, ui
+from ...figures.methods import methods_by_k_fig
+from ...app import loaders, ui
 
 EXPERIMENTS = {"paper": "interpolation: n = 64, every k", "extrapolation": "extrapolation: n = 96, trained k 1–48"}
 LADDER = "python -m bench.parity_ladder run --queue A --out runs/ladder"

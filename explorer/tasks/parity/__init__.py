@@ -1,0 +1,1 @@
+"""The Parity page's own sections."""
