@@ -9,6 +9,8 @@ and gives the step at which each input answers (so its mean steps, its accuracy 
     Q-exit at q      the same λ's used deterministically: stop at the first n with Σ_{j≤n} p_j ≥ q
                      (PALBERT's rule; q = 0.5 is the inference mode 'deterministic')
     confidence exit  stop at the first step whose answer's probability is ≥ τ (step N where none is)
+    patience         stop at the first step whose answer has not changed for t steps (PABEE; step N where none has;
+                     ponder.analysis.signals), given the answers [N, B]
     λ-exit at t      stop at the first n with λ_n ≥ t: the learned hazards as exit scores, read back from p
                      (what a λ trained as an exit classifier, halting_loss "exit", is scored by)
     fixed depth      always answer at step n
@@ -30,6 +32,7 @@ import torch
 
 from ..halting import first_true, q_exit_halted
 from .baselines import candidates, default_thresholds, exit_steps, settle_steps
+from .signals import patience_steps, run_lengths
 
 Q_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999, 1.0)
 
@@ -97,8 +100,17 @@ def q_policy(p: torch.Tensor) -> Policy:
                   lambda: [0.0, *p.double().cumsum(0).flatten().unique().tolist()], lambda: list(Q_GRID))
 
 
-def policies(correct: torch.Tensor, conf: torch.Tensor, p: torch.Tensor) -> dict:
-    """{name: Policy} of the three deterministic policies on one unroll."""
+def patience(answers: torch.Tensor) -> Policy:
+    """The patience exit on the answers [N, B]: its knob t runs over 0..N − 1 (t = N − 1 runs every input N steps)."""
+    N = answers.shape[0]
+    peak = run_lengths(answers).cummax(0).values                                # [N, B]
+    return Policy("patience", "patience", lambda t: patience_steps(peak, t, peak), lambda: list(range(N)),
+                  lambda: list(range(N)))
+
+
+def policies(correct: torch.Tensor, conf: torch.Tensor, p: torch.Tensor, answers=None) -> dict:
+    """{name: Policy} of the deterministic policies on one unroll: Q-exit, confidence exit and fixed depth, and the
+    patience exit when the answers [N, B] are given."""
     N = correct.shape[0]
     peak = conf.cummax(0).values                                                # [N, B]
     return {
@@ -107,6 +119,7 @@ def policies(correct: torch.Tensor, conf: torch.Tensor, p: torch.Tensor) -> dict
                                   lambda: candidates(conf).tolist(), lambda: default_thresholds(conf, correct)),
         "fixed_depth": Policy("fixed_depth", "steps", lambda d: fixed_steps(correct, d),
                               lambda: list(range(1, N + 1)), lambda: list(range(1, N + 1))),
+        **({} if answers is None else {"patience": patience(answers)}),
     }
 
 
