@@ -68,7 +68,7 @@ def differences_ui(at: dict, shifted=()) -> None:
     if rows := difference_rows(at):
         st.dataframe(rows, hide_index=True)
         st.caption("Differences of test accuracy at equal compute; 95 % intervals from 1,000 paired bootstrap "
-                   "resamples of the test items. \"matches\" exactly when the interval holds 0.")
+                   "resamples of the test items. \"no difference\" when the interval holds 0 or the difference rounds to 0.")
     if shifted:
         st.dataframe(shift_table(shifted), hide_index=True)
         st.caption("The same policies on shifted inputs, at the operating points chosen on the clean validation "
@@ -186,7 +186,7 @@ def _compare(entries: Sequence[ModelEntry], key: str) -> None:
     st.dataframe(differences_table({n: r for n, r in got.items() if r is not None}), hide_index=True)
     st.caption("Test accuracy differences at equal steps (each model's sampled mean E[n] on its validation items), "
                "with 95 % intervals from 1,000 paired bootstrap resamples of its test items (their number: test "
-               "items); \"matches\" exactly when the interval holds 0. The same table as `python -m ponder evaluate`.")
+               "items); \"no difference\" when the interval holds 0 or the difference rounds to 0. The same table as `python -m ponder evaluate`.")
     if missing := [n for n, r in got.items() if r is None]:
         st.caption("Not measured (needs the MNIST test set): " + ", ".join(tables.plain(n) for n in missing))
 

@@ -56,7 +56,7 @@ def worth_section(models: dict) -> list:
              "5,000 held-out training images; parity: 10,000 held-out vectors of the trained k) to spend the sampled "
              "policy's E[n] there, then scored on the test set (accuracy, mean steps in brackets). Differences: "
              "test accuracy, with 95 % intervals from 1,000 paired bootstrap resamples of the test items; a difference "
-             "\"matches\" exactly when its interval holds 0. One shipped model each: seed 0, not a mean over seeds.", ""]
+             "\"no difference\" when its interval holds 0 or it rounds to 0. One shipped model each: seed 0, not a mean over seeds.", ""]
     lines += table("", "| model | sampled | Q-exit | confidence exit | fixed depth | Q-exit − confidence | "
                        "Q-exit − fixed depth | sampled − Q-exit |")
     for name, t in rows:

@@ -82,7 +82,7 @@ def test_rotation_page_per_step_accuracy_by_rotation(runs):
     assert "100 test images per rotation" in texts(at)
     shift = next(d.value for d in at.dataframe if "inputs" in d.value.columns)   # the policies on rotated digits
     assert list(shift["inputs"]) == ["rotation 22.5°", "rotation 45°"]
-    assert all(": matches" in v or " above" in v or " below" in v for v in shift["Q-exit − confidence"])
+    assert all(": no difference" in v or " above" in v or " below" in v for v in shift["Q-exit − confidence"])
 
 
 def test_compare_page_overlays_the_worth_it_chart_with_a_sentence_per_model(runs):

@@ -58,12 +58,12 @@ def test_difference_and_shift_rows_word_each_interval_by_the_one_rule():
           "ci95": {"learned_q-confidence_exit": [-0.0008, 0.001], "sampled-learned_q": [-0.0025, -0.0013]}}
     rows = wf.difference_rows(at)
     assert rows == [{"difference": "Q-exit − confidence exit", "value": "+0.0001", "95 % interval": "-0.0008 to +0.0010",
-                     "verdict": "matches"},
+                     "verdict": "no difference"},
                     {"difference": "sampled halting − Q-exit", "value": "-0.0019", "95 % interval": "-0.0025 to -0.0013",
                      "verdict": "0.0019 below"}]
     assert wf.difference_rows({"learned": 0.9}) == []
     (row,) = wf.shift_table([{"name": "rotation 45°", "n": 2000, **at}])
-    assert row["Q-exit"] == "0.9924 (9.60)" and row["Q-exit − confidence"] == "+0.0001 [-0.0008, +0.0010]: matches"
+    assert row["Q-exit"] == "0.9924 (9.60)" and row["Q-exit − confidence"] == "+0.0001 [-0.0008, +0.0010]: no difference"
 
 
 def test_by_group_figure_and_families():

@@ -53,7 +53,7 @@ def test_the_halting_policies_side_by_side_for_every_model():
     assert (round(a["learned"], 4), round(a["learned_q"], 4), round(a["confidence_exit"], 4), round(a["fixed_depth"], 4)) \
         == (0.9905, 0.9924, 0.9923, 0.9702)
     assert "| mnist-adaptive | 0.9905 (9.62) | 0.9924 (9.62) | 0.9923 (9.54) | 0.9702 (9.65) | +0.0001 [" in md
-    assert "mnist-adaptive: At equal compute (9.65 mean steps" in md and "(Q-exit) matches a confidence exit" in md
+    assert "mnist-adaptive: At equal compute (9.65 mean steps" in md and "(Q-exit) shows no difference from a confidence exit" in md
     assert "| mnist-adaptive | rotation 45° (10,000) |" in md                 # the shifted inputs
     assert "| parity-30-extrapolation | unseen k (outside 1–25) (1,639) |" in md
 
