@@ -22,15 +22,16 @@ from typing import Optional
 
 import torch
 
+from ..halt_features import next_run
 
 def run_lengths(answers: torch.Tensor) -> torch.Tensor:
-    """[N, B] PABEE's patience counter: steps in a row, up to n, whose answer equals the step before's."""
-    same = torch.zeros(answers.shape, dtype=torch.long)
-    same[1:] = (answers[1:] == answers[:-1]).long()
-    out = torch.zeros_like(same)
-    for n in range(1, answers.shape[0]):                    # a counter that resets: N is at most a few hundred
-        out[n] = (out[n - 1] + 1) * same[n]
-    return out
+    """[N, B] PABEE's patience counter: steps in a row, up to n, whose answer equals the step before's (the run r_n
+    a stability λ head reads, ponder.halt_features.next_run, less 1)."""
+    out, run = [], None
+    for n in range(answers.shape[0]):                       # a counter that resets: N is at most a few hundred
+        run = next_run(answers[n], answers[n - 1] if n else None, run)
+        out.append(run)
+    return torch.stack(out).long() - 1
 
 
 def patience_steps(runs: torch.Tensor, t: float, peak: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -2,9 +2,11 @@
 ranks a right answer best, and the budget frontier as a table (plain functions of JSON-ready results)."""
 from __future__ import annotations
 
+from typing import Optional
+
 from .budgets import no_difference
 from .signals import SIGNAL_WORDS
-from .verdict import short_for, steps_text
+from .verdict import short_for, steps_text, verdict_sentence
 
 NEVER_CHOSE = "it never chose to stop; N stopped it"
 
@@ -94,3 +96,13 @@ def reference_words(front: dict, name: str) -> str:
     d = front["reference"]["accuracy"] - pol[name]["accuracy"]
     ci = r["chosen"]["versus_reference"][name]
     return "no difference" if no_difference(d, ci) else f"{d:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}]"
+
+
+def headline(baselines: dict, against: Optional[dict] = None) -> str:
+    """The first sentence of a "worth it?" section: the verdict against the competitor when one was measured, else
+    against this network's own rules; '' for a result measured before frontiers were."""
+    if against:
+        return against["verdict"]["sentence"]
+    if baselines.get("verdict"):
+        return baselines["verdict"]["sentence"]
+    return verdict_sentence(baselines["budgets"]) if baselines.get("budgets") else ""

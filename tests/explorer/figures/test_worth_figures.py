@@ -100,3 +100,22 @@ def test_many_groups_get_colours_no_two_alike():
     assert len({t.line.color for t in fig.data}) == 16
     few = wf.by_group_fig({"easy": [0.5, 0.9], "hard": [0.4, 0.8]})
     assert len({t.line.color for t in few.data}) == 2
+
+
+def test_a_competitors_frontiers_are_drawn_at_the_steps_they_spend_on_the_test_set():
+    import plotly.graph_objects as go
+    from helpers import fake_unroll
+    from ponder.analysis.against import against
+    from explorer.figures.worth import add_competitor
+    out = against(fake_unroll(200, 4, 0), fake_unroll(200, 4, 1), fake_unroll(200, 4, 2, 0.3), fake_unroll(200, 4, 3, 0.3),
+                  "deep")
+    fig = go.Figure(layout=dict(yaxis=dict(range=[0.3, 0.5])))
+    add_competitor(fig, out["budgets"], "deep")
+    names = [t.name for t in fig.data]
+    assert names == ["deep: confidence exit", "deep: fixed depth", "deep: patience"]     # never its own rules
+    rows = sorted(out["budgets"]["rows"], key=lambda r: r["budget"])
+    pts = [r["chosen"]["policies"]["competitor.fixed_depth"] for r in rows]
+    assert list(fig.data[1].x) == pytest.approx([p["mean_steps"] for p in pts])
+    assert list(fig.data[1].y) == pytest.approx([p["accuracy"] for p in pts])
+    top = max(max(t.y) for t in fig.data)
+    assert fig.layout.yaxis.range[1] >= min(1.0, top)                  # widened to hold them
