@@ -93,15 +93,18 @@ def verdict(front: dict, rules=None, competitor: str = "") -> dict:
     pol, vs = ref_row["chosen"]["policies"], ref_row["chosen"]["versus_reference"]
     best = max((n for n in names if n in pol), key=lambda n: pol[n]["accuracy"])
     d, ci = a_ref - pol[best]["accuracy"], vs[best]
-    at = f"at the same {steps_words(s_ref)}"
+    s_best = pol[best]["mean_steps"]
+    at = (f"at the same {steps_words(s_ref)}" if steps_text(s_ref) == steps_text(s_best) else
+          f"at equal compute ({steps_text(s_ref)} and {steps_words(s_best)} on the test items)")
     if d < 0 and not no_difference(d, ci):
         return {"answer": "no", "rule": best, "steps": pol[best]["mean_steps"], "accuracy": pol[best]["accuracy"],
                 "sentence": f"No: {say(best)} is more accurate ({pol[best]['accuracy']:.4f} against {a_ref:.4f}) {at}."}
     if no_difference(d, ci):
         return {"answer": "no difference", "rule": best, "steps": pol[best]["mean_steps"],
                 "accuracy": pol[best]["accuracy"],
-                "sentence": f"No difference: {say(best)} is as accurate as {say(ref['name'])} {at} "
-                            f"({pol[best]['accuracy']:.4f} and {a_ref:.4f}), and no rule is with fewer."}
+                "sentence": f"No difference: {say(best)} is as accurate as {say(ref['name'])} "
+                            f"({pol[best]['accuracy']:.4f} and {a_ref:.4f}) {at}, and no rule is as accurate with "
+                            "fewer steps."}
     behind = []                                  # budgets below its own where a rule leads the Q-exit
     for r in rows:
         p, ci95 = r["chosen"]["policies"], r["chosen"]["ci95"]
@@ -116,8 +119,8 @@ def verdict(front: dict, rules=None, competitor: str = "") -> dict:
         where = sorted({b for b, _ in behind})
         top = where[-1]
         rule = next(n for b, n in behind if b == top)
-        below = [r["budget"] for r in rows if r["budget"] <= top]
-        span = (f"with {steps_words(top)} or fewer" if below == where else
+        below = [r["budget"] for r in rows if 1 < r["budget"] <= top]   # at 1 step every policy answers at step 1
+        span = (f"with {steps_words(top)} or fewer" if set(below) <= set(where) else
                 f"at {len(where)} budgets between {steps_text(where[0])} and {steps_text(top)} steps")
         return {"answer": "mixed", "rule": rule, "steps": top, "accuracy": None, "budgets_behind": where,
                 "sentence": f"Mixed: {lead}, but {span} {say(rule)} is more accurate than its Q-exit."}

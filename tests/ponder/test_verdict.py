@@ -33,7 +33,8 @@ def test_yes_when_the_learned_halting_leads_at_its_steps_and_below():
     assert v["answer"] == "yes" and v["rule"] == "fixed_depth"
     # 0.9990 − 0.9900 against the best rule at the reference's steps
     assert v["sentence"] == ("Yes: the learned halting (Q-exit) is 0.0090 more accurate than always running the same "
-                             "number of steps at the same 14.9 steps, and no rule is as accurate with fewer steps.")
+                             "number of steps at equal compute (14.9 and 15 steps on the test items), and no rule is "
+                             "as accurate with fewer steps.")
 
 
 def test_no_when_a_rule_is_as_accurate_with_fewer_steps():
@@ -63,8 +64,9 @@ def test_no_difference_when_the_best_rule_at_its_steps_is_as_accurate():
                    {"confidence_exit": [-0.0004, 0.0006], "fixed_depth": BELOW}, ref=True)])
     v = verdict(f)
     assert v["answer"] == "no difference"
-    assert v["sentence"].startswith("No difference: stopping when confident is as accurate as the learned halting "
-                                    "(Q-exit) at the same 14.9 steps (0.9989 and 0.9990)")
+    assert v["sentence"] == ("No difference: stopping when confident is as accurate as the learned halting (Q-exit) "
+                             "(0.9989 and 0.9990) at equal compute (14.9 and 14.7 steps on the test items), and no "
+                             "rule is as accurate with fewer steps.")
 
 
 def test_a_difference_that_rounds_to_zero_is_no_difference_whatever_its_interval():
@@ -88,8 +90,10 @@ def test_mixed_when_it_leads_at_its_steps_but_a_rule_leads_its_q_exit_with_fewer
     v = verdict(f)
     assert v["answer"] == "mixed" and v["budgets_behind"] == [1.0, 2.0, 3.0]
     assert v["sentence"] == ("Mixed: the learned halting (Q-exit) is 0.0005 more accurate than stopping when confident "
-                             "at the same 14.9 steps, but with 3 steps or fewer stopping when confident is more "
-                             "accurate than its Q-exit.")
+                             "at equal compute (14.9 and 14.5 steps on the test items), but with 3 steps or fewer "
+                             "stopping when confident is more accurate than its Q-exit.")
+    f["rows"][1]["chosen"]["ci95"] = {"learned_q-confidence_exit": [-0.1, 0.2]}      # level at 2: not "or fewer"
+    assert "but at 2 budgets between 1 and 3 steps stopping when confident" in verdict_sentence(f)
 
 
 def test_against_a_competitor_the_sentence_names_it_and_weighs_only_its_rules():
