@@ -1,6 +1,7 @@
 """The halting policies (ponder.analysis.policies) compared at equal compute, the way a result is read:
 
-1. on the validation set (never trained on), the sampled policy's mean E[n] is the compute to match, and every
+1. on the validation set (held out of training: the models trained before parity's held-out classes, the shipped
+   parity ones, saw most of theirs), the sampled policy's mean E[n] is the compute to match, and every
    deterministic policy's operating point (Q-exit's q, the confidence exit's τ, the fixed depth) is chosen there
    to spend it;
 2. those operating points are scored on the test set (and on shifted test inputs: rotated digits, parity vectors

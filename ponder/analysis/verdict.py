@@ -88,8 +88,8 @@ def verdict(front: dict, rules=None, competitor: str = "") -> dict:
         steps, n, acc, d, ci = min(cheaper)
         more = "more accurate" if not no_difference(d, ci) else "as accurate"
         return {"answer": "no", "rule": n, "steps": steps, "accuracy": acc,
-                "sentence": f"No: {say(n)} is {more} ({acc:.4f}) with {steps_words(steps)} instead of "
-                            f"{steps_text(s_ref)} ({say(ref['name'])}: {a_ref:.4f})."}
+                "sentence": f"No: {say(n)} is {more} ({acc:.4f}) with {steps_words(steps)} instead of the "
+                            f"{steps_text(s_ref)} {say(ref['name'])} spends ({a_ref:.4f})."}
     pol, vs = ref_row["chosen"]["policies"], ref_row["chosen"]["versus_reference"]
     best = max((n for n in names if n in pol), key=lambda n: pol[n]["accuracy"])
     d, ci = a_ref - pol[best]["accuracy"], vs[best]

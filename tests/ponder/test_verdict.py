@@ -46,8 +46,8 @@ def test_no_when_a_rule_is_as_accurate_with_fewer_steps():
                    {"confidence_exit": [-0.0003, 0.0003], "fixed_depth": BELOW}, ref=True)])
     v = verdict(f)
     assert v["answer"] == "no" and v["rule"] == "confidence_exit" and v["steps"] == 3.02     # the fewest steps
-    assert v["sentence"] == ("No: stopping when confident is as accurate (0.9988) with 3 steps instead of 14.9 "
-                             "(the learned halting (Q-exit): 0.9990).")
+    assert v["sentence"] == ("No: stopping when confident is as accurate (0.9988) with 3 steps instead of the 14.9 "
+                             "the learned halting (Q-exit) spends (0.9990).")
 
 
 def test_no_when_a_rule_is_more_accurate_at_the_same_steps():
