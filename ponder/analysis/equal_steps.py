@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .baselines import exit_steps, fixed_depth, learned, settle, settle_steps
-from .budgets import budget_frontier, contenders
+from .budgets import budget_frontier, contenders, residual_gap
 from .policies import Operating, frontier, match, oracle, paired_bootstrap, policies, sampled, score
 from .signals import forced_stops, step_aurocs
 from .verdict import verdict
@@ -138,7 +138,8 @@ def worth_it(stats: dict, groups: Optional[dict] = None, val: Optional[dict] = N
     compared at the same operating points. lean: the numbers a setting is chosen by only (ponder.analysis.pays), no
     frontiers and no intervals. baselines also hold `forced` (ponder.analysis.signals.forced_stops of the test set
     and the validation set) and, unless lean, `budgets` (ponder.analysis.budgets.budget_frontier: every policy at
-    budgets 1..N), `verdict` (ponder.analysis.verdict) and `auroc` (signals.step_aurocs on the test set). JSON-ready."""
+    budgets 1..N), `verdict` (ponder.analysis.verdict), `residual_gap` (budgets.residual_gap: Q-exit − confidence exit
+    chosen on validation and matched on the test set) and `auroc` (signals.step_aurocs on the test set). JSON-ready."""
     correct, conf, p = stats["per_step_correct"], stats["per_step_confidence"], stats["p"]
     groups = {k: m for k, m in (groups or {}).items() if m.any()}
     fd = fixed_depth(correct).tolist()
@@ -157,6 +158,7 @@ def worth_it(stats: dict, groups: Optional[dict] = None, val: Optional[dict] = N
     if not lean:                           # the whole frontiers at budgets 1..N, the verdict, the signals' AUROCs
         budgets = budget_frontier(contenders(tuning, stats), tuning, stats)
         extra.update(budgets=budgets, verdict=verdict(budgets),
+                     residual_gap=residual_gap(budgets, "learned_q", "confidence_exit"),
                      auroc=step_aurocs(correct, conf, p, stats.get("per_step_pred")))
     return {
         "baselines": {"fixed_depth": [{"steps": n, "accuracy": a} for n, a in enumerate(fd, 1)],

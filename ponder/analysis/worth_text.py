@@ -80,10 +80,12 @@ def budget_lines(front: dict, competitor: str = "") -> list:
     return out
 
 
-def gap_lines(gaps: list, competitor: str = "") -> list:
-    """The residual gap of equal compute on the test set (ponder.analysis.budgets.residual_gap) as lines."""
-    out = [f"Q-exit − {short_for('competitor.confidence_exit', competitor)}: chosen on validation (test steps apart) "
-           "and matched to the budget's steps on the test set:"]
+def gap_lines(gaps: list, rule: str = "competitor.confidence_exit", competitor: str = "") -> list:
+    """The residual gap of equal compute on the test set (ponder.analysis.budgets.residual_gap of Q-exit − `rule`)
+    as lines: at each budget, the difference with the operating points chosen on validation (and how far apart their
+    test steps are), and with both matched to the budget's steps on the test set."""
+    out = [f"Q-exit − {short_for(rule, competitor)}: chosen on validation (test steps apart) and matched to the "
+           "budget's steps on the test set:"]
     out += [f"  {steps_text(g['budget'])}: {g['chosen']:+.4f} at {g['steps_gap']:+.2f} steps apart, "
             f"{g['matched']:+.4f} at equal test steps" for g in gaps]
     return out

@@ -106,11 +106,11 @@ def worth_lines(res) -> list:
         a = res.against
         out += [f"is the extra thought worth it, against {a['name']}? {a['verdict']['sentence']}",
                 f"against its own rules: {a['verdict_own_rules']['sentence']}"]
-        out += budget_lines(a["budgets"], a["name"]) + gap_lines(a["residual_gap"], a["name"])
+        out += budget_lines(a["budgets"], a["name"]) + gap_lines(a["residual_gap"], competitor=a["name"])
         out.append(auroc_sentence(a["auroc"], a["name"]))
     else:
         out.append(f"is the extra thought worth it? {b['verdict']['sentence']}")
-        out += budget_lines(b["budgets"])
+        out += budget_lines(b["budgets"]) + gap_lines(b["residual_gap"], "confidence_exit")
     for where, forced in b["forced"].items():
         out.append(f"forced by N ({where}): {forced_sentence(forced, where)}")
     out.append(auroc_sentence(b["auroc"], "this network"))
