@@ -17,7 +17,9 @@ from __future__ import annotations
 from .budgets import LEARNED, no_difference
 
 RULE_WORDS = {"confidence_exit": "stopping when confident", "patience": "stopping once the answer stops changing",
-              "fixed_depth": "always running the same number of steps"}
+              "fixed_depth": "a fixed depth"}
+COMPETITOR_WORDS = {"confidence_exit": "stopping when confident", "patience": "stopping once its answer stops changing",
+                    "fixed_depth": "at a fixed depth"}
 LEARNED_WORDS = {"sampled": "the learned halting (sampled)", "learned_q": "the learned halting (Q-exit)"}
 
 
@@ -37,7 +39,8 @@ def words_for(name: str, competitor: str = "") -> str:
     if name in LEARNED_WORDS:
         return LEARNED_WORDS[name]
     prefix, _, rule = name.rpartition(".")
-    return f"{competitor or 'the competitor'} {RULE_WORDS.get(rule, rule)}" if prefix else RULE_WORDS.get(rule, rule)
+    return (f"{competitor or 'the competitor'} {COMPETITOR_WORDS.get(rule, rule)}" if prefix else
+            RULE_WORDS.get(rule, rule))
 
 
 def steps_text(steps: float) -> str:

@@ -32,9 +32,9 @@ def test_yes_when_the_learned_halting_leads_at_its_steps_and_below():
     v = verdict(f)
     assert v["answer"] == "yes" and v["rule"] == "fixed_depth"
     # 0.9990 − 0.9900 against the best rule at the reference's steps
-    assert v["sentence"] == ("Yes: the learned halting (Q-exit) is 0.0090 more accurate than always running the same "
-                             "number of steps at equal compute (14.9 and 15 steps on the test items), and no rule is "
-                             "as accurate with fewer steps.")
+    assert v["sentence"] == ("Yes: the learned halting (Q-exit) is 0.0090 more accurate than a fixed depth at equal "
+                             "compute (14.9 and 15 steps on the test items), and no rule is as accurate with fewer "
+                             "steps.")
 
 
 def test_no_when_a_rule_is_as_accurate_with_fewer_steps():
@@ -112,7 +112,8 @@ def test_against_a_competitor_the_sentence_names_it_and_weighs_only_its_rules():
 
 
 def test_words_and_steps():
-    assert words_for("competitor.patience", "m-deep") == "m-deep stopping once the answer stops changing"
+    assert words_for("competitor.patience", "m-deep") == "m-deep stopping once its answer stops changing"
+    assert words_for("competitor.fixed_depth", "m-deep") == "m-deep at a fixed depth"
     assert words_for("sampled") == "the learned halting (sampled)"
     assert [steps_text(x) for x in (3.02, 14.88, 1.0)] == ["3", "14.9", "1"]
     assert verdict(front([], names=["learned_q"]))["answer"] is None
