@@ -18,7 +18,7 @@ from typing import Optional
 
 import torch
 
-from .policies import Policy, match, policies, sampled, score
+from .policies import Policy, match, op_steps, policies, sampled, score
 
 RESAMPLES, BOOT_SEED = 1000, 0
 LEARNED = ("sampled", "learned_q")          # the learned halting's two uses; every other policy is a rule
@@ -107,7 +107,7 @@ def budget_frontier(conts: list, val: dict, test: dict, budgets=None, resamples:
         for c in conts:
             op = match(c.val, c.val_correct, b)
             chosen[c.name] = score(c.test, c.test_correct, op)
-            val_steps[c.name] = score(c.val, c.val_correct, op).mean_steps
+            val_steps[c.name] = op_steps(c.val, op)
             matched[c.name] = score(c.test, c.test_correct, match(c.test, c.test_correct, b))
         if b == target:
             chosen = {"sampled": s_test, **chosen}
