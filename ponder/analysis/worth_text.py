@@ -6,7 +6,7 @@ from typing import Optional
 
 from .budgets import no_difference
 from .signals import SIGNAL_WORDS
-from .verdict import short_for, steps_text, verdict_sentence
+from .verdict import difference_words, short_for, steps_text, verdict_sentence
 
 NEVER_CHOSE = "it never chose to stop; N stopped it"
 
@@ -51,17 +51,22 @@ def _cell(pt: dict) -> str:
 
 def budget_table(front: dict, competitor: str = "", block: str = "chosen") -> tuple:
     """(header, rows) of the frontier: one row per budget, each contender's test accuracy (test steps), the leader
-    (or "no difference" between the leaders) and Q-exit − the best rule with its interval in words."""
+    (or "no difference" and every policy tied with it), and Q-exit − the best rule at that budget with its paired
+    95 % interval (difference_words: "no difference" when it holds 0 or rounds to 0)."""
     names = front["contenders"]
-    header = ["budget", *(short_for(n, competitor) for n in names), "leads"]
+    header = ["budget", *(short_for(n, competitor) for n in names), "leads", "Q-exit − the best rule"]
     rows = []
     for r in front["rows"]:
         b = r[block]
         pol = b["policies"]
         lead = short_for(b["leader"], competitor)
         leads = "no difference: " + ", ".join([lead, *(short_for(t, competitor) for t in b["tied"])]) if b["tied"] else lead
+        rules = [n for n in names if n in pol and n not in ("sampled", "learned_q")]
+        best = max(rules, key=lambda n: pol[n]["accuracy"]) if rules and "learned_q" in pol else None
+        vs = "-" if best is None else (f"{short_for(best, competitor)}: " + difference_words(
+            pol["learned_q"]["accuracy"] - pol[best]["accuracy"], b["ci95"][f"learned_q-{best}"]))
         budget = f"{r['budget']:.2f} (E[n])" if r["reference"] else steps_text(r["budget"])
-        rows.append([budget, *(_cell(pol[n]) if n in pol else "-" for n in names), leads])
+        rows.append([budget, *(_cell(pol[n]) if n in pol else "-" for n in names), leads, vs])
     return header, rows
 
 

@@ -1,6 +1,6 @@
 """ponder/analysis/worth_text.py: the halts N forced, the best signal and the frontier in words and lines."""
-from ponder.analysis.worth_text import (NEVER_CHOSE, auroc_sentence, budget_lines, forced_sentence, gap_lines,
-                                        halt_forced)
+from ponder.analysis.worth_text import (NEVER_CHOSE, auroc_sentence, budget_lines, budget_table, forced_sentence,
+                                        gap_lines, halt_forced)
 
 from helpers import fake_unroll as unroll
 
@@ -38,4 +38,10 @@ def test_budget_and_gap_lines_have_a_row_per_budget():
     lines = budget_lines(out["budgets"], "deep")
     assert len(lines) == 2 + len(out["budgets"]["rows"]) + 1 and "deep: confidence exit" in lines[1]
     assert "(E[n])" in "".join(lines) and lines[-1].startswith("  leads alone at budgets: ")
+    header, rows = budget_table(out["budgets"], "deep")
+    assert header[-1] == "Q-exit − the best rule" and all(r[-1] == "-" or ": " in r[-1] for r in rows)
+    from ponder.analysis.budgets import budget_frontier, contenders
+    val, test = unroll(200, 4, 0), unroll(200, 4, 1)
+    _, own = budget_table(budget_frontier(contenders(val, test), val, test, resamples=100))
+    assert own[0][-1].endswith(": no difference")          # at 1 step each of its policies answers at step 1
     assert len(gap_lines(out["residual_gap"], "deep")) == 1 + len(out["residual_gap"])
