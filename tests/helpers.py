@@ -316,3 +316,19 @@ def lock_held_elsewhere(folder):
     finally:
         release.set()
         t.join()
+
+
+# ----------------------------------------------------------------------------- made-up unrolls
+
+def fake_unroll(B: int, N: int, seed: int, skill: float = 0.0) -> dict:
+    """A made-up unroll: answers right more often at later steps (and with `skill`), confidences that follow,
+    halting distributions from random hazards."""
+    g = torch.Generator().manual_seed(seed)
+    level = torch.linspace(0.4, 0.9, N, dtype=torch.float64).unsqueeze(1) + skill
+    correct = torch.rand(N, B, generator=g, dtype=torch.float64) < level
+    conf = (0.5 * level + 0.5 * torch.rand(N, B, generator=g, dtype=torch.float64)).clamp(0, 1)
+    pred = torch.where(correct, 0, torch.randint(1, 4, (N, B), generator=g)).to(torch.int16)
+    lam = torch.rand(N, B, generator=g, dtype=torch.float64) * 0.5
+    lam[-1] = 1
+    survive = torch.cumprod(torch.cat([torch.ones(1, B, dtype=torch.float64), 1 - lam[:-1]]), 0)
+    return {"per_step_correct": correct, "per_step_confidence": conf, "per_step_pred": pred, "p": lam * survive}

@@ -12,6 +12,7 @@ import streamlit as st
 from PIL import Image
 
 from ponder.analysis.studies import Trace, trace_rows
+from ponder.analysis.worth_text import NEVER_CHOSE, halt_forced
 from ponder.store.record import RunRecord
 from ponder.tasks import step_meaning
 
@@ -50,13 +51,17 @@ def answer_ui(tr: Trace, class_names: Sequence[str], truth: Optional[int] = None
     if truth is not None:
         verdict = " :green[**Right.**]" if tr.pred == truth else f" :red[**Wrong**: the label is {class_names[truth]}.]"
     conf = f" ({tr.confidence:.1%} confident)"
+    forced = halt_forced(tr.halt_step, tr.max_steps)         # λ_N = 1 stopped it, not the draw or the CDF
     if tr.mode == "sample":
-        text = (f"Sampled with seed **{tr.seed}**: at each step it halted with probability λ_n; the draw "
-                f"stopped it at step **{tr.halt_step}**, answering **{class_names[tr.pred]}**{conf}.{verdict}")
+        how = (f"{NEVER_CHOSE} at step **{tr.halt_step}** (λ_N = 1)" if forced else
+               f"the draw stopped it at step **{tr.halt_step}**")
+        text = (f"Sampled with seed **{tr.seed}**: at each step it halted with probability λ_n; {how}, answering "
+                f"**{class_names[tr.pred]}**{conf}.{verdict}")
     elif tr.mode == "deterministic":
+        how = (f"P(halted by n) never reached {tr.q:g} before step N: {NEVER_CHOSE} at step **{tr.halt_step}**"
+               if forced else f"step **{tr.halt_step}**")
         text = (f"Deterministic: the Q-exit at q = {tr.q:g} halts at the first step where P(halted by n) ≥ "
-                f"{tr.q:g}, step "
-                f"**{tr.halt_step}**, answering **{class_names[tr.pred]}**{conf}.{verdict}")
+                f"{tr.q:g}; {how}, answering **{class_names[tr.pred]}**{conf}.{verdict}")
     else:
         text = (f"Expected: it ran all {tr.max_steps} steps and answers the p-weighted mixture of every "
                 f"step's answer: **{class_names[tr.pred]}**{conf}.{verdict}")

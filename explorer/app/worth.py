@@ -10,20 +10,24 @@ from typing import Optional, Sequence
 
 import streamlit as st
 
+from ponder.analysis.against import competitor_path
 from ponder.analysis.baselines import differences_table, worth_sentence
 from ponder.analysis.equal_steps import ops_from, shift_comparison
 from ponder.analysis.studies import Trace, rotation_label, rotation_study
 from ponder.analysis.unroll import measure_test
 from ponder.analysis.metrics import TestMetrics
+from ponder.analysis.worth_text import auroc_sentence, budget_table, forced_sentence, headline
 from ponder.store.runs import ModelEntry
 from ponder.tasks import get_task
 
 from .. import disk_cache, tables
 from . import loaders, ui
-from ..figures.worth import by_group_fig, difference_rows, family, settle_sentence, shift_table, worth_fig
+from ..figures.worth import (add_competitor, by_group_fig, difference_rows, family, settle_sentence, shift_table,
+                             worth_fig)
 
 ITEMS = 2000        # validation and test items per model (MNIST: the first 2,000 of each; parity: 2,000 problems)
 FIELDS = ("n", "baselines", "settle", "per_step_accuracy_by_group")
+VERSION = 3         # of what a kept measurement holds (3: patience, budgets, verdict, forced stops, AUROCs)
 SHIFT_ANGLES = (22.5, 45.0)     # the rotations the Rotation page compares the policies on
 
 
@@ -33,7 +37,7 @@ def _results(path: str, file_stamp: tuple, items: int) -> TestMetrics:
         ck = loaders.checkpoint(path)
         res = measure_test(ck.model, ck.record.config, loaders.task_data(ck.task), items)
         return TestMetrics(**{k: getattr(res, k) for k in FIELDS}).to_dict()
-    kept = disk_cache.cached("worth", path, file_stamp, dict(items=items, policies=2), compute)
+    kept = disk_cache.cached("worth", path, file_stamp, dict(items=items, policies=VERSION), compute)
     return TestMetrics.from_dict(kept)
 
 
@@ -42,10 +46,32 @@ def results(entry: ModelEntry, items: int = ITEMS) -> Optional[TestMetrics]:
     (MNIST) is missing and the model was not measured before. A kept measurement is read without loading MNIST
     (seconds, on the first drawing of a fresh server, that no click could interrupt)."""
     path, file_stamp = str(entry.path), loaders.stamp(entry.path)
-    kept = disk_cache.read("worth", path, file_stamp, dict(items=items, policies=2)) is not None
+    kept = disk_cache.read("worth", path, file_stamp, dict(items=items, policies=VERSION)) is not None
     if not kept and get_task(entry.record.task).uses_data and loaders.task_data(entry.record.task) is None:
         return None
     return _results(path, file_stamp, items)
+
+
+@st.cache_data(max_entries=16, show_spinner="Measuring the competitor on the same items (cached afterwards)…")
+def _against(path: str, file_stamp: tuple, other: str, other_stamp: tuple, items: int) -> dict:
+    def compute():
+        ck, rival = loaders.checkpoint(path), loaders.checkpoint(other)
+        try:
+            return measure_test(ck.model, ck.record.config, loaders.task_data(ck.task), items,
+                                against=(rival.model, rival.record.config, rival.name)).against
+        except ValueError as e:                # not the same task or items: said in one line, not measured
+            return {"refused": str(e)}
+    return disk_cache.cached("worth_against", path, file_stamp, dict(items=items, policies=VERSION, against=other,
+                                                                     against_stamp=list(other_stamp)), compute)
+
+
+def competitor(entry: ModelEntry, items: int = ITEMS) -> Optional[dict]:
+    """The model against its shipped competitor (NAME-deep beside NAME; ponder.analysis.against), or None when it
+    has none (or its data set is missing); {"refused": why} when the competitor is not of its task and items."""
+    other = competitor_path(entry.path)
+    if other is None or (get_task(entry.record.task).uses_data and loaders.task_data(entry.record.task) is None):
+        return None
+    return _against(str(entry.path), loaders.stamp(entry.path), str(other), loaders.stamp(other), items)
 
 
 def series(name: str, res: TestMetrics) -> dict:
@@ -68,22 +94,43 @@ def differences_ui(at: dict, shifted=()) -> None:
     if rows := difference_rows(at):
         st.dataframe(rows, hide_index=True)
         st.caption("Differences of test accuracy at equal compute; 95 % intervals from 1,000 paired bootstrap "
-                   "resamples of the test items. \"matches\" exactly when the interval holds 0.")
+                   "resamples of the test items. \"no difference\" when the interval holds 0 or the difference rounds to 0.")
     if shifted:
         st.dataframe(shift_table(shifted), hide_index=True)
         st.caption("The same policies on shifted inputs, at the operating points chosen on the clean validation "
                    "items: accuracy (mean steps). Under a shift each rule spends what its own signal tells it to.")
 
 
-def worth_ui(entry: ModelEntry, key: str) -> Optional[dict]:
-    """The "worth it?" chart of one model and the sentence that says what it shows. Returns its results."""
-    res = results(entry)
-    if res is None:
-        st.caption("The comparison with a fixed depth and a confidence exit needs the MNIST test set.")
-        return None
-    ui.chart(worth_fig([series(entry.name, res)]), CAPTION + f" {res.n:,} test items.", key=key)
+def worth_ui(entry: ModelEntry, res: TestMetrics, rival: Optional[dict], key: str) -> None:
+    """The "worth it?" chart of one model (and its competitor's frontiers) and the sentence of its numbers."""
+    fig = worth_fig([series(entry.name, res)])
+    if rival:
+        add_competitor(fig, rival["budgets"], rival["name"])          # a trace's name is plain text
+    ui.chart(fig, CAPTION + (COMPETITOR_CAPTION if rival else "") + f" {res.n:,} test items.", key=key)
     st.markdown(worth_sentence(res.baselines["at_equal_steps"]))
-    return res
+
+
+COMPETITOR_CAPTION = (" Crosses: the competitor's rules (a network of the same task trained to answer at every step, "
+                      "without halting) at budgets 1 to N, chosen on validation items, at the steps they spend on the "
+                      "test items.")
+
+
+def frontier_ui(res: TestMetrics, rival: Optional[dict]) -> None:
+    """Every policy at budgets 1..N (the competitor's too), the halts N forced and the signals' AUROCs, in words."""
+    b = res.baselines
+    front, name = (rival["budgets"], rival["name"]) if rival else (b.get("budgets"), "")
+    if front:
+        header, rows = budget_table(front, name)                     # a table's cells are plain text
+        st.dataframe([dict(zip(header, r)) for r in rows], hide_index=True)
+        st.caption(f"Each policy at budgets of 1 to N mean steps, its operating point chosen on {front['tuned_on']['n']:,} "
+                   "validation items to spend the budget there: test accuracy (mean steps on the test items). "
+                   "\"leads\": the most accurate, or \"no difference\" and every policy whose 95 % paired interval "
+                   "against it holds 0.")
+    if b.get("forced"):
+        st.caption(" ".join(forced_sentence(f, where) for where, f in b["forced"].items()))
+    if b.get("auroc"):
+        st.caption(auroc_sentence(b["auroc"], "This network") + (
+            " " + auroc_sentence(rival["auroc"], tables.plain(rival["name"])) if rival else ""))
 
 
 def by_group_ui(groups: dict, caption: str, key: str) -> None:
@@ -119,9 +166,19 @@ def section_ui(entry: ModelEntry, key: str, groups: Optional[dict] = None, group
 
 
 def _section(entry: ModelEntry, key: str, groups: Optional[dict], groups_caption: str, shifted) -> None:
+    res = results(entry)
+    rival = competitor(entry) if res is not None else None
+    if rival and "refused" in rival:
+        st.caption(f"Its competitor is not compared: {rival['refused']}")
+        rival = None
+    if res is not None and (said := headline(res.baselines, rival)):
+        st.markdown(f"**{tables.plain(said)}**")             # the answer first, then the numbers
     c1, c2 = st.columns(2)
     with c1:
-        res = worth_ui(entry, f"{key}_worth")
+        if res is None:
+            st.caption("The comparison with a fixed depth and a confidence exit needs the MNIST test set.")
+        else:
+            worth_ui(entry, res, rival, f"{key}_worth")
     with c2:
         if groups is None and res is not None:
             names, words = get_task(entry.record.task).shown_groups
@@ -131,6 +188,7 @@ def _section(entry: ModelEntry, key: str, groups: Optional[dict], groups_caption
                               "the steps after a line goes flat change no answer.")
         by_group_ui(groups or {}, groups_caption, f"{key}_groups")
     if res is not None:
+        frontier_ui(res, rival)
         shifted = shifted() if callable(shifted) else shifted
         differences_ui(res.baselines["at_equal_steps"], [*res.baselines.get("shift", []), *shifted])
 
@@ -170,10 +228,13 @@ def compare_ui(entries: Sequence[ModelEntry], key: str = "compare_worth") -> Non
 
 
 def _compare(entries: Sequence[ModelEntry], key: str) -> None:
-    got = {}
+    got, said = {}, {}
     for e in entries:
         try:
             got[e.name] = results(e)
+            rival = competitor(e) if got[e.name] is not None else None
+            said[e.name] = headline(got[e.name].baselines, None if not rival or "refused" in rival else rival) \
+                if got[e.name] is not None else ""
         except ui.USER_ERRORS as err:            # its weights cannot be loaded: the others are still compared
             st.error(f"{tables.plain(e.name)}: {ui.error_text(err)}", icon=":material/error:")
     shown = [series(n, r) for n, r in got.items() if r is not None]
@@ -182,11 +243,13 @@ def _compare(entries: Sequence[ModelEntry], key: str) -> None:
         return
     ui.chart(worth_fig(shown), CAPTION + f" Each model on its first {ITEMS:,} test items; a colour per model.",
              key=key)
-    st.markdown("\n".join(f"- **{tables.plain(s['name'])}**: {worth_sentence(s['at'])}" for s in shown))
+    st.markdown("\n".join(f"- **{tables.plain(s['name'])}**: **{tables.plain(said[s['name']])}** "
+                           f"{worth_sentence(s['at'])}" for s in shown))
     st.dataframe(differences_table({n: r for n, r in got.items() if r is not None}), hide_index=True)
     st.caption("Test accuracy differences at equal steps (each model's sampled mean E[n] on its validation items), "
                "with 95 % intervals from 1,000 paired bootstrap resamples of its test items (their number: test "
-               "items); \"matches\" exactly when the interval holds 0. The same table as `python -m ponder evaluate`.")
+               "items); \"no difference\" when the interval holds 0 or the difference rounds to 0. The same table as "
+               "`python -m ponder evaluate`.")
     if missing := [n for n, r in got.items() if r is None]:
         st.caption("Not measured (needs the MNIST test set): " + ", ".join(tables.plain(n) for n in missing))
 

@@ -96,7 +96,37 @@ def worth_fig(series: Sequence[dict], title: str = "") -> go.Figure:
     return layout(fig, title or "Accuracy at equal compute: the learned halting and two rules")
 
 
-POLICY_WORDS = {"learned_q": "Q-exit", "fixed_depth": "fixed depth", "confidence_exit": "confidence exit",
+COMPETITOR_DASH = {"confidence_exit": "solid", "patience": "dashdot", "fixed_depth": "dot"}
+
+
+def add_competitor(fig: go.Figure, front: dict, name: str, color: str = PALETTE[5]) -> go.Figure:
+    """A competitor's frontiers (ponder.analysis.against: budgets' rows) on a worth_fig: each of its rules at every
+    budget, its operating point chosen on validation, at the mean steps it spends on the test set, with the 95 %
+    interval of Q-exit − it at that budget in the hover; the accuracy axis widened to hold them."""
+    rows = sorted(front["rows"], key=lambda r: r["budget"])
+    top = 0.0
+    for key in front["contenders"]:
+        prefix, _, rule = key.rpartition(".")
+        if not prefix:
+            continue
+        pts = [(r["chosen"]["policies"][key], r["chosen"]["ci95"].get(f"learned_q-{key}", [None, None])) for r in rows]
+        top = max([top] + [p["accuracy"] for p, _ in pts])
+        fig.add_trace(go.Scatter(
+            x=[p["mean_steps"] for p, _ in pts], y=[p["accuracy"] for p, _ in pts], mode="lines+markers",
+            name=f"{name}: {POLICY_WORDS.get(rule, rule)}", line=dict(color=color, dash=COMPETITOR_DASH.get(rule)),
+            marker=dict(size=5, symbol="x"), legendgroup=name,
+            customdata=[[r["budget"], lo if lo is not None else float("nan"), hi if hi is not None else float("nan")]
+                        for r, (_, (lo, hi)) in zip(rows, pts)],
+            hovertemplate=f"{name}: {POLICY_WORDS.get(rule, rule)} at budget %{{customdata[0]:.2f}}<br>test steps "
+                          "%{x:.2f}<br>accuracy %{y:.4f}<br>Q-exit − it: 95 % interval %{customdata[1]:+.4f} to "
+                          "%{customdata[2]:+.4f}<extra></extra>"))
+    lo, hi = fig.layout.yaxis.range or (None, None)
+    if lo is not None and top > hi:
+        fig.update_yaxes(range=[lo, min(1.0, top) + 0.002])
+    return fig
+
+
+POLICY_WORDS = {"learned_q": "Q-exit", "patience": "patience", "fixed_depth": "fixed depth", "confidence_exit": "confidence exit",
                 "sampled": "sampled halting"}
 
 

@@ -150,11 +150,11 @@ NAMES = {"sampled": "sampled halting", "learned_q": "Q-exit", "confidence_exit":
 
 
 def verdict(diff: float, ci) -> str:
-    """The one rule of every verdict: "matches" exactly when the 95 % interval of the difference holds 0,
-    else "is D above" / "is D below" by the measured difference D."""
+    """The one rule of every verdict: "no difference" when the 95 % interval of the difference holds 0 or the
+    difference rounds to 0 at 4 decimals, else "is D above" / "is D below" by the measured difference D."""
     lo, hi = ci
-    if lo <= 0 <= hi:
-        return "matches"
+    if lo <= 0 <= hi or round(diff, 4) == 0:
+        return "no difference"
     return f"is {abs(diff):.4f} {'above' if diff > 0 else 'below'}"
 
 
@@ -194,7 +194,10 @@ def differences_table(results: dict) -> list:
 def _versus(at: dict, a: str, b: str) -> str:
     pol, (lo, hi) = at["policies"], at["ci95"][f"{a}-{b}"]
     d = pol[a]["accuracy"] - pol[b]["accuracy"]
-    return (f"{verdict(d, (lo, hi))} {NAMES[b]} ({pol[a]['accuracy']:.4f} vs {pol[b]['accuracy']:.4f}; "
+    said = verdict(d, (lo, hi))
+    if said == "no difference":               # no signed zero and no interval of zeros
+        return f"shows no difference from {NAMES[b]} ({pol[a]['accuracy']:.4f} and {pol[b]['accuracy']:.4f})"
+    return (f"{said} {NAMES[b]} ({pol[a]['accuracy']:.4f} vs {pol[b]['accuracy']:.4f}; "
             f"difference {d:+.4f}, 95 % interval {lo:+.4f} to {hi:+.4f})")
 
 

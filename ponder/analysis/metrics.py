@@ -64,6 +64,7 @@ class TestMetrics:
                                                # chosen by; ponder.analysis.unroll.VALIDATION_KEYS)
     rotations: Optional[list] = None           # the rotation study's rows (reproduce, image tasks)
     uniform_rotations: Optional[list] = None
+    against: Optional[dict] = None             # a competitor on the same items (ponder.analysis.against; results only)
     extra: dict = field(default_factory=dict)  # keys this schema does not name (a task's own), kept as they are
 
     @property

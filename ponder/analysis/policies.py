@@ -9,6 +9,8 @@ and gives the step at which each input answers (so its mean steps, its accuracy 
     Q-exit at q      the same λ's used deterministically: stop at the first n with Σ_{j≤n} p_j ≥ q
                      (PALBERT's rule; q = 0.5 is the inference mode 'deterministic')
     confidence exit  stop at the first step whose answer's probability is ≥ τ (step N where none is)
+    patience         stop at the first step whose answer has not changed for t steps (PABEE; step N where none has;
+                     ponder.analysis.signals), given the answers [N, B]
     λ-exit at t      stop at the first n with λ_n ≥ t: the learned hazards as exit scores, read back from p
                      (what a λ trained as an exit classifier, halting_loss "exit", is scored by)
     fixed depth      always answer at step n
@@ -24,12 +26,14 @@ correctness is (1 − w)·right_lo + w·right_hi. The same knobs and w are then 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from functools import cache
+from typing import Callable, Optional
 
 import torch
 
 from ..halting import first_true, q_exit_halted
 from .baselines import candidates, default_thresholds, exit_steps, settle_steps
+from .signals import patience_steps, run_lengths
 
 Q_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999, 1.0)
 
@@ -89,24 +93,47 @@ class Policy:
     steps: Callable[[float], torch.Tensor]
     knobs: Callable[[], list]
     frontier_knobs: Callable[[], list]
+    mean_steps: Optional[Callable[[float], float]] = None     # steps(knob)'s mean without the per-item steps
+
+
+def counted(signal: torch.Tensor) -> Callable[[float], float]:
+    """The mean steps of "stop at the first step whose signal reaches the knob, step N where none does" (signal
+    [N, B] nondecreasing in n: a running maximum, a CDF), from one sort: an input stops at 1 + the number of steps
+    n < N whose signal is below the knob, so the mean is 1 + #(signal[:-1] < knob) / B, the knob compared in the
+    signal's dtype as the rule compares it."""
+    B = signal.shape[1]
+    flat = signal[:-1].flatten().sort().values
+    return lambda k: (B + int(torch.searchsorted(flat, torch.tensor(k, dtype=flat.dtype)))) / B
 
 
 def q_policy(p: torch.Tensor) -> Policy:
     """Q-exit on the halting distributions p [N, B]: its knobs are 0 and every value the CDFs take."""
-    return Policy("learned_q", "q", lambda q: q_exit_steps(p, q),
-                  lambda: [0.0, *p.double().cumsum(0).flatten().unique().tolist()], lambda: list(Q_GRID))
+    cdf = p.double().cumsum(0)
+    return Policy("learned_q", "q", lambda q: q_exit_steps(p, q), cache(lambda: [0.0, *cdf.flatten().unique().tolist()]),
+                  lambda: list(Q_GRID), counted(cdf))
 
 
-def policies(correct: torch.Tensor, conf: torch.Tensor, p: torch.Tensor) -> dict:
-    """{name: Policy} of the three deterministic policies on one unroll."""
+def patience(answers: torch.Tensor) -> Policy:
+    """The patience exit on the answers [N, B]: its knob t runs over 0..N − 1 (t = N − 1 runs every input N steps)."""
+    N = answers.shape[0]
+    peak = run_lengths(answers).cummax(0).values                                # [N, B]
+    return Policy("patience", "patience", lambda t: patience_steps(peak, t, peak), lambda: list(range(N)),
+                  lambda: list(range(N)), counted(peak.to(torch.get_default_dtype())))   # as `peak < t` compares
+
+
+def policies(correct: torch.Tensor, conf: torch.Tensor, p: torch.Tensor, answers=None) -> dict:
+    """{name: Policy} of the deterministic policies on one unroll: Q-exit, confidence exit and fixed depth, and the
+    patience exit when the answers [N, B] are given."""
     N = correct.shape[0]
     peak = conf.cummax(0).values                                                # [N, B]
     return {
         "learned_q": q_policy(p),
         "confidence_exit": Policy("confidence_exit", "threshold", lambda t: exit_steps(conf, t, peak),
-                                  lambda: candidates(conf).tolist(), lambda: default_thresholds(conf, correct)),
+                                  cache(lambda: candidates(conf).tolist()), lambda: default_thresholds(conf, correct),
+                                  counted(peak)),
         "fixed_depth": Policy("fixed_depth", "steps", lambda d: fixed_steps(correct, d),
                               lambda: list(range(1, N + 1)), lambda: list(range(1, N + 1))),
+        **({} if answers is None else {"patience": patience(answers)}),
     }
 
 
@@ -141,7 +168,8 @@ def match(policy: Policy, correct: torch.Tensor, mean_steps: float) -> Operating
     """The operating point whose mean steps on this set equal `mean_steps`: the two neighbouring knob values
     that bracket it (found by bisection) mixed linearly; the end knob when it lies outside the range."""
     knobs = policy.knobs()
-    ms = lambda i: policy.steps(knobs[i]).double().mean().item()              # noqa: E731
+    ms = ((lambda i: policy.mean_steps(knobs[i])) if policy.mean_steps is not None else     # noqa: E731
+          (lambda i: policy.steps(knobs[i]).double().mean().item()))
     lo, hi = 0, len(knobs) - 1
     m_lo, m_hi = ms(lo), ms(hi)
     if mean_steps <= m_lo:
@@ -165,6 +193,12 @@ def q_for_steps(p: torch.Tensor, mean_steps: float) -> float:
     'deterministic' at a compute budget; mean steps move by at most one input's step between neighbouring knobs)."""
     op = match(q_policy(p), p, mean_steps)
     return min(1.0, op.hi if op.w >= 0.5 else op.lo)           # a CDF may round past 1
+
+
+def op_steps(policy: Policy, op: Operating) -> float:
+    """The mean steps of a policy at an operating point on its own set (what score() gives, without the items')."""
+    ms = policy.mean_steps or (lambda k: policy.steps(k).double().mean().item())
+    return (1 - op.w) * ms(op.lo) + op.w * ms(op.hi)
 
 
 def score(policy: Policy, correct: torch.Tensor, op: Operating) -> Point:

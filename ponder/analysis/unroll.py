@@ -19,6 +19,7 @@ from ..inference import draw_uniforms, method_answer
 from ..losses import log_geometric_prior
 from ..training.memory import measure_batch
 from ..tasks import TASKS, get_task
+from .against import against as compare_against, refusal
 from .baselines import quartile_groups
 from .equal_steps import worth_it
 from .policies import q_exit_steps, q_for_steps
@@ -32,7 +33,8 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
     of 'deterministic' mode.
 
     Returns tensors (CPU): pred, halt_step (float: E[n] for 'expected'), correct, confidence,
-    per_step_correct [N, B], per_step_confidence [N, B] (the top class's probability at step n), p [N, B].
+    per_step_correct [N, B], per_step_confidence [N, B] (the top class's probability at step n), per_step_pred [N, B]
+    (that class, int16), p [N, B].
     Batches are cut to what fits in the measurement's memory budget (ponder.training.memory.measure_batch: every model
     the explorer trains fits batch_size 1000); MeasureMemoryError when not one input fits.
     """
@@ -41,7 +43,7 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     use_amp = dev.type == "cuda"
-    rows = {k: [] for k in ("pred", "halt_step", "correct", "confidence", "per_step_correct", "per_step_confidence", "p")}
+    rows = {k: [] for k in ("pred", "halt_step", "correct", "confidence", "per_step_correct", "per_step_confidence", "per_step_pred", "p")}
     for i in range(0, len(target), batch_size):
         xb, yb = x[i:i + batch_size].to(dev), target[i:i + batch_size].to(dev).long()
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
@@ -66,8 +68,9 @@ def unroll_stats(model: PonderNet, x: torch.Tensor, target: torch.Tensor, mode: 
         top, top_class = probs.max(2)                                                # [N, B]
         rows["per_step_correct"].append((top_class == yb.unsqueeze(0)).cpu())
         rows["per_step_confidence"].append(top.cpu())
+        rows["per_step_pred"].append(top_class.to(torch.int16).cpu())
         rows["p"].append(p.cpu())
-    cat_dims = {"per_step_correct": 1, "per_step_confidence": 1, "p": 1}
+    cat_dims = {"per_step_correct": 1, "per_step_confidence": 1, "per_step_pred": 1, "p": 1}
     return {k: torch.cat(v, cat_dims.get(k, 0)) for k, v in rows.items()}
 
 
@@ -155,7 +158,7 @@ def evaluate(model: PonderNet, x: torch.Tensor, y: torch.Tensor, mode: str = "sa
 
 def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[int] = None, mode: str = "sample",
                  seed: int = 0, batch_size: Optional[int] = None, q: float = 0.5,
-                 budget: Optional[float] = None) -> TestMetrics:
+                 budget: Optional[float] = None, against: Optional[tuple] = None) -> TestMetrics:
     """The standard test measurement of a run of cfg: its task's test set (the first `limit` items when given;
     `n` in the result says how many), summarize()'s metrics, `mode`, the task's info (split / test_k), a
     block per difficulty group (parity's easy and hard), a row per value of its breakdown (by_class, by_k), and
@@ -165,10 +168,22 @@ def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[
     when it uses one. 'deterministic' mode is the Q-exit at q, or at a compute budget (a mean number of steps: q
     chosen on the validation set to spend it there, `budget` in the result says which q and what it spent).
     `validation`: the same numbers on the validation set itself (VALIDATION_KEYS; its policies tuned there), what
-    ponder.analysis.pays.choose_setting chooses a shipped setting by, the test set unread."""
+    ponder.analysis.pays.choose_setting chooses a shipped setting by, the test set unread.
+    against: (model, cfg, name) of a competitor of the same task: `against` in the result is
+    ponder.analysis.against.against on both networks' unrolls of the same items (ValueError, one line, when its
+    task or its sets differ)."""
     task = get_task(cfg.task)
     ts = task.test_set(model, cfg, data, limit)
     vs = task.validation_set(model, cfg, data, limit)
+    if against is not None:                 # refused before anything is unrolled
+        other_model, other_cfg, other_name = against
+        if why := refusal(cfg.task, other_cfg.task):
+            raise ValueError(why)
+        other = get_task(other_cfg.task)
+        other_sets = (other.test_set(other_model, other_cfg, data, limit),
+                      other.validation_set(other_model, other_cfg, data, limit))
+        if why := refusal(cfg.task, other_cfg.task, (ts, vs), other_sets):
+            raise ValueError(why)
     val = None if vs is None else unroll_stats(model, vs.x, vs.y, mode, batch_size or vs.batch_size, seed, q)
     chosen = None
     if budget is not None:
@@ -193,6 +208,10 @@ def measure_test(model: PonderNet, cfg: TrainConfig, data=None, limit: Optional[
         v = {**summarize(val, vs.y, model.lambda_p, by_class=False), **_measured(val, vs, val, {}, lean=True)}
         v["baselines"] = {"tuned_on": v["baselines"]["tuned_on"], "at_equal_steps": v["baselines"]["at_equal_steps"]}
         res["validation"] = {k: v[k] for k in VALIDATION_KEYS if k in v}
+    if against is not None:
+        ots, ovs = other_sets
+        run = lambda es: unroll_stats(other_model, es.x, es.y, mode, batch_size or es.batch_size, seed, q)  # noqa: E731
+        res["against"] = compare_against(val, stats, run(ovs), run(ots), other_name)
     return TestMetrics.from_dict(res)
 
 

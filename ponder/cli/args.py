@@ -152,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "lambda_N = 1 only at CAP, so inputs may take more steps than training ever ran "
                         "(default: the N it trained with)")
     e.add_argument("--seed", type=_seed, default=0, help="seed of the halting draws in 'sample' mode")
+    e.add_argument("--against", default=None, metavar="RUN2",
+                   help="a competitor of the same task on the same items (e.g. the same step function trained without "
+                        "halting): RUN's learned halting against RUN2's confidence exit, patience and fixed depth at "
+                        "budgets 1..N, with the verdict")
     e.add_argument("--device", default="auto", choices=DEVICES)
     e.add_argument("--json", action="store_true", help="print one JSON object")
 

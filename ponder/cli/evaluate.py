@@ -31,10 +31,14 @@ def cmd_evaluate(args) -> int:
     trained_n = ck.model.max_steps
     # --max-steps: the same weights run up to the cap (lambda_N = 1 only there), past the N it trained with
     model = with_max_steps(ck.model, args.max_steps) if args.max_steps else ck.model
+    rival = None
+    if getattr(args, "against", None):      # the competitor, on the same items (measure_test refuses other items)
+        ck2 = load_checkpoint(args.against, device=pick_device(args.device))
+        rival = (ck2.model, ck2.record.config, ck2.name)
     try:
         res = measure_test(model, ck.record.config, data, args.limit, args.mode, args.seed,
-                           q=0.5 if q is None else q, budget=budget)
-    except ValueError as e:                 # a budget where the task has no validation set, or outside [1, N]
+                           q=0.5 if q is None else q, budget=budget, against=rival)
+    except ValueError as e:   # a budget where the task has no validation set, or outside [1, N]; another task's RUN2
         raise ConfigError(str(e)) from None
     q = 0.5 if res.q is None else res.q
     images = task.rotation_inputs(data, args.limit)
@@ -87,4 +91,27 @@ def cmd_evaluate(args) -> int:
         for k, r in (("easy", res.easy), ("hard", res.hard)):
             print(f"{k} (k in {r.k_range}): accuracy {r.accuracy:.4f}  {what} {r.mean_steps:.2f}  "
                   f"E[n] {r.expected_steps:.2f}")
+    for line in worth_lines(res):
+        print(line)
     return 0
+
+
+def worth_lines(res) -> list:
+    """The verdict first, then the frontiers, the halts N forced and the signals' AUROCs; with a competitor, the
+    same against it."""
+    from ..analysis.worth_text import auroc_sentence, budget_lines, forced_sentence, gap_lines
+    b = res.baselines
+    out = []
+    if res.against:
+        a = res.against
+        out += [f"is the extra thought worth it, against {a['name']}? {a['verdict']['sentence']}",
+                f"against its own rules: {a['verdict_own_rules']['sentence']}"]
+        out += budget_lines(a["budgets"], a["name"]) + gap_lines(a["residual_gap"], competitor=a["name"])
+        out.append(auroc_sentence(a["auroc"], a["name"]))
+    else:
+        out.append(f"is the extra thought worth it? {b['verdict']['sentence']}")
+        out += budget_lines(b["budgets"]) + gap_lines(b["residual_gap"], "confidence_exit")
+    for where, forced in b["forced"].items():
+        out.append(f"forced by N ({where}): {forced_sentence(forced, where)}")
+    out.append(auroc_sentence(b["auroc"], "this network"))
+    return out

@@ -90,6 +90,8 @@ def test_deterministic_mode_halts_where_the_q_exit_says(runs):
         at.slider(key="par_q").set_value(q)
         run_ok(at)
         assert f"Q-exit at q = {q:g} halts" in texts(at) and f"step **{step}**" in texts(at)
+        # at step N the CDF never reached q: λ_N = 1 stopped it (never "the draw stopped it")
+        assert ("it never chose to stop; N stopped it at step **5**" in texts(at)) == (step == 5)
 
 
 def test_the_papers_experiment_compares_every_run_of_its_vectors_and_their_answers_on_the_vector(runs):

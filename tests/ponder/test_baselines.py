@@ -187,12 +187,18 @@ def _at(q, conf, fixed, sampled, ci):
 
 
 @pytest.mark.parametrize("at, says", [
-    # an interval that holds 0 is "matches" whatever the size of the difference; one that does not is the difference
+    # an interval that holds 0 is "no difference" whatever the size of the difference; one that does not is the
+    # difference
     (_at(0.9924, 0.9923, 0.9698, 0.9905, [[-0.0008, 0.0010], [0.0199, 0.0254], [-0.0025, -0.0013]]),
-     ["Q-exit) matches a confidence exit (0.9924 vs 0.9923; difference +0.0001, 95 % interval -0.0008 to +0.0010)",
+     ["Q-exit) shows no difference from a confidence exit (0.9924 and 0.9923)",
       "is 0.0226 above a fixed depth", "sampling the halt instead is 0.0019 below Q-exit", "5,000 validation items"]),
     (_at(0.9950, 0.9927, 0.99, 0.99, [[-0.0001, 0.0047], [0.0001, 0.01], [-0.02, 0.0]]),
-     ["matches a confidence exit", "is 0.0050 above a fixed depth", "sampling the halt instead matches Q-exit"]),
+     ["shows no difference from a confidence exit", "is 0.0050 above a fixed depth",
+      "sampling the halt instead shows no difference from Q-exit"]),
+    # mnist-default's: a difference that rounds to 0 reads "no difference", never "0.0000 below" with its interval
+    (_at(0.99410, 0.99408, 0.99410, 0.99406, [[0.00001, 0.0003], [0.0, 0.0], [-0.0001, -0.00001]]),
+     ["shows no difference from a confidence exit (0.9941 and 0.9941)", "no difference from a fixed depth",
+      "sampling the halt instead shows no difference from Q-exit"]),
     (_at(0.9950, 0.9928, 1.0, 0.99, [[0.0001, 0.0043], [-0.01, -0.0001], [-0.02, 0.0]]),
      ["is 0.0022 above a confidence exit", "is 0.0050 below a fixed depth"]),
 ])
@@ -200,10 +206,12 @@ def test_the_sentence_says_what_the_numbers_say(at, says):
     s = worth_sentence(at)
     for part in says:
         assert part in s
+    assert "0.0000 below" not in s and "0.0000 above" not in s and "-0.0000 to" not in s
 
 
 def test_one_rule_for_every_verdict():
-    assert verdict(0.0023, [-0.0001, 0.0047]) == "matches" and verdict(-0.5, [-1.0, 0.0]) == "matches"
+    assert verdict(0.0023, [-0.0001, 0.0047]) == "no difference" and verdict(-0.5, [-1.0, 0.0]) == "no difference"
+    assert verdict(-0.00003, [-0.00005, -0.00001]) == "no difference"          # rounds to 0 at 4 decimals
     assert verdict(0.0022, [0.0001, 0.0043]) == "is 0.0022 above" and verdict(-0.0018, [-0.0025, -0.0011]) == \
         "is 0.0018 below"
 
@@ -215,7 +223,7 @@ def test_the_differences_table_of_several_models():
     rows = differences_table({"a": TestMetrics(n=10000, baselines={"at_equal_steps": at}),
                               "b": TestMetrics(n=500, baselines={"at_equal_steps": old})})
     assert rows[0] == {"model": "a", "test items": 10000, "tuned on": "validation (5,000)", "mean steps": 9.6,
-                       "Q-exit − confidence": "+0.0001 [-0.0008, +0.0010]: matches",
+                       "Q-exit − confidence": "+0.0001 [-0.0008, +0.0010]: no difference",
                        "Q-exit − fixed depth": "+0.0226 [+0.0199, +0.0254]: 0.0226 above",
                        "sampled − Q-exit": "-0.0019 [-0.0025, -0.0013]: 0.0019 below"}
     assert rows[1] == {"model": "b", "test items": 500, "tuned on": "-", "mean steps": 3.5, "Q-exit − confidence": "-",

@@ -135,3 +135,24 @@ def test_a_policy_against_itself_has_the_interval_zero(u):
     correct, _, p = u
     s = sampled(correct, p)
     assert paired_bootstrap({"s": s.per_item, "t": s.per_item.clone()}, [("s", "t")], resamples=20)["s-t"] == [0, 0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 12), st.integers(0, 10 ** 6), st.floats(-0.1, 1.2), st.integers(0, 7))
+def test_the_counted_mean_steps_are_the_mean_of_the_steps(N, B, seed, knob, t):
+    # each policy's mean steps from one sort (policies.counted) equal the mean of its per-item steps, knob by knob
+    from ponder.analysis.policies import op_steps, patience
+    g = torch.Generator().manual_seed(seed)
+    p = torch.rand(N, B, generator=g, dtype=torch.float64)
+    p = p / p.sum(0)
+    conf = torch.rand(N, B, generator=g).round(decimals=1)          # float32 and ties, as unroll_stats gives them
+    answers = torch.randint(0, 3, (N, B), generator=g)
+    correct = torch.ones(N, B, dtype=torch.bool)
+    pols = {**policies(correct, conf, p), "patience": patience(answers)}
+    for name, pol in pols.items():
+        if pol.mean_steps is None:
+            continue
+        for k in (knob, float(t), *pol.knobs()[:5]):
+            assert pol.mean_steps(k) == pol.steps(k).double().mean().item(), (name, k)
+        op = match(pol, correct, 1 + (N - 1) * knob if 0 <= knob <= 1 else 1.5)
+        assert op_steps(pol, op) == pytest.approx(score(pol, correct, op).mean_steps)

@@ -58,12 +58,12 @@ def test_difference_and_shift_rows_word_each_interval_by_the_one_rule():
           "ci95": {"learned_q-confidence_exit": [-0.0008, 0.001], "sampled-learned_q": [-0.0025, -0.0013]}}
     rows = wf.difference_rows(at)
     assert rows == [{"difference": "Q-exit − confidence exit", "value": "+0.0001", "95 % interval": "-0.0008 to +0.0010",
-                     "verdict": "matches"},
+                     "verdict": "no difference"},
                     {"difference": "sampled halting − Q-exit", "value": "-0.0019", "95 % interval": "-0.0025 to -0.0013",
                      "verdict": "0.0019 below"}]
     assert wf.difference_rows({"learned": 0.9}) == []
     (row,) = wf.shift_table([{"name": "rotation 45°", "n": 2000, **at}])
-    assert row["Q-exit"] == "0.9924 (9.60)" and row["Q-exit − confidence"] == "+0.0001 [-0.0008, +0.0010]: matches"
+    assert row["Q-exit"] == "0.9924 (9.60)" and row["Q-exit − confidence"] == "+0.0001 [-0.0008, +0.0010]: no difference"
 
 
 def test_by_group_figure_and_families():
@@ -100,3 +100,22 @@ def test_many_groups_get_colours_no_two_alike():
     assert len({t.line.color for t in fig.data}) == 16
     few = wf.by_group_fig({"easy": [0.5, 0.9], "hard": [0.4, 0.8]})
     assert len({t.line.color for t in few.data}) == 2
+
+
+def test_a_competitors_frontiers_are_drawn_at_the_steps_they_spend_on_the_test_set():
+    import plotly.graph_objects as go
+    from helpers import fake_unroll
+    from ponder.analysis.against import against
+    from explorer.figures.worth import add_competitor
+    out = against(fake_unroll(200, 4, 0), fake_unroll(200, 4, 1), fake_unroll(200, 4, 2, 0.3), fake_unroll(200, 4, 3, 0.3),
+                  "deep")
+    fig = go.Figure(layout=dict(yaxis=dict(range=[0.3, 0.5])))
+    add_competitor(fig, out["budgets"], "deep")
+    names = [t.name for t in fig.data]
+    assert names == ["deep: confidence exit", "deep: fixed depth", "deep: patience"]     # never its own rules
+    rows = sorted(out["budgets"]["rows"], key=lambda r: r["budget"])
+    pts = [r["chosen"]["policies"]["competitor.fixed_depth"] for r in rows]
+    assert list(fig.data[1].x) == pytest.approx([p["mean_steps"] for p in pts])
+    assert list(fig.data[1].y) == pytest.approx([p["accuracy"] for p in pts])
+    top = max(max(t.y) for t in fig.data)
+    assert fig.layout.yaxis.range[1] >= min(1.0, top)                  # widened to hold them

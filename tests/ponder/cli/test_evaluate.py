@@ -210,3 +210,34 @@ def test_a_run_no_measurement_fits_is_refused_in_one_line(tmp_path, capsys, monk
     monkeypatch.setenv("PONDER_MAX_MEASURE_MEMORY_MB", "nan")
     rc, out, err = run_cli(["evaluate", str(run), "--limit", "100"], capsys)
     assert_one_line_error(rc, err, "PONDER_MAX_MEASURE_MEMORY_MB='nan' is not a finite number")
+
+
+def test_evaluate_against_a_competitor_json_and_text(tmp_path, capsys):
+    run, _ = save_tiny_run(tmp_path / "r", max_steps=5, seed=0)
+    rival, _ = save_tiny_run(tmp_path / "r-deep", max_steps=5, seed=1)
+    rc, out, err = run_cli(["evaluate", str(run), "--limit", "200", "--json", "--against", str(rival)], capsys)
+    assert rc == 0, err
+    res = json.loads(out)
+    a, b = res["against"], res["baselines"]
+    assert a["name"] == "r-deep" and a["budgets"]["tuned_on"] == {"set": "validation", "n": 200}
+    assert "competitor.patience" in a["budgets"]["contenders"] and "patience" in b["at_equal_steps"]["policies"]
+    assert a["verdict"]["answer"] in ("yes", "no", "no difference", "mixed") and "r-deep" in a["verdict"]["sentence"]
+    assert {"halted_by_n", "confidence", "patience"} <= set(b["auroc"]) and {"confidence", "patience"} <= set(a["auroc"])
+    assert set(b["forced"]) == {"test", "validation"} and 0 <= b["forced"]["test"]["mass_on_last_step"] <= 1
+    assert b["verdict"]["sentence"] and len(b["budgets"]["rows"]) == 6        # budgets 1..5 and the sampled E[n]
+    rc, out, _ = run_cli(["evaluate", str(run), "--limit", "200", "--against", str(rival)], capsys)
+    assert rc == 0 and f"is the extra thought worth it, against r-deep? {a['verdict']['sentence']}" in out
+    assert "forced by N (test): " in out and "this network: the signal that best tells" in out
+
+
+def test_evaluate_against_refuses_another_task_or_other_items_in_one_line(tmp_path, capsys):
+    from ponder.store.checkpoint import save_run
+    from helpers import tiny_config, tiny_model
+    run, _ = save_tiny_run(tmp_path / "r", max_steps=5)
+    digits, _ = save_tiny_run(tmp_path / "m", task="mnist", max_steps=5)
+    longer = save_run(tmp_path / "n10", tiny_model("parity", n_elems=10), tiny_config("parity", 5), steps=1,
+                      history=[{"step": 1, "loss": 0.5}])
+    rc, _, err = run_cli(["evaluate", str(run), "--limit", "50", "--against", str(digits)], capsys)
+    assert_one_line_error(rc, err, "--against needs a run of the same task (parity), got a mnist run")
+    rc, _, err = run_cli(["evaluate", str(run), "--limit", "50", "--against", str(longer)], capsys)
+    assert_one_line_error(rc, err, "same test and validation items")

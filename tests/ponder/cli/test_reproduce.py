@@ -53,7 +53,7 @@ def test_the_halting_policies_side_by_side_for_every_model():
     assert (round(a["learned"], 4), round(a["learned_q"], 4), round(a["confidence_exit"], 4), round(a["fixed_depth"], 4)) \
         == (0.9905, 0.9924, 0.9923, 0.9702)
     assert "| mnist-adaptive | 0.9905 (9.62) | 0.9924 (9.62) | 0.9923 (9.54) | 0.9702 (9.65) | +0.0001 [" in md
-    assert "mnist-adaptive: At equal compute (9.65 mean steps" in md and "(Q-exit) matches a confidence exit" in md
+    assert "mnist-adaptive: At equal compute (9.65 mean steps" in md and "(Q-exit) shows no difference from a confidence exit" in md
     assert "| mnist-adaptive | rotation 45° (10,000) |" in md                 # the shifted inputs
     assert "| parity-30-extrapolation | unseen k (outside 1–25) (1,639) |" in md
 
@@ -140,3 +140,18 @@ def test_the_worth_section_gives_every_policy_clean_and_shifted_and_names_the_mo
     assert "| Q-exit − confidence | sampled − Q-exit | Q-exit − confidence, Q-exit's steps |" in md
     assert "| m | rotation 45° (10,000) | 0.9905 (9.60) |" in md and "| -0.0019 [-0.0025, -0.0013] | - | - |" in md
     assert "No shifted inputs for p (a parity model whose test k all lie in its trained range)." in md
+
+
+def test_the_worth_section_opens_each_models_line_with_its_verdict_and_says_what_n_forced():
+    from helpers import fake_unroll
+    from ponder.analysis.equal_steps import worth_it
+    from ponder.cli.results_worth import worth_section
+    val, test = fake_unroll(300, 5, 0), fake_unroll(300, 5, 1)
+    measured = worth_it(test, val=val)
+    lines = worth_section({"m": {"metrics": measured}, "old": RESULTS["models"]["mnist-adaptive"]})
+    said = measured["baselines"]["verdict"]["sentence"]
+    assert f"- m: **{said}** At equal compute" in "\n".join(lines)
+    assert any(line.startswith("- old: At equal compute") for line in lines)      # measured before: no verdict
+    told = next(line for line in lines if line.startswith("- m: N forced") or line.startswith("- m: Mostly"))
+    assert "of the sampled halts on the test items are at step N = 5" in told and "validation items" in told
+    assert "the signal that best tells a right answer at step n" in told

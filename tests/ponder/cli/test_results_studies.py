@@ -72,9 +72,15 @@ def test_no_setting_meeting_the_marks_names_the_closest_and_keeps_the_row_reader
     think = dict(THINK, settings=[worse, SHORT], not_run=[])
     assert closest(think["settings"])["name"] == "short"                              # 2 of 6 beats 1 of 6
     (verdict,) = [line for line in think_section(think) if line.startswith("**No setting met the marks.**")]
-    assert "The closest, `short` (2 of 6 marks met), has Q-exit +0.0020 ± 0.0004 against the confidence exit at " \
-           "its 3.21 mean steps (1 of 2 intervals above 0) at accuracy 0.9899" in verdict
-    assert verdict.endswith("the row reader `mnist-adaptive` stays shipped as the best reached.")
+    assert "The closest by marks met, `short` (2 of 6 marks met; of the settings meeting as many, the highest Q-exit " \
+           "− confidence exit), has Q-exit +0.0020 ± 0.0004 against the confidence exit at its 3.21 mean steps (1 of 2 " \
+           "intervals above 0) at accuracy 0.9899." in verdict and "comes nearer" not in verdict
+    assert verdict.endswith("The row reader `mnist-adaptive` stays shipped as the best reached.")
+    # "closest" is said of the quantity named: a setting nearer by Q-exit − confidence exit alone is named too
+    nearer = _setting("nearer", 0.80, 0.1, 0.0, 0.0030, 0, -0.0100, 0, -0.001, 0)
+    (verdict,) = [line for line in think_section(dict(think, settings=[worse, SHORT, nearer]))
+                  if line.startswith("**No setting met the marks.**")]
+    assert "By Q-exit − confidence exit alone `nearer` comes nearer, +0.0030 ± " in verdict
     # equal marks met: the higher Q-exit − confidence exit is the closer
     other = copy.deepcopy(SHORT)
     other["name"], other["summary"]["q_minus_confidence"]["mean"] = "other", 0.0021
