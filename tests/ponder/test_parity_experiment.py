@@ -33,9 +33,9 @@ def test_a_run_is_measured_by_its_own_answer_and_every_policy_at_each_budget(met
         assert e.unseen.mean_steps == pytest.approx(own.halt_step.float().mean().item())
     assert (e.seen.q_exit_accuracy is not None) == (method == "ponder")
     names = {r["policy"] for r in e.frontier}
-    assert names == ({"fixed_depth", "confidence_exit"} | ({"learned_q"} if method != "deep" else set()))
+    assert names == ({"fixed_depth", "confidence_exit", "patience"} | ({"learned_q"} if method != "deep" else set()))
     for r in e.frontier:
-        assert r["val_steps"] == pytest.approx(r["budget"], abs=0.02) or r["policy"] == "confidence_exit"
+        assert r["val_steps"] == pytest.approx(r["budget"], abs=0.02) or r["policy"] in ("confidence_exit", "patience")
         assert 1.0 <= r["seen"]["mean_steps"] <= 5.0 and 0.0 <= r["unseen"]["accuracy"] <= 1.0
     fixed = [r for r in e.frontier if r["policy"] == "fixed_depth"]
     assert [r["seen"]["mean_steps"] for r in fixed] == pytest.approx([1, 2, 3, 4, 5])   # a depth is a depth

@@ -1,8 +1,8 @@
 """The paper's parity experiment, measured for one trained run of any halting method (ponder.methods): its own
 answer on held-out vectors of the trained k ("seen") and of the k outside it ("unseen", the extrapolation), by k,
 and its accuracy against mean steps at compute budgets chosen on validation vectors (never trained on) and scored
-on the test vectors, for each exit rule the run's unroll allows: a fixed depth, a confidence exit and, where the
-method learns a halting distribution, the Q-exit on it.
+on the test vectors, for each exit rule the run's unroll allows: a fixed depth, a confidence exit, patience (the
+answer unchanged for t steps) and, where the method learns a halting distribution, the Q-exit on it.
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def _own(model, x, y, learns: bool) -> tuple:
 
 
 def _policies(stats: dict, learns: bool) -> dict:
-    pols = policies(stats["per_step_correct"], stats["per_step_confidence"], stats["p"])
+    pols = policies(stats["per_step_correct"], stats["per_step_confidence"], stats["p"], stats["per_step_pred"])
     return pols if learns else {k: v for k, v in pols.items() if k != "learned_q"}
 
 
