@@ -11,8 +11,8 @@ and skips the rungs already done. `report` reads the run folders and writes what
 The rungs (all: batch 128, Adam at a constant learning rate, gradients clipped at norm 1, validation on 2,000
 held-out vectors of the trained k every 1,000 updates):
     a  Fojo et al. exactly: 64 elements, k non-zeros in the first k entries, a tanh RNN of 128 units fed
-       [first-step flag, x], lr 1e-3: Repeat-RNN rho = 2 and ACT (tau 1e-2); theirs reached >= 0.98 in 22k and
-       53-55k updates
+       [first-step flag, x], lr 1e-3: Repeat-RNN rho = 2 and ACT (tau 1e-2, then 1e-3 after 1e-2 collapsed to one
+       step); theirs reached >= 0.98 in 22k and 53-55k updates
     b  the same with the non-zeros at random positions (the paper's vectors)
     c  PonderNet on that cell, the paper's KL(p || p_G), beta 0.01, N 20, the training N by eps = 0.05:
        lr 1e-3 and 3e-4, lambda_p 0.1 / 0.2 / 0.5
@@ -43,15 +43,18 @@ RUNGS = {
     "a-repeat2-prefix": rung("paper", "prefix", ["--method", "repeat", "--max-steps", "2"], "1e-3"),
     "a-act-prefix": rung("paper", "prefix", ["--method", "act", "--beta", "0.01", "--max-steps", "20"], "1e-3"),
     "b-repeat2-random": rung("paper", "random", ["--method", "repeat", "--max-steps", "2"], "1e-3"),
+    "a-act-prefix-tau1e-3": rung("paper", "prefix", ["--method", "act", "--beta", "0.001", "--max-steps", "20"], "1e-3"),
     "b-act-random": rung("paper", "random", ["--method", "act", "--beta", "0.01", "--max-steps", "20"], "1e-3"),
+    "b-act-random-tau1e-3": rung("paper", "random", ["--method", "act", "--beta", "0.001", "--max-steps", "20"],
+                                 "1e-3"),
     "b-deep5-random": rung("paper", "random", ["--method", "deep", "--max-steps", "5"], "1e-3"),
     **{f"c-ponder-lr{lr}-lp{lp}": rung("paper", "random", [*PONDER, "--lambda-p", lp], lr)
        for lr in ("1e-3", "3e-4") for lp in ("0.2", "0.5", "0.1")},
     "c-ponder-lr1e-3-lp0.2-prefix": rung("paper", "prefix", [*PONDER, "--lambda-p", "0.2"], "1e-3"),
 }
 QUEUES = {
-    "A": ["a-repeat2-prefix", "a-act-prefix", "b-repeat2-random", "b-act-random", "c-ponder-lr1e-3-lp0.2-prefix",
-          "b-deep5-random", "c-ponder-lr3e-4-lp0.2"],
+    "A": ["a-repeat2-prefix", "a-act-prefix", "a-act-prefix-tau1e-3", "b-repeat2-random", "b-act-random-tau1e-3",
+          "c-ponder-lr1e-3-lp0.2-prefix", "b-deep5-random", "c-ponder-lr3e-4-lp0.2"],
     "B": ["c-ponder-lr1e-3-lp0.2", "c-ponder-lr1e-3-lp0.5", "c-ponder-lr1e-3-lp0.1", "c-ponder-lr3e-4-lp0.5",
           "c-ponder-lr3e-4-lp0.1"],
 }
