@@ -59,4 +59,24 @@ def ladder_section(ladder: Optional[dict]) -> list:
         secs = f"{r['seconds']:.0f}" if r.get("seconds") else "–"
         lines.append(f"| {name} | {_setting(r.get('config'))} | {r['status']} | {r['updates']:,} | "
                      f"{_pct(r.get('best'))} | {r.get('to_098') or 'never'} | {s} | {u} | {secs} |")
+    return lines + [""] + frontier_table(done)
+
+
+BUDGETS = (1, 2, 3, 5, 10, 20)            # the mean steps the frontier table shows (those <= a run's N)
+
+
+def frontier_table(done: dict) -> list:
+    """Each finished rung's exit rules at a few budgets: accuracy on the seen k at the mean steps chosen on the
+    validation vectors (the test steps it then spent beside it)."""
+    rows = [(n, pol, {r["budget"]: r["seen"] for r in e["frontier"] if r["policy"] == pol})
+            for n, e in done.items() for pol in sorted({r["policy"] for r in e["frontier"]})]
+    if not rows:
+        return []
+    lines = ["Accuracy on the seen k of each exit rule at a compute budget (mean steps chosen on the validation "
+             "vectors, the test steps it spent in brackets):", "",
+             "| rung | rule | " + " | ".join(f"{b} steps" for b in BUDGETS) + " |", "|---|---|" + "---|" * len(BUDGETS)]
+    for n, pol, at in rows:
+        cells = [f"{at[float(b)]['accuracy']:.3f} ({at[float(b)]['mean_steps']:.1f})" if float(b) in at else "–"
+                 for b in BUDGETS]
+        lines.append(f"| {n} | {pol.replace('_', ' ')} | " + " | ".join(cells) + " |")
     return lines + [""]

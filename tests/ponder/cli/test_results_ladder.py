@@ -5,8 +5,10 @@ from ponder.cli.results_ladder import ladder_section, load_ladder
 
 CFG = dict(method="repeat", max_steps=2, beta=0.01, lambda_p=0.2, hidden=128, lr=1e-3,
            options=dict(cell="tanh", layout="prefix"))
+FRONTIER = [dict(policy="fixed_depth", budget=float(b), val_steps=float(b), seen=dict(mean_steps=float(b), accuracy=a),
+                 unseen=dict(mean_steps=float(b), accuracy=0.5)) for b, a in ((1, 0.61), (2, 0.991))]
 EXP = dict(method="repeat", label="Repeat-RNN", train_k=[1, 48], seen=dict(accuracy=0.991, mean_steps=2.0, n=4000),
-           unseen=dict(accuracy=0.52, mean_steps=2.0, n=4000), by_k=[], frontier=[])
+           unseen=dict(accuracy=0.52, mean_steps=2.0, n=4000), by_k=[], frontier=FRONTIER)
 RUNGS = {"a-repeat2": dict(status="completed", config=CFG, updates=60000, last=0.99, best=0.992, to_098=21000,
                            seconds=832.4, curve=[[1000, 0.5], [21000, 0.981]], experiment=EXP),
          "c-ponder": dict(status="running", config=dict(CFG, method="ponder", lambda_p=0.5, max_steps=20),
@@ -26,6 +28,8 @@ def test_a_rung_reads_as_its_setting_its_progress_and_its_own_answer_on_seen_and
     running = next(l for l in lines if l.startswith("| c-ponder "))
     assert "PonderNet λp=0.5" in running and "| running | 7,000 | 0.520 | never | – | – | – |" in running
     assert ladder_section(None) == []
+    # the frontier: a run of N = 2 has budgets 1 and 2 only
+    assert "| a-repeat2 | fixed depth | 0.610 (1.0) | 0.991 (2.0) | – | – | – | – |" in lines
 
 
 def test_load_ladder_reads_only_a_ladder_report(tmp_path):
