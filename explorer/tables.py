@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Optional
 
 from ponder.losses import REGULARISERS
+from ponder.methods import METHODS
 from ponder.analysis.metrics import TestMetrics
 from ponder.store.record import RunRecord
 from ponder.store.runs import MAX_NAME, RunNameError, safe_name
@@ -97,6 +98,12 @@ def step_groups(entries) -> list:
     return [(names, text) for text, names in groups.items()]
 
 
+def method_name(train: dict) -> str:
+    """How a run halts, as the methods table names it (ponder.methods); a card that does not say is PonderNet's."""
+    m = METHODS.get(train.get("method", "ponder")) if isinstance(train.get("method", "ponder"), str) else None
+    return m.label if m is not None else "?"
+
+
 def describe_run(record: RunRecord) -> str:
     """A few lines about a run for a tooltip (markdown): task, λp, β, N, size, training, status, test
     numbers. The card's free text (name, status, reason, device) is shown as plain text."""
@@ -107,7 +114,7 @@ def describe_run(record: RunRecord) -> str:
     reads = task.reads if task is not None else ("rotate_train",)    # a task not known here: say all it has
     parts = [f"**{plain(record.name or '?')}** · {tr.get('task', '?')} · status **{plain(record.status or '?')}**"
              + (f" ({plain(record.reason)})" if record.reason else ""),
-             f"λp = {tr.get('lambda_p')}, β = {tr.get('beta')}, regulariser {regulariser_name(tr)}, "
+             f"halting: {method_name(tr)}, λp = {tr.get('lambda_p')}, β = {tr.get('beta')}, regulariser {regulariser_name(tr)}, "
              f"λ head reads {lambda_input_name(tr)}, "
              + (f"{task_settings(record)}, " if task_settings(record) else "") + f"{steps_setting(tr)}, "
              f"hidden = {tr.get('hidden')}, batch = {tr.get('batch_size')}, lr = {tr.get('lr')}",
@@ -186,7 +193,8 @@ def compare_rows(entries, metrics: dict) -> list:
                      "accuracy": m.accuracy, "mean steps": m.mean_steps, "E[n]": m.mean_expected_steps,
                      "E[n] hard − easy": None if easy is None or hard is None else hard - easy, "test n": m.n,
                      **({"sweep": e.sweep or None} if has_sweep else {}),
-                     "task": r.task, "status": r.status, "λp": r.lambda_p, "regulariser": regulariser_name(r.train),
+                     "task": r.task, "status": r.status, "method": method_name(r.train), "λp": r.lambda_p,
+                     "regulariser": regulariser_name(r.train),
                      "λ head reads": lambda_input_name(r.train), "design": task_settings(r) or None,
                      "N": r.max_steps, "ε": r.train.get("halt_epsilon"), "train s": r.train_seconds,
                      "device": r.device})

@@ -210,3 +210,12 @@ def test_every_lambda_input_has_words_and_a_sidebar_label():
     names = {k: tables.lambda_input_name({"lambda_input": k}) for k in LAMBDA_INPUTS}
     assert names["hidden"] == "h" and len(set(names.values())) == len(LAMBDA_INPUTS)
     assert tables.lambda_input_name({}) == "h"
+
+
+def test_a_run_says_how_it_halts_and_an_old_card_is_ponder_nets():
+    assert tables.method_name({"method": "act"}) == "ACT" and tables.method_name({}) == "PonderNet"
+    assert tables.method_name({"method": "deep"}) == "deep supervision" and tables.method_name({"method": 3}) == "?"
+    rec = RunRecord.from_card({"name": "r", "status": "completed", "train": {"task": "parity", "method": "repeat",
+                                                                            "max_steps": 2, "lambda_p": 0.2},
+                               "model": {}, "metrics": {}})
+    assert "halting: Repeat-RNN" in tables.describe_run(rec)
