@@ -41,6 +41,8 @@ def rung(preset: str, layout: str, method: list, lr: str, updates: int = UPDATES
 
 RUNGS = {
     "a-repeat2-prefix": rung("paper", "prefix", ["--method", "repeat", "--max-steps", "2"], "1e-3"),
+    "a-repeat2-prefix-noclip": rung("paper", "prefix", ["--method", "repeat", "--max-steps", "2", "--grad-clip", "1e6"],
+                                    "1e-3"),
     "a-act-prefix": rung("paper", "prefix", ["--method", "act", "--beta", "0.01", "--max-steps", "20"], "1e-3"),
     "b-repeat2-random": rung("paper", "random", ["--method", "repeat", "--max-steps", "2"], "1e-3"),
     "a-act-prefix-tau1e-3": rung("paper", "prefix", ["--method", "act", "--beta", "0.001", "--max-steps", "20"], "1e-3"),
@@ -55,6 +57,7 @@ RUNGS = {
 QUEUES = {
     "A": ["a-repeat2-prefix", "a-act-prefix", "a-act-prefix-tau1e-3", "b-repeat2-random", "b-act-random-tau1e-3",
           "c-ponder-lr1e-3-lp0.2-prefix", "b-deep5-random", "c-ponder-lr3e-4-lp0.2"],
+    "C": ["a-repeat2-prefix-noclip"],
     "B": ["c-ponder-lr1e-3-lp0.2", "c-ponder-lr1e-3-lp0.5", "c-ponder-lr1e-3-lp0.1", "c-ponder-lr3e-4-lp0.5",
           "c-ponder-lr3e-4-lp0.1"],
 }

@@ -228,6 +228,8 @@ def add_config_flags(t: argparse.ArgumentParser, d: TrainConfig) -> None:
     t.add_argument("--batch-size", type=int, default=None, help=f"(default {d.batch_size})")
     t.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default: {defaults('lr')})")
     t.add_argument("--lr-schedule", default=d.lr_schedule, help="onecycle or constant")
+    t.add_argument("--grad-clip", type=float, default=None, help=f"the most global gradient norm an update takes "
+                   f"(default {d.grad_clip:g})")
     t.add_argument("--seed", type=_seed, default=None, help=f"(default {d.seed})")
     t.add_argument("--device", default=d.device, help="auto, cpu, cuda or mps")
     t.add_argument("--compile", action="store_true", help="torch.compile the model (GPU)")
