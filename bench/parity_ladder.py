@@ -43,6 +43,8 @@ RUNGS = {
     "a-repeat2-prefix": rung("paper", "prefix", ["--method", "repeat", "--max-steps", "2"], "1e-3"),
     "a-repeat2-prefix-noclip": rung("paper", "prefix", ["--method", "repeat", "--max-steps", "2", "--grad-clip", "1e6"],
                                     "1e-3"),
+    "a-repeat2-prefix-tf": rung("paper", "prefix", ["--method", "repeat", "--max-steps", "2", "--grad-clip", "1e6",
+                                                    "--init", "glorot"], "1e-3"),
     "a-act-prefix": rung("paper", "prefix", ["--method", "act", "--beta", "0.01", "--max-steps", "20"], "1e-3"),
     "b-repeat2-random": rung("paper", "random", ["--method", "repeat", "--max-steps", "2"], "1e-3"),
     "a-act-prefix-tau1e-3": rung("paper", "prefix", ["--method", "act", "--beta", "0.001", "--max-steps", "20"], "1e-3"),
@@ -58,6 +60,7 @@ QUEUES = {
     "A": ["a-repeat2-prefix", "a-act-prefix", "a-act-prefix-tau1e-3", "b-repeat2-random", "b-act-random-tau1e-3",
           "c-ponder-lr1e-3-lp0.2-prefix", "b-deep5-random", "c-ponder-lr3e-4-lp0.2"],
     "C": ["a-repeat2-prefix-noclip"],
+    "D": ["a-repeat2-prefix-tf"],
     "B": ["c-ponder-lr1e-3-lp0.2", "c-ponder-lr1e-3-lp0.5", "c-ponder-lr1e-3-lp0.1", "c-ponder-lr3e-4-lp0.5",
           "c-ponder-lr3e-4-lp0.1"],
 }

@@ -47,11 +47,12 @@ def test_mnist_and_parity_options_stay_train_config_fields():
     cfg = train_config("mnist")
     assert cfg.options == {} and (cfg.reader, cfg.rows_per_step, cfg.rotate_train) == ("rows", 2, 0.0)
     assert options_of(TASKS["parity"], train_config("parity", parity_preset="video-15")).parity_preset == "video-15"
-    assert [f.name for f in option_fields(TASKS["parity"])] == ["parity_preset", "cell", "first_flag", "layout",
-                                                                 "steps_per_epoch"]
+    assert [f.name for f in option_fields(TASKS["parity"])] == ["parity_preset", "cell", "first_flag", "init",
+                                                                 "layout", "steps_per_epoch"]
     # parity's later options (the cell, the first-step flag, the layout) live in options, as a new task's do
     cfg = train_config("parity", cell="tanh", layout="prefix")
-    assert cfg.options == {"cell": "tanh", "first_flag": False, "layout": "prefix"} and validate(cfg) is cfg
+    assert cfg.options == {"cell": "tanh", "first_flag": False, "init": "torch", "layout": "prefix"}
+    assert validate(cfg) is cfg
 
 
 @pytest.mark.parametrize("values, needle", [

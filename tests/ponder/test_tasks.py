@@ -278,3 +278,16 @@ def test_a_parity_cards_cell_and_flag_are_checked_and_the_flag_marks_only_the_fi
     x = torch.ones(2, 8)
     assert fn.cell_input(x, 0)[:, 0].tolist() == [1.0, 1.0] and fn.cell_input(x, 3)[:, 0].tolist() == [0.0, 0.0]
     assert torch.equal(fn.cell_input(x, 1)[:, 1:], x) and isinstance(fn.cell, torch.nn.RNNCell)
+
+
+def test_glorot_starting_weights_are_tensorflows_and_the_card_keeps_them():
+    from ponder.tasks import model_config_from_dict
+    # tanh cell, 8 inputs + flag, H = 16: [W_ih | W_hh] ~ U(±sqrt(6 / (9 + 16 + 16))) = ±0.3825, zero biases
+    fn = tiny_model("parity", cell="tanh", first_flag=True, init="glorot", lambda_std=0).step_fn
+    limit = (6 / (9 + 16 + 16)) ** 0.5
+    assert fn.cell.weight_ih.abs().max() <= limit and fn.cell.weight_hh.abs().max() <= limit
+    assert fn.cell.weight_hh.abs().max() > 0.8 * limit                        # drawn over the whole range
+    assert not fn.cell.bias_ih.any() and not fn.cell.bias_hh.any() and not fn.out_head.bias.any()
+    assert model_config_from_dict("parity", {"n_elems": 8, "hidden": 4, "init": "glorot"}).init == "glorot"
+    with pytest.raises(ConfigError, match="init must be one of torch, glorot"):
+        model_config_from_dict("parity", {"n_elems": 8, "hidden": 4, "init": "he"})

@@ -37,6 +37,10 @@ class ParityOptions:
     first_flag: bool = option(False, "feed a flag that is 1 at the first step and 0 after beside the vector "
                               "(Graves' and Fojo et al.'s input for a task whose input does not change)",
                               label="First-step flag")
+    init: str = option("torch", "the cell's and heads' starting weights: torch (PyTorch's uniform(±1/√H) for every "
+                       "weight and bias) or glorot (TensorFlow's: Glorot-uniform weights over the stacked [input, "
+                       "state] matrix, zero biases, as Fojo et al.'s BasicRNNCell)", label="Initial weights",
+                       choices=("torch", "glorot"))
     layout: str = option("random", "where a vector's k non-zeros sit: random positions (the paper's), or the first "
                          "k entries (prefix: Fojo et al.'s)", label="Non-zeros at", choices=("random", "prefix"))
     steps_per_epoch: int = option(500, "batches per epoch (parity generates its data)", label="Batches per epoch",

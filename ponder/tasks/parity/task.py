@@ -31,6 +31,7 @@ class ParityConfig:
     hidden: int = 64         # the cell's hidden size
     cell: str = "gru"        # "gru", or "tanh": one layer of tanh units (the paper's App. B.1, Fojo et al.'s)
     first_flag: bool = False  # the input at step n is [1 if n = 0 else 0, x] (Graves' ACT input for a static x)
+    init: str = "torch"      # starting weights: "torch" (PyTorch's defaults) or "glorot" (TensorFlow's, glorot_init)
 
 
 class ParityStep(nn.Module):
@@ -45,6 +46,8 @@ class ParityStep(nn.Module):
         self.cell = CELLS[cfg.cell](cfg.n_elems + int(cfg.first_flag), cfg.hidden)
         self.out_head = nn.Linear(cfg.hidden, 1)
         self.lambda_head = nn.Linear(cfg.hidden, 1)
+        if cfg.init == "glorot":
+            glorot_init(self)
         init_lambda_head(self.lambda_head, lambda_p)
 
     def encode(self, x):
@@ -72,6 +75,24 @@ class ParityStep(nn.Module):
     def probs(self, y):
         p1 = torch.sigmoid(y.float())
         return torch.stack([1 - p1, p1], -1)                             # [B, 2]: even, odd
+
+
+def glorot_init(m: "ParityStep") -> None:
+    """TensorFlow's starting weights (BasicRNNCell's, and tf.get_variable's default for the output head): the input
+    and state weights drawn as one Glorot-uniform matrix of the stacked [input, state] shape, zero biases;
+    [W_ih | W_hh] ~ U(±sqrt(6 / (n_in + H + H))). A GRU's gates are drawn one gate at a time the same way."""
+    c, H = m.cell, m.cfg.hidden
+    n_in, gates = c.weight_ih.shape[1], c.weight_ih.shape[0] // H
+    with torch.no_grad():
+        for g in range(gates):
+            w = torch.empty(H, n_in + H)
+            nn.init.xavier_uniform_(w)                                  # fan_in n_in + H, fan_out H
+            c.weight_ih[g * H:(g + 1) * H] = w[:, :n_in]
+            c.weight_hh[g * H:(g + 1) * H] = w[:, n_in:]
+        c.bias_ih.zero_()
+        c.bias_hh.zero_()
+        nn.init.xavier_uniform_(m.out_head.weight)
+        m.out_head.bias.zero_()
 
 
 class ParityStepper:
@@ -171,11 +192,14 @@ class ParityTask(Task):
     def model_config(self, cfg: TrainConfig) -> ParityConfig:
         o = options_of(TASK, cfg)            # parity's own options (a task built on this one may have others)
         return ParityConfig(n_elems=PARITY_PRESETS[cfg.parity_preset]["n_elems"], hidden=cfg.hidden, cell=o.cell,
-                            first_flag=o.first_flag)
+                            first_flag=o.first_flag, init=o.init)
 
     def check_model_field(self, name: str, value) -> bool:
         if name == "cell":
             _check(isinstance(value, str) and value in CELLS, "cell", f"one of {', '.join(CELLS)}", value)
+            return True
+        if name == "init":
+            _check(value in ("torch", "glorot"), "init", "one of torch, glorot", value)
             return True
         if name == "first_flag":
             _check(isinstance(value, bool), "first_flag", "true or false", value)

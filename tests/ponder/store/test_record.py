@@ -34,7 +34,7 @@ def test_save_run_writes_the_record_read_record_reads(tmp_path):
            ("r1", "cancelled", "cancelled at step 7", 7, 1.23)        # seconds kept to two decimals
     assert back.train == cfg.to_dict() and back.config == cfg and back.partial
     assert back.test.to_dict() == {"accuracy": 0.5}
-    assert back.model == {"n_elems": 8, "hidden": 16, "cell": "gru", "first_flag": False}
+    assert back.model == {"n_elems": 8, "hidden": 16, "cell": "gru", "first_flag": False, "init": "torch"}
     assert load_checkpoint(d).model.max_steps == 5
 
 
