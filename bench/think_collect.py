@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from bench.think_measure import table
+from bench.think_table import table
 
 # what each setting changes, in words (docs/findings.md §10-11)
 BASE = ("recall step (one weight-tied 3×3 conv again each step, the input re-injected), N 8, 0.6 epoch, "

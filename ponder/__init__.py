@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401  (the public face names it)
 
 _HOMES = {                                 # name -> the module that defines it
     "PonderNet": "ponder.halting",

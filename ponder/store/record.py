@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field, fields, replace
 from typing import Optional
 
-from .. import __version__
+from ..version import __version__
 from ..analysis.metrics import TestMetrics
 from ..config import TrainConfig
 from .card_checks import MAX_CARD_TEXT

@@ -14,19 +14,17 @@ The readers have view(x, n): the image as step n sees it (the explorer draws it)
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from ..base import init_lambda_head
+from .config import MnistConfig
 from .gru import gru_unroll
 from .levels import CoarseLevels, RowLevels, levels_for
 from .stepper import GruStepper
 
-if TYPE_CHECKING:
-    from .task import MnistConfig
 
 
 def fused_gru(t: torch.Tensor) -> bool:

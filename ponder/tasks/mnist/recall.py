@@ -14,16 +14,14 @@ computation on the same evidence. Little capacity per step (C channels, one conv
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from ..base import init_lambda_head
+from .config import MnistConfig
 
-if TYPE_CHECKING:
-    from .task import MnistConfig
 
 STEM_PIXELS, PIXELS_PER_STEP = 5, 4      # receptive field of the stem (5x5 conv), and its growth per 3x3 conv at stride 2
 
