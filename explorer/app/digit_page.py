@@ -9,7 +9,7 @@ import streamlit as st
 
 from ponder.store.record import RunRecord
 from ponder.store.runs import ModelEntry
-from ponder.analysis.studies import Trace, trace_input
+from ponder.analysis.studies import Trace, prior_mean, trace_input
 from ponder.tasks import step_meaning
 
 from ..drawing import canvas, digits, shared
@@ -35,7 +35,7 @@ def intro_ui(record: RunRecord, name: str) -> None:
             "- **Per-step answer**: what it would answer if it stopped at step n (the heatmap, and the step slider).\n"
             "- **λ_n**: its chance to halt at step n if it is still running.\n"
             "- **p_n vs the prior**: the chance to halt exactly at step n, λ_n·∏(1−λ_j) over the earlier steps; "
-            "training pulls it towards the geometric prior λp(1−λp)^(n−1), whose mean is 1/λp steps.\n"
+            f"{prior_pull(record)}\n"
             "- **E[n] = Σ n·p_n**: how many steps it expects to take on this input; compare digits, rotations and "
             "models (pick a second one in the sidebar to see both side by side).\n"
             "- **Halting mode**: *sample* draws the halt at random (the paper's inference; the seed fixes the "
@@ -76,6 +76,21 @@ def view_link(digit, test_index: Optional[int], angle: float, mode: str, seed: i
             qp.pop(name, None)
         elif qp.get(name) != value:
             qp[name] = value
+
+
+def prior_pull(record: RunRecord) -> str:
+    """How hard training pulls p_n towards the prior for this model: the KL term's weight β, and, where its card
+    measured it, its mean E[n] on test digits beside the prior's mean (the Train page says why a small β lets them
+    differ)."""
+    beta, lp = record.train.get("beta"), record.lambda_p
+    mean = prior_mean(lp, record.max_steps)
+    text = (f"training pulls it towards the geometric prior λp(1−λp)^(n−1) (mean {mean:.2f} steps within N = "
+            f"{record.max_steps}) only through the KL term, weighed by β = {beta:g} against the answers' loss")
+    if (en := record.test.mean_expected_steps) is not None:
+        far = abs(en - mean) > 0.5 * mean
+        text += (f": its mean E[n] on test digits is {en:.2f}, " + ("far from the prior's: at this β the answers' "
+                 "loss outweighs the pull (the Train page shows what each costs)." if far else "close to the prior's."))
+    return text + ("" if text.endswith(".") else ".")
 
 
 def digit_input_ui() -> tuple:

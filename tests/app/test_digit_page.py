@@ -383,6 +383,9 @@ def test_digit_page_introduces_pondernet(runs):
     assert "PonderNet" in at.markdown[0].value and any(e.label == "What to look at" for e in at.expander)
     look = next(e for e in at.expander if e.label == "What to look at")
     assert all(w in look.markdown[0].value for w in ("Per-step answer", "λ_n", "p_n vs the prior", "E[n]"))
+    # how hard the prior pulls: mnist-adaptive's card, β 0.02, λp 0.5 (prior mean 2.00 within N = 20), E[n] 9.62
+    assert ("only through the KL term, weighed by β = 0.02 against the answers' loss: its mean E[n] on test digits is "
+            "9.62, far from the prior's") in look.markdown[0].value
 
 
 @pytest.mark.parametrize("page, model, said", [
