@@ -43,7 +43,7 @@ def test_digit_page_worth_it_chart_sentence_groups_and_where_the_answer_settled(
     assert {t.get("name") for t in fig["data"]} >= {"fixed depth", "confidence exit", "Q-exit (learned λ, deterministic)"}
     assert worth_sentence(eq) in texts(at) and "2,000 test items" in texts(at)
     assert eq["tuned_on"] == {"set": "validation", "n": ITEMS}
-    diffs = next(d.value for d in at.dataframe if "difference" in d.value.columns)        # the intervals, one rule
+    diffs = next(d.value for d in at.table if "difference" in d.value.columns)        # the intervals, one rule
     assert list(diffs["difference"]) == ["Q-exit − confidence exit", "Q-exit − fixed depth", "sampled halting − Q-exit",
                                          "sampled halting − confidence exit", "sampled halting − fixed depth"]
     groups = _by_group(at)
