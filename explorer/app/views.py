@@ -137,7 +137,7 @@ def parity_intro_ui(record: RunRecord, name: str) -> None:
             "vectors), with 95 % intervals on the differences; on the unseen k too, where a preset has them.")
 
 
-GALLERY_CELL_PX = 104   # a digit, its caption and its button: rows wrap at any width (seven at 1280 px, three on a
+GALLERY_CELL_PX = 96    # a digit, its caption and its button: rows wrap at any width (seven at 1280 px, three on a
                         # phone); eight columns at 1280 px left each button ~95 px, its label cut ("#10…")
 
 

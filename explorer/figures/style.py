@@ -94,13 +94,16 @@ def legend_rows(names, width: int = LEGEND_WIDTH) -> int:
 
 def layout(fig: go.Figure, title: str = "", height: int = HEIGHT, **kw) -> go.Figure:
     """Title, legend and margins of every figure, placed so that nothing covers anything: the title
-    at the top left pushes the plot down (automargin), the legend sits under the plot (at the bottom of
+    at the top left, in lines that fit a phone (wrap_title), pushes the plot down (automargin), the legend sits under the plot (at the bottom of
     the figure, where it reserves its own rows), and the figure grows by those rows so the plot keeps
     its height. Plotly's toolbar is off (explorer.app.ui.PLOTLY_CONFIG): it covered titles and legends."""
     rows = legend_rows(legend_names(fig)) if kw.get("showlegend", True) else 0
     title, lines = wrap_title(title)
-    return set_layout(fig, title=dict(text=title, x=0, xanchor="left", xref="container", y=1, yanchor="top",
-                                      yref="container", pad=dict(t=8, l=6), automargin=True,
+    # a title of several lines sits on the plot area (Plotly puts the first of several lines anchored at the
+    # figure's top above the figure, out of sight)
+    place = (dict(y=1, yanchor="top", yref="container", pad=dict(t=8, l=6)) if lines == 1 else
+             dict(y=1, yanchor="bottom", yref="paper", pad=dict(b=10, l=6)))
+    return set_layout(fig, title=dict(text=title, x=0, xanchor="left", xref="container", **place, automargin=True,
                                       font=dict(size=15)) if title else None,
                       height=height + (25 + TITLE_LINE_PX * (lines - 1) if title else 0)
                       + (LEGEND_ROW * rows + 12 if rows else 0),

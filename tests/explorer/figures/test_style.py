@@ -100,3 +100,5 @@ def test_the_worth_charts_title_fits_a_phone_in_two_lines():
     one = style.layout(go.Figure(), "Short title", height=300)
     two = style.layout(go.Figure(), "Accuracy at equal compute: the learned halting and two rules", height=300)
     assert two.layout.height == one.layout.height + style.TITLE_LINE_PX     # the plot keeps its height
+    # two lines sit on the plot area: anchored at the figure's top, Plotly put the first line above the figure
+    assert (two.layout.title.yref, two.layout.title.yanchor, one.layout.title.yref) == ("paper", "bottom", "container")
