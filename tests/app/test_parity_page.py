@@ -4,6 +4,7 @@ import pytest
 from helpers import ASSETS, charts, one_line_errors, open_app, run_ok, texts
 from ponder.store.card import read_card
 from explorer import inputs
+from page_helpers import _step_slider
 
 # under pytest-xdist one worker runs the page tests: their runs folders, the job registry and the pages' first
 # imports are set up once
@@ -90,3 +91,23 @@ def test_deterministic_mode_halts_where_the_q_exit_says(runs):
         at.slider(key="par_q").set_value(q)
         run_ok(at)
         assert f"Q-exit at q = {q:g} halts" in texts(at) and f"step **{step}**" in texts(at)
+
+
+def test_pause_keeps_the_step_on_screen_when_the_next_one_was_cut_short(runs):
+    """On a loaded machine Pause landed a step late: the server had ticked to step 4 and was still sending it when
+    Pause was pressed (outside the playing fragment, a press cuts that run short). Pause keeps step 3, the last one
+    whose panel and slider were sent; the button is outside the fragment, so it is not sent again at each step."""
+    from dataclasses import replace
+    from explorer.app.stepper import Playing, paused_at
+    at = open_app(page="parity", model="runs/tiny-parity")
+    at.button(key="par_step_play").click()
+    run_ok(at)
+    run_ok(at)
+    run_ok(at)                                                  # the third tick: step 3, sent
+    play = at.session_state["par_step_playing"]
+    assert _step_slider(at).value == 3 and _step_slider(at).disabled and (play.step, play.shown) == (3, 3)
+    at.session_state["par_step_playing"] = replace(play, step=4)   # ticked to 4, its run cut short by the press
+    at.button(key="par_step_play").click()
+    run_ok(at)
+    assert _step_slider(at).value == 3 and not _step_slider(at).disabled and "Step 3 of 5" in texts(at)
+    assert [paused_at(Playing("a", 4, shown=s), 5) for s in (0, 3, 4)] == [4, 3, 4]     # none sent yet: the tick
