@@ -24,7 +24,7 @@ def main(argv=None) -> int:
         if args.command == "study":
             return cmd_study(args)
         if args.command == "data":
-            from .data import cmd_data
+            from .mnist_data import cmd_data
             return cmd_data(args)
         if args.command == "reproduce":
             from .reproduce import run as reproduce

@@ -1,4 +1,4 @@
-"""ponder/cli/data.py: python -m ponder data [--download] says where MNIST is, and fetches it with torchvision's
+"""ponder/cli/mnist_data.py: python -m ponder data [--download] says where MNIST is, and fetches it with torchvision's
 downloader (mocked here: there is no internet in the tests)."""
 import gzip
 import sys
