@@ -1,5 +1,6 @@
 """The parameters a shared link may carry (?page=rotation&model=mnist-rot22, ?lp=0.35, ?models=a&models=b,
-?mode=deterministic), which page reads which, and the check that says what a link asked for that cannot
+?mode=deterministic; the digit page's input and view: ?digit=<28×28 digit>, ?test=<test digit>, ?angle=, ?seed=, ?q=,
+explorer.drawing.shared), which page reads which, and the check that says what a link asked for that cannot
 be used. Pure: plain dicts and strings in and out, no Streamlit (explorer.app.ui.link_params_ui shows it).
 """
 from __future__ import annotations
@@ -11,14 +12,17 @@ from ponder.halting import MODES
 from ponder.tasks import TASKS
 
 from . import navigation
+from .drawing import shared
 
 PAGES = tuple(p.name for p in navigation.PAGES)            # url paths (the first is the default page)
 MODEL_TASK = {page: t.name for t in TASKS.values() for page in t.pages}  # pages with a single-model picker: their task
 USES = {p.name: p.uses for p in navigation.PAGES}          # the link parameters each page reads
-NAMES = ("page", "model", "models", "lp", "mode")      # the app's own; anything else (Streamlit's embed, ...) is left alone
+NAMES = ("page", "model", "models", "lp", "mode", "digit", "test", "angle", "seed", "q")      # the app's own; anything else (Streamlit's embed, ...) is left alone
 LP_RANGE = (0.01, 0.99)        # λp in (0, 1): at 1 every input halts at step 1, at 0 never (the slider's range)
 LP_HELP = ("The geometric prior p_G(n) = λp(1−λp)^(n−1) says 'halt with probability λp at each step'; its mean "
            "is 1/λp steps. λp lies in (0, 1): at 1 every input would stop at step 1, at 0 none would stop.")
+VIEW = {"digit": shared.decode_digit, "test": shared.parse_test, "angle": shared.parse_angle,  # -> (value or None, why)
+        "seed": shared.parse_seed, "q": shared.parse_q}
 TASK_NAMES = {t.name: t.label for t in TASKS.values()}
 
 
@@ -69,6 +73,9 @@ def check_params(params: Mapping[str, Sequence[str]], page: str, tasks: Mapping[
             ok, why = parse_lambda_p(value) is not None, f"not a number from {LP_RANGE[0]:g} to {LP_RANGE[1]:g}"
         elif name == "mode":
             ok, why = value in MODES, "not a halting mode (" + ", ".join(MODES) + ")"
+        elif name in VIEW:                                        # the digit page's input and how it is looked at
+            parsed, why = VIEW[name](value)
+            ok = parsed is not None
         else:                                                     # model
             want = MODEL_TASK[page]
             ok = tasks.get(value) == want

@@ -14,7 +14,7 @@ class Page:
     script: str                      # the page script, from the repository root
     title: str                       # in the sidebar and the tab
     icon: str                        # a Material icon (drawn from Streamlit's own font: nothing is fetched)
-    uses: frozenset = frozenset()    # the link parameters it reads (?model=, ?models=, ?lp=, ?mode=)
+    uses: frozenset = frozenset()    # the link parameters it reads (?model=, ?models=, ?lp=, ?mode=, ...: explorer.links)
 
     @property
     def name(self) -> str:
@@ -23,7 +23,7 @@ class Page:
 
 
 PAGES = (                            # in the sidebar's order; the first one is the default page (url path /)
-    Page("pages/digit.py", "Ponder a digit", ":material/draw:", frozenset({"model", "mode"})),
+    Page("pages/digit.py", "Ponder a digit", ":material/draw:", frozenset({"model", "mode", "digit", "test", "angle", "seed", "q"})),
     Page("pages/train.py", "Train", ":material/model_training:", frozenset({"lp"})),
     Page("pages/sweep.py", "λp sweep", ":material/ssid_chart:", frozenset({"lp"})),
     Page("pages/rotation.py", "Rotation study", ":material/rotate_right:", frozenset({"model"})),

@@ -54,7 +54,7 @@ if source == "The sweep job":
     def live_results():
         view = job.snapshot()
         if note:
-            st.caption(note)
+            st.caption(job_views.note_line(note, view))
         if view.active:
             job_views.job_ui(view, lambda: job.cancel(who), key="sweep_job")
         sweep_views.sweep_results_ui(sweep_views.job_sweep_rows(view), view.runs[0].config.max_steps, key="sweep_live")

@@ -137,7 +137,7 @@ def job_ui(view: JobView, cancel, key: str = "job", note: str = "", watch: tuple
     """A job's runs: the running one live, the finished ones as result boxes, queued ones listed.
     note: a line on where the job came from (another session, the URL)."""
     if note:
-        st.caption(note.replace(AGO, _ago(view.created)))      # counted at each poll
+        st.caption(note_line(note, view))                       # counted at each poll
     if view.active:
         c1, c2 = st.columns([4, 1], vertical_alignment="center")
         budgets = [r.config.max_seconds if r.config is not None else None for r in view.runs]
@@ -229,6 +229,11 @@ def recent_jobs_ui(jobs, shown: Optional[str], key: str) -> None:
 
 def _ago(t: float) -> str:
     return f"{_fmt_s(time.time() - t)} ago"
+
+
+def note_line(note: str, view: JobView) -> str:
+    """A job's note (attach_job_ui) as shown: its AGO counted now."""
+    return note.replace(AGO, _ago(view.created))
 
 
 def run_name(run_dir: str) -> str:

@@ -253,7 +253,8 @@ def rotation_ui(key: str = "angle") -> float:
 
     @st.fragment
     def slider():
-        st.slider("Rotation (degrees, counter-clockwise)", -180, 180, 0, step=5, key=key,
+        st.session_state.setdefault(key, 0)          # a link's angle may be there first (digit_page.link_view_ui)
+        st.slider("Rotation (degrees, counter-clockwise)", -180, 180, step=5, key=key,
                   help="Applied to the drawing or the test digit before the model sees it.")
         # a press reruns this fragment alone; a page run shows the slider's angle and so needs no tick
         moved = not st.session_state.get(in_page) and st.session_state[key] != st.session_state.get(applied)

@@ -4,7 +4,10 @@ the slider's step (Streamlit layout around explorer.app.views and explorer.figur
 Play starts at step 1 (or where a Pause left it) and moves one step every PLAY_EVERY seconds through the halt to
 step N, where it stops: the evidence builds up to the halt, and the steps after it show as such. While it plays the
 slider is a read-only one made afresh for each step (its own key), so the browser always draws the step the
-panel below describes; Pause hands the step back to the slider the reader can drag.
+panel below describes; it is sent right after the step's panel, so it never shows a step before the panel does.
+The Play / Pause button is outside the fragment that plays: it stays put while the steps change (a button sent
+again at each step lost presses on a loaded machine), and a press reruns the page at once, cutting short a step
+being sent. Pause keeps the last step whose panel and slider were sent, and hands it back to the slider the reader can drag.
 
 The browser draws a slider it mounts afresh at the default it was sent, and Streamlit keeps a keyed slider's value
 on the server even where the browser has dropped it (a page run cut short by the next click keeps it): a slider
@@ -15,7 +18,7 @@ makes a new slider (a new key, never used before) that starts where it should.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
 import numpy as np
@@ -55,10 +58,12 @@ def slider_view(view: Optional[SliderView], ident: str, halt: int, at: Optional[
 
 @dataclass
 class Playing:
-    """Where Play is: the trace it plays (trace_id) and the step it shows; fresh until that step was shown."""
+    """Where Play is: the trace it plays (trace_id) and the step it shows; fresh until that step was shown; shown: the
+    last step whose panel and slider were sent (0: none yet)."""
     ident: str
     step: int
     fresh: bool = True
+    shown: int = 0
 
 
 def play_from(now: int, n_steps: int, resume: bool) -> int:
@@ -69,8 +74,8 @@ def play_from(now: int, n_steps: int, resume: bool) -> int:
 def tick(play: Playing, n_steps: int) -> Optional[Playing]:
     """The next state of a playing trace: its first step is shown once, then one step a tick; None after step N."""
     if play.fresh:
-        return Playing(play.ident, play.step, fresh=False)
-    return Playing(play.ident, play.step + 1, fresh=False) if play.step < n_steps else None
+        return replace(play, fresh=False)
+    return replace(play, step=play.step + 1, fresh=False) if play.step < n_steps else None
 
 
 def step_note(tr: Trace, n: int) -> str:
@@ -114,8 +119,19 @@ def steps_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], 
     drawing, angle, mode or model starts it afresh)."""
     ident, n_steps = trace_id(tr), tr.max_steps
     play_key, resume_key, view_key, at_key = f"{key}_playing", f"{key}_resume", f"{key}_view", f"{key}_at"
+    if st.session_state.pop(f"{key}_start", False):  # Play pressed (_play_or_pause): from step 1 or the Pause
+        view = st.session_state.get(view_key)
+        now = st.session_state.get(f"{key}_slider{view.gen}", view.start) if isinstance(view, SliderView) and \
+            view.ident == ident else 1
+        resume = st.session_state.get(resume_key) == ident
+        st.session_state[play_key], st.session_state[resume_key] = Playing(ident, play_from(now, n_steps, resume)), None
     play = st.session_state.get(play_key)
     playing = isinstance(play, Playing) and play.ident == ident
+    # outside the fragment: the button stays put while the steps play (a button drawn again at every step lost
+    # clicks on a loaded machine), and a press reruns the page once, with or without the fragment's timer
+    st.button("Pause" if playing else "Play through the steps", key=f"{key}_play",
+              icon=":material/pause:" if playing else ":material/play_arrow:", on_click=_play_or_pause,
+              args=(ident, n_steps, key, playing))
 
     @st.fragment(run_every=PLAY_EVERY if playing else None)
     def section():
@@ -125,32 +141,46 @@ def steps_ui(tr: Trace, seen: Optional[np.ndarray], class_names: Sequence[str], 
         st.session_state.pop(at_key, None)
         slider = f"{key}_slider{view.gen}"
         now = st.session_state.get(slider, view.start)              # the step the reader's slider is on
-        clicked = bool(st.session_state.get(f"{key}_play"))      # Pause pressed: stay on the step shown
         active = isinstance(play, Playing) and play.ident == ident
-        if active and playing and not clicked:
+        if active and playing:
             play = st.session_state[play_key] = tick(play, n_steps)
             if play is None:                                  # past step N: the slider stays there, Play again
                 st.session_state[at_key] = (ident, n_steps)
                 st.rerun()                                    # the whole page: the fragment stops polling
-        if st.button("Pause" if active else "Play through the steps", key=f"{key}_play",
-                     icon=":material/pause:" if active else ":material/play_arrow:"):
-            if active:
-                st.session_state[at_key] = (ident, play.step)
-                st.session_state[resume_key], st.session_state[play_key] = ident, None
-            else:
-                start = play_from(now, n_steps, st.session_state.get(resume_key) == ident)
-                st.session_state[play_key], st.session_state[resume_key] = Playing(ident, start), None
-            st.rerun()
-        if active:                                            # read-only while playing: a new widget each step
-            n = st.slider(SLIDER, 1, n_steps, play.step, key=f"{key}_{ident}_play{play.step}", disabled=True,
+        n = play.step if active else now
+        controls = st.container()                   # the slider, sent right after the step's panel: never ahead of it
+        step_panel_ui(tr, n, seen, class_names, labels)
+        with controls:
+            if active:                                        # read-only while playing: a new widget each step
+                st.slider(SLIDER, 1, n_steps, n, key=f"{key}_{ident}_play{n}", disabled=True,
                           help="Playing: press Pause to move the slider yourself.")
-        else:
-            n = st.slider(SLIDER, 1, n_steps, now, key=slider,
+            else:
+                st.slider(SLIDER, 1, n_steps, now, key=slider,
                           help="Move through the steps, or press Play to watch them all from step 1 to N, through the "
                                "halt: the image as that step saw it, its answer if it stopped there, and a band at "
                                "that step on every chart below.")
-        step_panel_ui(tr, n, seen, class_names, labels)
+        if active:                 # its panel and slider sent: a Pause pressed while the next step is sent keeps it
+            st.session_state[play_key] = replace(play, shown=n)
         st.divider()
         trace_charts_ui(tr, class_names, truth, key=f"{key}_charts", cursor=n)
 
     section()
+
+
+def _play_or_pause(ident: str, n_steps: int, key: str, playing: bool) -> None:
+    """The Play / Pause button's callback, before the page run that follows the press (which a press outside the
+    fragment starts at once, cutting short a step being sent). Pause keeps the last step on screen (paused_at);
+    Play is started by that run (steps_ui), which knows the input then shown."""
+    state, play_key = st.session_state, f"{key}_playing"
+    play = state.get(play_key)
+    if playing and isinstance(play, Playing) and play.ident == ident:
+        state[f"{key}_at"] = (ident, paused_at(play, n_steps))
+        state[f"{key}_resume"], state[play_key] = ident, None
+    elif not playing:
+        state[f"{key}_start"] = True
+
+
+def paused_at(play: Playing, n_steps: int) -> int:
+    """The step Pause keeps: the last one whose panel and slider were sent (a press that cuts short the next step's
+    run, on a loaded machine, keeps the step on screen), else the step ticked to."""
+    return play.shown if 1 <= play.shown <= n_steps else play.step

@@ -194,11 +194,14 @@ def remember_widget_state(key: str) -> None:
 
 
 def mode_ui(key: str = "mode") -> str:
+    """The halting mode, read from a link's ?mode= the first time and written back to the address."""
     q = st.query_params.get("mode")
     keep_widget_state(key, q if q in MODES else "sample")
     mode = st.segmented_control("Halting mode", MODES, key=key, required=True, help=MODE_HELP,
-                                on_change=remember_widget_state, args=(key,))
-    return mode or "sample"
+                                on_change=remember_widget_state, args=(key,)) or "sample"
+    if st.query_params.get("mode") != mode:
+        st.query_params["mode"] = mode                      # the address says the mode shown (a link reads it)
+    return mode
 
 
 def q_ui(key: str = "q") -> float:

@@ -142,8 +142,12 @@ def parity_intro_ui(record: RunRecord, name: str) -> None:
             "vectors), with 95 % intervals on the differences; on the unseen k too, where a preset has them.")
 
 
+GALLERY_CELL_PX = 96    # a digit, its caption and its button: rows wrap at any width (seven at 1280 px, three on a
+                        # phone); eight columns at 1280 px left each button ~95 px, its label cut ("#10…")
+
+
 def pondering_gallery_ui(gallery: Optional[dict], class_names: Sequence[str]) -> None:
-    """Two rows of test digits: the ones it ponders least and most (by E[n]), with its answers; a click on one
+    """Test digits in wrapping rows: the ones it ponders least and most (by E[n]), with its answers; a click on one
     loads it as the input above (pickers.pick_test_digit)."""
     if gallery is None:
         st.info("The gallery needs the MNIST test set (see the MNIST test digit source above).")
@@ -151,11 +155,12 @@ def pondering_gallery_ui(gallery: Optional[dict], class_names: Sequence[str]) ->
     st.caption("Click a digit's button to ponder it above, step by step.")
     for title, rows in (("Least pondered", gallery["least"]), ("Most pondered", gallery["most"])):
         st.markdown(f"**{title}**")
-        for col, r in zip(st.columns(len(rows)), rows):
-            mark = "" if r["pred"] == r["label"] else f" ✗ (label {class_names[r['label']]})"
-            with col:
-                st.image(Image.fromarray(r["image"]).resize((84, 84), Image.NEAREST),
-                         caption=f"#{r['index']} · E[n] {r['expected_steps']:.1f} · says {class_names[r['pred']]}{mark}")
-                st.button(f"#{r['index']}", key=f"gallery_{r['index']}", icon=":material/arrow_upward:",
-                          help=f"Ponder test digit #{r['index']} above", on_click=pick_test_digit, args=(r["index"],),
-                          width="stretch")
+        with st.container(horizontal=True, gap="small"):
+            for r in rows:
+                mark = "" if r["pred"] == r["label"] else f" ✗ (label {class_names[r['label']]})"
+                with st.container(width=GALLERY_CELL_PX, gap="small"):
+                    st.image(Image.fromarray(r["image"]).resize((84, 84), Image.NEAREST), width=84,
+                             caption=f"#{r['index']} · E[n] {r['expected_steps']:.1f} · says {class_names[r['pred']]}{mark}")
+                    st.button(f"#{r['index']}", key=f"gallery_{r['index']}", icon=":material/arrow_upward:",
+                              help=f"Ponder test digit #{r['index']} above", on_click=pick_test_digit,
+                              args=(r["index"],), width="stretch")

@@ -35,6 +35,10 @@ def watched_input(cfg) -> tuple:
     return canvas.model_input(pool.x[0]), f"a test digit (label {int(pool.y[0])}; draw one on the digit page to watch it)"
 
 
+PROBABILITY_TICKS = [0, 0.25, 0.5, 0.75, 1]     # the right axis's: left to itself it followed the left axis's
+                                                # ticks (0 / 33 / 66 / 99 %)
+
+
 def history_fig(watched: list) -> go.Figure:
     """E[n] (left axis) and the answer's confidence (right axis) at each look, against the training step."""
     x = [w["step"] for w in watched]
@@ -44,7 +48,8 @@ def history_fig(watched: list) -> go.Figure:
         go.Scatter(x=x, y=[w["confidence"] for w in watched], name="answer's probability", yaxis="y2", mode="lines",
                    line=dict(color=NEUTRAL_COLOR, dash="dot"), text=[str(w["pred"]) for w in watched],
                    hovertemplate="training step %{x}<br>answer %{text} at %{y:.1%}<extra></extra>")])
-    fig.update_layout(yaxis2=dict(title="probability", overlaying="y", side="right", range=[0, 1], tickformat=".0%"))
+    fig.update_layout(yaxis2=dict(title="probability", overlaying="y", side="right", range=[0, 1], tickformat=".0%",
+                                  tickmode="array", tickvals=PROBABILITY_TICKS, showgrid=False))   # round ticks
     set_layout(fig, xaxis=dict(title="training step"), yaxis=dict(title="E[n]", rangemode="tozero"))
     layout(fig, "E[n] and the answer as it trains")
     return set_layout(fig, margin=dict(r=55))             # room for the right axis

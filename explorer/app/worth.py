@@ -92,7 +92,7 @@ CAPTION = ("Test accuracy against the mean number of steps per input, each polic
 def differences_ui(at: dict, shifted=()) -> None:
     """The paired differences at equal compute with their 95 % intervals, and the shifted inputs' comparison."""
     if rows := difference_rows(at):
-        st.dataframe(rows, hide_index=True)
+        st.table(rows, hide_index=True)         # its cells wrap: on a phone the verdict column stays in view
         st.caption("Differences of test accuracy at equal compute; 95 % intervals from 1,000 paired bootstrap "
                    "resamples of the test items. \"no difference\" when the interval holds 0 or the difference rounds to 0.")
     if shifted:

@@ -34,7 +34,10 @@ def sweep_grid_fig(rows: Sequence[dict], cols: int = 3) -> go.Figure:
         return layout(go.Figure(), "No runs yet")
     cols = max(1, min(cols, len(rows)))
     nrows = int(math.ceil(len(rows) / cols))
-    titles = [f"λp={r['lambda_p']:g} · {r.get('status', '')}" for r in rows]
+    # a panel's title is its λp (a third of a phone's 390 px fits ~12 characters): the status only for a partial
+    # distribution; a panel without one says its status inside
+    titles = [f"λp={r['lambda_p']:g}" + (f" · {r['status']}" if r.get("halting") and r.get("status") not in
+                                          (None, "", "completed") else "") for r in rows]
     # rows PANEL_PX tall and GRID_GAP_PX apart whatever their number: Plotly takes the gap as a fraction of the
     # plot area (height less the top and bottom margins), which must stay under 1 / (rows - 1)
     plot_px = PANEL_PX * nrows + 40 - GRID_MARGIN["t"] - GRID_MARGIN["b"]

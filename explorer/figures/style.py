@@ -94,18 +94,42 @@ def legend_rows(names, width: int = LEGEND_WIDTH) -> int:
 
 def layout(fig: go.Figure, title: str = "", height: int = HEIGHT, **kw) -> go.Figure:
     """Title, legend and margins of every figure, placed so that nothing covers anything: the title
-    at the top left pushes the plot down (automargin), the legend sits under the plot (at the bottom of
+    at the top left, in lines that fit a phone (wrap_title), pushes the plot down (automargin), the legend sits under the plot (at the bottom of
     the figure, where it reserves its own rows), and the figure grows by those rows so the plot keeps
     its height. Plotly's toolbar is off (explorer.app.ui.PLOTLY_CONFIG): it covered titles and legends."""
     rows = legend_rows(legend_names(fig)) if kw.get("showlegend", True) else 0
-    return set_layout(fig, title=dict(text=title, x=0, xanchor="left", xref="container", y=1, yanchor="top",
-                                      yref="container", pad=dict(t=8, l=6), automargin=True,
+    title, lines = wrap_title(title)
+    # a title of several lines sits on the plot area (Plotly puts the first of several lines anchored at the
+    # figure's top above the figure, out of sight)
+    place = (dict(y=1, yanchor="top", yref="container", pad=dict(t=8, l=6)) if lines == 1 else
+             dict(y=1, yanchor="bottom", yref="paper", pad=dict(b=10, l=6)))
+    return set_layout(fig, title=dict(text=title, x=0, xanchor="left", xref="container", **place, automargin=True,
                                       font=dict(size=15)) if title else None,
-                      height=height + (25 if title else 0) + (LEGEND_ROW * rows + 12 if rows else 0),
+                      height=height + (25 + TITLE_LINE_PX * (lines - 1) if title else 0)
+                      + (LEGEND_ROW * rows + 12 if rows else 0),
                       margin=dict(l=55, r=20, t=12 if title else 20, b=45),
                       legend=dict(orientation="h", xref="container", x=0, xanchor="left", yref="container",
                                   y=0, yanchor="bottom"),
                       hoverlabel=dict(namelength=-1), **kw)
+
+
+TITLE_CHARS = 40        # a title line: a chart on a 390 px phone is ~330 px wide, ~44 characters of the 15 px title
+TITLE_LINE_PX = 20      # the height a title's second line adds
+
+
+def wrap_title(title: str, width: int = TITLE_CHARS) -> tuple[str, int]:
+    """A title broken at spaces into lines of at most `width` characters (Plotly never wraps one: it is cut at the
+    figure's edge) -> (text with <br> between lines, lines). A single word longer than `width` keeps its line."""
+    title = str(title or "")
+    if "<br>" in title:                                  # broken by its figure already
+        return title, title.count("<br>") + 1
+    lines: list = []
+    for word in title.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines), max(1, len(lines))
 
 
 def set_layout(fig: go.Figure, **props) -> go.Figure:

@@ -169,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "marks: mnist-adaptive, parity-15) on the validation set: the most of its marks met by the means "
                    "over seeds there; its default seed 0 ships")
 
+    m = sub.add_parser("data", help="where MNIST is read from and whether it is there; --download fetches it")
+    m.add_argument("--download", action="store_true", help="fetch MNIST with torchvision when it is missing (internet)")
+    m.add_argument("--data-dir", default=None, help="MNIST root holding MNIST/raw (default $PONDER_DATA or ./data)")
+
     r = sub.add_parser("reproduce", help="retrain or re-evaluate the shipped models; write results.md/json")
     r.add_argument("--quick", action="store_true", help="small settings, under 5 minutes on 2 CPU cores")
     r.add_argument("--from-assets", action="store_true", help="only re-evaluate the models in assets/")

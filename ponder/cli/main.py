@@ -1,4 +1,4 @@
-"""Command line: python -m ponder {train, evaluate, sweep, study, reproduce} --help. The train command lives here;
+"""Command line: python -m ponder {train, evaluate, sweep, study, data, reproduce} --help. The train command lives here;
 the parser is args.py, the evaluate and sweep commands evaluate.py and sweep.py."""
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ def main(argv=None) -> int:
             return cmd_sweep(args)
         if args.command == "study":
             return cmd_study(args)
+        if args.command == "data":
+            from .mnist_data import cmd_data
+            return cmd_data(args)
         if args.command == "reproduce":
             from .reproduce import run as reproduce
             if args.merge or args.render:

@@ -121,7 +121,7 @@ def test_draw_a_digit_and_see_the_prediction_and_the_per_step_chart(server, new_
     canvas.wait_for(timeout=60000)
     box = canvas.bounding_box()
     draw(page, box, [(0.3, 0.22), (0.72, 0.22), (0.62, 0.45), (0.5, 0.8)])      # a 7
-    page.get_by_text("Per-step answer: class probabilities at step n").wait_for(timeout=60000)
+    page.get_by_text("Per-step answer: class probabilities at").wait_for(timeout=60000)   # a title's first line
     # the answer's top 3 and the four per-step charts ("worth it?" drawn when its section is opened)
     _wait(page, lambda: page.locator("[data-testid=stPlotlyChart]").count() == 5, what="charts")
     metrics = dict(zip(page.locator("[data-testid=stMetricLabel]").all_inner_texts(),
@@ -340,7 +340,17 @@ def test_play_starts_at_step_1_and_the_slider_and_the_panel_agree(server, new_pa
     while time.time() < end and not (looks and looks[-1][0] and looks[-1][0] >= 5):
         looks.append(tuple(page.evaluate(SLIDER_AND_PANEL)))
         page.wait_for_timeout(100)
-    page.get_by_role("button", name="Pause").click()
+    # Pause, pressed where the button is (as a hand does: a locator's click waits for a steady button), keeps the
+    # step the browser showed when the press reached it, or the next one where that was sent already and not yet
+    # drawn: it landed steps later on a loaded machine, or the press was lost and Play ran on to step N
+    page.evaluate(f"() => {{ const look = {SLIDER_AND_PANEL}; document.addEventListener('mousedown', "
+                  "() => { window.atPress = look(); }, {capture: true, once: true}); }")
+    box = page.get_by_role("button", name="Pause").bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.get_by_role("button", name="Play through the steps").wait_for(timeout=30000)
+    at_press = page.evaluate("window.atPress")
+    _wait(page, lambda: page.evaluate(SLIDER_AND_PANEL) in [[s, s] for s in range(at_press[0], at_press[1] + 2)],
+          timeout=30, what=f"the step shown at the press, {at_press}, not {page.evaluate(SLIDER_AND_PANEL)}")
     settled = [a for a, b in zip(looks, looks[1:]) if a == b and None not in a]
     assert settled and all(s == p for s, p in settled), looks
     played = looks[next(i for i, (s, _) in enumerate(looks) if s != 3):]          # from the first step Play showed
@@ -432,3 +442,41 @@ def test_on_a_narrow_screen_choosing_a_page_closes_the_sidebar(server, new_page)
     sidebar.locator("[data-testid=stPageLink-NavLink]", has_text="Parity").click()
     page.get_by_role("heading", name="Parity").first.wait_for(timeout=60000)
     _wait(page, lambda: sidebar.get_attribute("data-collapsed") == "true", what="the sidebar closed")
+    # Start training too: its progress and Cancel are on the page, under an open sidebar
+    page.locator("[data-testid=stExpandSidebarButton]").click()
+    sidebar.locator("[data-testid=stPageLink-NavLink]", has_text="Train").click()
+    page.locator("[data-testid=stExpandSidebarButton]").click()
+    sidebar.get_by_role("button", name="Start training").click()
+    _wait(page, lambda: sidebar.get_attribute("data-collapsed") == "true", what="the sidebar closed on Start")
+    page.locator("[data-testid=stProgress]").wait_for(timeout=60000)
+    page.get_by_role("button", name="Cancel").dispatch_event("click")     # the live view redraws every second
+    page.get_by_text("stopping…").first.wait_for(timeout=60000)           # the press reached the job
+
+
+def _inked(page) -> int:
+    """Pixels of the drawing canvas brighter than mid-grey."""
+    return page.locator("canvas.dc-canvas.lower-canvas").first.evaluate(
+        "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;"
+        " for (let i = 0; i < d.length; i += 4) n += d[i] > 128; return n; }")
+
+
+def test_a_phone_shows_the_answer_after_a_stroke_and_a_copied_link_shows_the_same_view(server, new_page):
+    page = new_page(390, 844)
+    page.goto(server + "/?page=digit&model=mnist-adaptive")
+    canvas = page.locator("canvas.upper-canvas").first
+    canvas.wait_for(timeout=60000)
+    canvas.scroll_into_view_if_needed()
+    draw(page, canvas.bounding_box(), [(0.3, 0.22), (0.72, 0.22), (0.62, 0.45), (0.5, 0.8)])      # a 7
+    line = page.locator(".st-key-answer_line")
+    _wait(page, lambda: "Answer 7" in line.inner_text(), what="the answer's line")
+    box = line.bounding_box()                                     # in the window, without scrolling
+    assert 0 <= box["y"] and box["y"] + box["height"] <= 844, box
+    page.get_by_role("radio", name="expected").click()
+    _wait(page, lambda: "mode=expected" in page.evaluate("location.href"), what="mode=expected in the address")
+    link = page.evaluate("location.href")
+    assert "digit=" in link and len(link) < 600, link
+    other = new_page(1280, 800)                                   # another session, the link pasted
+    other.goto(link)
+    other.get_by_text("Expected: it ran all 20 steps").wait_for(timeout=60000)
+    assert other.locator(".st-key-answer_line").inner_text() == line.inner_text()
+    _wait(other, lambda: _inked(other) > 2000, what="the shared digit drawn in the canvas")

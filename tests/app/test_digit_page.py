@@ -80,7 +80,8 @@ def test_digit_page_inference_runs_on_the_free_cores(runs, monkeypatch):
      ["page=nope (no such page; there are digit, train", "model=../../etc (no MNIST model or run of that name)",
       "lp=abc (this page does not use it)"], dict(page="digit", model="mnist-adaptive")),
     (dict(page="parity", model="mnist-default"), "Parity",
-     ["model=mnist-default (an MNIST model; this page shows parity models)"], dict(page="parity", model="parity-15")),
+     ["model=mnist-default (an MNIST model; this page shows parity models)"],
+     dict(page="parity", model="parity-15", mode="sample")),                  # the address says the mode shown
     (dict(page="compare", models=["runs/tiny-mnist", "nope", "runs/tiny-mnist-b"]), "Compare runs",
      ["models=nope (no model or run of that name)"], dict(page="compare", models=["runs/tiny-mnist", "runs/tiny-mnist-b"])),
 ], ids=["digit", "parity", "compare"])
@@ -382,6 +383,9 @@ def test_digit_page_introduces_pondernet(runs):
     assert "PonderNet" in at.markdown[0].value and any(e.label == "What to look at" for e in at.expander)
     look = next(e for e in at.expander if e.label == "What to look at")
     assert all(w in look.markdown[0].value for w in ("Per-step answer", "λ_n", "p_n vs the prior", "E[n]"))
+    # how hard the prior pulls: mnist-adaptive's card, β 0.02, λp 0.5 (prior mean 2.00 within N = 20), E[n] 9.62
+    assert ("only through the KL term, weighed by β = 0.02 against the answers' loss: its mean E[n] on test digits is "
+            "9.62, far from the prior's") in look.markdown[0].value
 
 
 @pytest.mark.parametrize("page, model, said", [
@@ -487,3 +491,72 @@ def test_a_step_slider_the_browser_mounts_afresh_shows_the_panels_step(runs):
         seen.append((s.value, _mounted(s), n))
     assert all(v == m == n for v, m, n in seen), seen
     assert {n for _, _, n in seen} >= {1, 2, 4}, seen                  # it played, paused on 2 and was dragged to 4
+
+
+def test_a_copied_link_shows_the_same_digit_rotation_and_halting(runs):
+    """The address says the drawing, the rotation, the mode and its q (or seed); a new session opened on it
+    shows the same answer, the digit drawn in the canvas, the same controls; choosing another mode rewrites it."""
+    at = open_app(model="mnist-adaptive")
+    at.session_state["canvas"] = _drawing_state()
+    run_ok(at)
+    at.slider(key="angle").set_value(15)
+    at.segmented_control(key="mode").set_value("deterministic")
+    run_ok(at)
+    at.slider(key="q").set_value(0.65)
+    run_ok(at)
+    url = {k: at.query_params[k] for k in at.query_params}
+    assert {k: url[k] for k in ("angle", "mode", "q")} == {"angle": "15", "mode": "deterministic", "q": "0.65"}
+    assert "seed" not in url and "test" not in url and len(url["digit"]) < 400
+    said = {m.label: m.value for m in at.metric}
+    other = open_app(**url)                                            # a new session: the link pasted elsewhere
+    assert {m.label: m.value for m in other.metric} == said and not other.warning
+    assert other.slider(key="angle").value == 15 and other.slider(key="q").value == 0.65
+    assert other.segmented_control(key="mode").value == "deterministic"
+    assert "rotated 15°" in other.image[0].captions[0]
+    (picture,) = other.session_state["_drawing_initial"]["objects"]   # the canvas draws the shared digit
+    assert picture["type"] == "Image" and picture["src"].startswith("data:image/png;base64,")
+    other.segmented_control(key="mode").set_value("expected")
+    run_ok(other)
+    assert other.query_params["mode"] == "expected" and "q" not in other.query_params
+    other.segmented_control(key="mode").set_value("sample")
+    run_ok(other)
+    assert other.query_params["seed"] == str(other.number_input(key="seed").value)
+
+
+def test_a_test_digit_link_names_it_and_a_broken_link_says_so_in_one_line(runs):
+    at = open_app(test="3", seed="41")
+    assert at.segmented_control(key="digit_source").value == "MNIST test digit"
+    assert "image #3, label" in texts(at) and at.number_input(key="seed").value == 41
+    assert at.query_params["test"] == "3" and "digit" not in at.query_params
+    bad = open_app(digit="A" * 1200, angle="7")
+    (warned,) = [shown(w.value) for w in bad.warning]
+    assert warned.startswith("Ignored in the link: digit=AAAA") and "too long for a digit: 1,200 characters" in warned
+    assert "angle=7 (not a multiple of 5" in warned and "\n" not in warned
+    assert any("Draw a digit" in i.value for i in bad.info) and "digit" not in bad.query_params   # the page works
+
+
+def test_the_answer_sits_above_the_input_and_the_model_sections_are_there_before_a_drawing(runs):
+    """On a phone the input column comes first: the answer's line above the canvas shows right after a stroke. The
+    gallery and the worth section are about the model: there on a blank canvas."""
+    at = open_app(model="mnist-default")
+    left = at.main.columns[0]
+    assert "The answer appears on this line" in left.markdown[0].value and not at.metric
+    from explorer.app.worth import LABEL
+    assert [e.label for e in at.expander][-2:] == ["Test digits it ponders least and most (E[n] over the first 2,000 "
+                                                   "test digits)", LABEL]
+    at.session_state["canvas"] = _drawing_state()
+    run_ok(at)
+    assert at.main.columns[0].markdown[0].value.startswith(":material/arrow_forward: Answer **7**")
+
+
+def test_a_sure_answer_on_a_digit_rotated_far_beyond_training_gets_the_note(runs):
+    """A drawn 7 rotated 60° against mnist-adaptive (trained upright): the note names the rotation and the accuracy
+    the model's card measured nearest it (67.5°), whatever the model's confidence."""
+    at = open_app(model="mnist-adaptive")
+    at.session_state["canvas"] = _drawing_state()
+    run_ok(at)
+    assert not [w for w in at.warning if UNLIKE in w.value]
+    at.slider(key="angle").set_value(60)
+    run_ok(at)
+    (warned,) = [shown(w.value) for w in at.warning if UNLIKE in w.value]
+    assert "it is rotated 60° and the model saw only digits upright in training; on test digits rotated 67.5°" in warned

@@ -48,7 +48,7 @@ def test_digit_page_worth_it_chart_sentence_groups_and_where_the_answer_settled(
     assert headline(want.baselines).split(":")[0] in ("Yes", "No", "No difference", "Mixed")
     assert "the signal that best tells a right answer" in texts(at) and "of the sampled halts on the test items" in texts(at)
     assert eq["tuned_on"] == {"set": "validation", "n": ITEMS}
-    diffs = next(d.value for d in at.dataframe if "difference" in d.value.columns)        # the intervals, one rule
+    diffs = next(d.value for d in at.table if "difference" in d.value.columns)        # the intervals, one rule
     assert list(diffs["difference"]) == ["Q-exit − confidence exit", "Q-exit − fixed depth", "sampled halting − Q-exit",
                                          "sampled halting − confidence exit", "sampled halting − fixed depth"]
     groups = _by_group(at)

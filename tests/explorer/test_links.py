@@ -63,3 +63,18 @@ def test_every_value_is_kept_or_ignored_never_both(params, page):
     for name, values in params.items():
         kept, dropped = keep.get(name, []), [v for n, v, _ in ignored if n == name]
         assert sorted(kept + dropped) == sorted(str(v) for v in values), (name, kept, dropped)
+
+
+def test_the_digit_pages_view_is_kept_and_a_bad_value_named():
+    from explorer.drawing.shared import encode_digit
+    import numpy as np
+    seven = encode_digit(np.eye(28, dtype=np.uint8) * 255)
+    good = {"digit": [seven], "angle": ["45"], "mode": ["deterministic"], "q": ["0.65"], "seed": ["3"], "test": ["12"]}
+    assert links.check_params(good, "digit", TASKS) == (good, [])
+    keep, ignored = links.check_params({"digit": ["A" * 1200], "angle": ["7"], "seed": ["-1"], "q": ["2"]}, "digit", TASKS)
+    assert keep == {} and ignored == [("digit", "A" * 1200, "too long for a digit: 1,200 characters, at most 1,100"),
+                                      ("angle", "7", "not a multiple of 5 from -180 to 180"),
+                                      ("seed", "-1", "not a whole number from 0 to 1,000,000,000"),
+                                      ("q", "2", "not a multiple of 0.05 from 0 to 1")]
+    # other pages do not read a digit
+    assert links.check_params({"digit": [seven]}, "train", TASKS)[1] == [("digit", seven, "this page does not use it")]

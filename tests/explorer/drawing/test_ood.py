@@ -134,3 +134,24 @@ def test_only_a_surer_other_digit_turned_flags_and_the_reason_joins_the_list(pre
     digit[4:24, 13:15] = 255                                   # a 1: nothing unlike a digit in its ink
     why = ood.unlike_digits(digit, None, (pred, conf, turned, tconf))
     assert (reason in why) if reason else not any("turned 180°" in w for w in why)
+
+
+def test_a_rotation_beyond_training_is_named_with_the_measured_accuracy_nearest_it():
+    measured = [{"angle": 0.0, "accuracy": 0.99}, {"angle": 45.0, "accuracy": 0.57}, {"angle": 67.5, "accuracy": 0.21}]
+    # trained upright: 20° beyond is still within the margin, 25° is not (the slider's next step)
+    assert ood.rotation_reason(20, 0.0, measured) is None and ood.rotation_reason(-20, 0.0) is None
+    assert ood.rotation_reason(60, 0.0, measured) == (
+        "it is rotated 60° and the model saw only digits upright in training; on test digits rotated 67.5° it is "
+        "right 21% of the time, however sure it sounds")                # 67.5 is 7.5 from 60, 45 is 15
+    assert ood.rotation_reason(-25, 0.0) == "it is rotated 25° and the model saw only digits upright in training"
+    # trained on U(±22.5°): 40° is 17.5 beyond, 45° is 22.5 beyond
+    assert ood.rotation_reason(40, 22.5) is None
+    assert ood.rotation_reason(45, 22.5).startswith("it is rotated 45° and the model saw only digits turned by up to ±22.5°")
+    assert "rotated 180°" in ood.rotation_reason(-180, 0.0)
+
+
+@given(st.floats(-720, 720), st.floats(0, 180))
+def test_a_rotation_is_named_exactly_when_its_turn_is_beyond_the_margin(angle, trained):
+    turn = min(abs(angle) % 360, 360 - abs(angle) % 360)
+    assert (ood.rotation_reason(angle, trained) is None) == (turn <= trained + ood.ROTATION_MARGIN + 1e-9) or \
+        abs(turn - trained - ood.ROTATION_MARGIN) < 1e-6

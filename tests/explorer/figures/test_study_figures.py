@@ -104,6 +104,10 @@ def test_sweep_grid_text_panels_sit_in_their_own_panel():
     assert fig.layout.legend.yref == "container"                  # under the panels, not over their titles
     shared = {a.text for a in fig.layout.annotations if not a.text.startswith("λp=")}
     assert {"step n", "p_n (halt at n)"} <= shared                # axis titles of the small multiples
+    # panel titles short enough for a third of a phone's width: the status said once, inside a panel without bars
+    assert [a.text for a in fig.layout.annotations if a.text.startswith("λp=")] == ["λp=0.2", "λp=0.7", "λp=0.8", "λp=0.9"]
+    partial = sf.sweep_grid_fig([dict(rows[0], status="cancelled")])
+    assert partial.layout.annotations[0].text == "λp=0.2 · cancelled"
 
 
 @pytest.mark.long

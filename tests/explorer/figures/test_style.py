@@ -1,6 +1,7 @@
 """explorer/figures/style.py: step axes, log ticks, labelled rules and the prior trace, by hand."""
 import numpy as np
 import plotly.graph_objects as go
+from hypothesis import given, strategies as st
 
 from explorer.figures import style
 
@@ -79,3 +80,25 @@ def test_the_plotly_toolbar_holds_one_button_that_saves_a_png():
     from explorer.app.ui import PLOTLY_CONFIG
     assert PLOTLY_CONFIG["modeBarButtons"] == [["toImage"]] and PLOTLY_CONFIG["toImageButtonOptions"]["format"] == "png"
     assert PLOTLY_CONFIG["displaylogo"] is False
+
+
+@given(st.lists(st.text(alphabet="abcdefghij:·", min_size=1, max_size=50), max_size=12))
+def test_a_title_wraps_at_spaces_into_lines_that_fit_a_phone(words):
+    title = " ".join(words)
+    text, lines = style.wrap_title(title)
+    parts = text.split("<br>")
+    assert len(parts) == lines and " ".join(parts) == title              # nothing lost, broken only at spaces
+    assert all(len(p) <= style.TITLE_CHARS or " " not in p for p in parts)     # a line fits, or is one long word
+    # greedy: no line's next word would have fitted on it
+    assert all(len(a) + 1 + len(b.split(" ")[0]) > style.TITLE_CHARS for a, b in zip(parts, parts[1:]))
+
+
+def test_the_worth_charts_title_fits_a_phone_in_two_lines():
+    # "…the learned halting and two ru" was cut at 390 px: 60 characters on one line
+    text, lines = style.wrap_title("Accuracy at equal compute: the learned halting and two rules")
+    assert text == "Accuracy at equal compute: the learned<br>halting and two rules" and lines == 2
+    one = style.layout(go.Figure(), "Short title", height=300)
+    two = style.layout(go.Figure(), "Accuracy at equal compute: the learned halting and two rules", height=300)
+    assert two.layout.height == one.layout.height + style.TITLE_LINE_PX     # the plot keeps its height
+    # two lines sit on the plot area: anchored at the figure's top, Plotly put the first line above the figure
+    assert (two.layout.title.yref, two.layout.title.yanchor, one.layout.title.yref) == ("paper", "bottom", "container")
