@@ -2,7 +2,8 @@
 sweep page, `python -m ponder study` and a sweep's resume all read through it).
 
 Anyone who can put a folder in the runs folder can write a sweep.json, so nothing in it is trusted: the files are
-read bounded (regular files only, no links, at most MAX_SWEEP_BYTES, nested at most ponder.store.card.MAX_JSON_DEPTH deep),
+read bounded (regular files only, no links, at most MAX_SWEEP_BYTES, nested at most ponder.store.card.MAX_JSON_DEPTH deep,
+every string usable text: ponder.text),
 and every field is checked as its writer (ponder.sweeps.run, Trial.entry) writes it: the plan as a Plan, each trial's
 config as a validated TrainConfig (so N <= 200), its test metrics as a card's, its name as one run folder directly
 inside the sweep folder (never a path). Anything else is a SweepError: one line naming the file and the field.
@@ -20,6 +21,7 @@ from ..store.card_checks import MAX_CARD_TEXT, MAX_RUN_SECONDS, MAX_RUN_STEPS, c
 from ..store.runs import LOG, SWEEP, RunNameError, files_inside, safe_name
 from .plan import MAX_TRIALS, NOT_IN_GRID, Plan
 from ..tasks import validate
+from ..text import walk_problem
 
 MAX_SWEEP_BYTES = 32 * 1024 * 1024     # sweep.json / sweep.log: 1,000 trials with their metrics are a few MB
 STATUSES = ("pending", "running", "completed", "cancelled", "failed")
@@ -129,6 +131,8 @@ def _log_records(folder: Path, task: str) -> dict:
             continue
         if json_depth(r) > MAX_JSON_DEPTH:
             raise SweepError(f"{f}, line {i}: nested more than {MAX_JSON_DEPTH} levels deep")
+        if (problem := walk_problem(r)) is not None:
+            raise SweepError(f"{f}, line {i}: {problem}")
         try:
             t = trial_from_dict(r, task, i - 1)
         except ConfigError as e:

@@ -240,3 +240,19 @@ def test_imports_at_the_same_moment_do_not_overrun_the_quota_together(tmp_path, 
             return None
     landed = [n for n in run_threads(4, imp) if n]
     assert len(landed) == 1 and sorted(os.listdir(root)) == landed
+
+
+@pytest.mark.parametrize("renames", ['[[null, "run.json\\u0000"]]', '[[".run.json.\\u0000.tmp", "run.json"]]',
+                                     '[[null, "\\ud800"]]'])
+def test_a_journal_naming_a_nul_never_stops_an_import(tmp_path, renames):
+    """A NUL in a journal's names raised ValueError ('embedded null byte') out of settle(), whose callers catch
+    OSError: every import by every visitor crashed once that journal was a minute old."""
+    from ponder.journal import JOURNAL
+    root = tmp_path / "runs"
+    d, _ = save_tiny_run(root / "victim", steps=3)
+    (d / JOURNAL).write_text('{"renames": ' + renames + ', "folder": null}')
+    os.utime(d / JOURNAL, (time.time() - 3600,) * 2)
+    src, _ = save_tiny_run(tmp_path / "src")
+    dest = import_checkpoint((src / WEIGHTS).read_bytes(), (src / CARD).read_bytes(), "new", root)
+    assert dest == root / "new" and read_card(dest)["name"] == "new"
+    assert read_card(d)["steps"] == 3 and not (d / JOURNAL).exists()

@@ -87,6 +87,11 @@ BAD = {   # what a person with write access to the runs folder put there (the λ
     "deep-nesting": lambda d: _nested(100000),
     "deep-nesting-in-a-field": lambda d: json.dumps(d)[:-1] + ', "x": ' + _nested(900) + "}",
     "binary": lambda d: b"\xff\xfe\x00",
+    # valid JSON whose text is no text (ponder.text): a lone surrogate in a reason crashed the λp sweep page
+    "reason-surrogate": _with(reason="\ud800"),
+    "device-nul": _with(device="cpu\x00"),
+    "values-surrogate": _with(values={"lambda_p": 0.3, "seed": 0, "reader": "\udfff"}),
+    "backend-escape": lambda d: d.update(backend="\x1b[31m"),
 }
 
 
@@ -104,6 +109,14 @@ def test_a_malformed_sweep_json_is_one_line_naming_it(tmp_path, kind):
     with pytest.raises(SweepError) as e:
         read_sweep(folder)
     assert_one_line(e, folder / SWEEP)
+
+
+def test_a_sweep_log_line_whose_text_is_no_text_is_one_line_naming_it(tmp_path):
+    folder = sweep_folder(tmp_path / "sw")
+    (folder / LOG).write_text(json.dumps(entry(reason="cut \udc00 short")) + "\n")
+    with pytest.raises(SweepError) as e:
+        read_sweep(folder)
+    assert_one_line(e, f"{folder / LOG}, line 1: reason: holds U+DC00")
 
 
 def test_a_sweep_record_reads_as_typed_values_with_the_logs_newer_records(tmp_path):
