@@ -33,7 +33,7 @@ def _results(path: str, file_stamp: tuple, items: int) -> TestMetrics:
         ck = loaders.checkpoint(path)
         res = measure_test(ck.model, ck.record.config, loaders.task_data(ck.task), items)
         return TestMetrics(**{k: getattr(res, k) for k in FIELDS}).to_dict()
-    kept = disk_cache.cached("worth", path, file_stamp, dict(items=items, policies=2), compute)
+    kept = disk_cache.cached("worth", path, file_stamp, dict(items=items, policies=2), compute, disk_cache.WORTH)
     return TestMetrics.from_dict(kept)
 
 
@@ -42,7 +42,7 @@ def results(entry: ModelEntry, items: int = ITEMS) -> Optional[TestMetrics]:
     (MNIST) is missing and the model was not measured before. A kept measurement is read without loading MNIST
     (seconds, on the first drawing of a fresh server, that no click could interrupt)."""
     path, file_stamp = str(entry.path), loaders.stamp(entry.path)
-    kept = disk_cache.read("worth", path, file_stamp, dict(items=items, policies=2)) is not None
+    kept = disk_cache.read("worth", path, file_stamp, dict(items=items, policies=2), disk_cache.WORTH) is not None
     if not kept and get_task(entry.record.task).uses_data and loaders.task_data(entry.record.task) is None:
         return None
     return _results(path, file_stamp, items)
@@ -143,7 +143,8 @@ def _shifted(path: str, file_stamp: tuple, items: int) -> list:
         x, y = get_task(ck.task).rotation_inputs(loaders.task_data(ck.task), items)
         rows = rotation_study(ck.model, x, y, SHIFT_ANGLES, compare=lambda stats: shift_comparison(stats, ops))
         return [{"name": f"rotation {rotation_label(r)}", **r["policies"]} for r in rows]
-    return disk_cache.cached("worth_shift", path, file_stamp, dict(items=items, angles=SHIFT_ANGLES), compute)
+    return disk_cache.cached("worth_shift", path, file_stamp, dict(items=items, angles=SHIFT_ANGLES), compute,
+                             disk_cache.SHIFTED)
 
 
 def shifted(entry: ModelEntry, items: int = ITEMS) -> list:
