@@ -228,3 +228,23 @@ def test_runs_page_lists_a_folder_whose_name_is_not_utf8_as_unreadable_and_delet
     at.button(key="runs_bad_delete_yes").click()
     run_ok(at)
     assert r"Deleted runs/'caf\udce9'." in texts(at) and not bad.exists() and (own_runs / "alpha").is_dir()
+
+
+@pytest.mark.parametrize("card, said", [
+    (lambda c: b"[" * 100000 + b"]" * 100000, "not valid JSON (RecursionError"),              # crashed the page
+    (lambda c: b'{"name": ' + b"[" * 5000 + b"]" * 5000 + b"}", "not valid JSON (RecursionError"),
+    (lambda c: json.dumps(dict(c, name="\ud800")).encode(), "name: holds U+D800"),
+    (lambda c: json.dumps(dict(c, name="!!!")).encode(), "Imported as runs/imported."),      # no usable name: its own
+    (lambda c: json.dumps(dict(c, name="")).encode(), "Imported as runs/imported.")])
+def test_import_of_separate_files_with_a_deep_or_nameless_card_is_one_line(own_runs, card, said):
+    """run.json nested deep crashed the page (RecursionError reading the name it brings); a name without a usable
+    character was refused instead of the run taking a name of its own."""
+    weights, text = (own_runs / "alpha" / "model.safetensors").read_bytes(), (own_runs / "alpha" / CARD).read_text()
+    at = _runs_page()
+    at.file_uploader(key="import_files").set_value([("model.safetensors", weights, "application/octet-stream"),
+                                                    ("run.json", card(json.loads(text)), "application/json")])
+    at.button(key="import_go").click()
+    run_ok(at)
+    shown = texts(at) + " ".join(one_line_errors(at))
+    assert said in shown, shown
+    assert sorted(p.name for p in own_runs.iterdir()) == ["alpha", "beta"] + (["imported"] if "Imported" in said else []) + ["sw"]
