@@ -189,6 +189,10 @@ def trial_from_dict(r, task: str, i: int) -> TrialEntry:
     if not (isinstance(values, dict) and set(values) <= set(TrainConfig.__dataclass_fields__)
             and all(_scalar(v) for v in values.values())):
         raise ConfigError(f"{where}: values must map config fields to numbers or names, got {short_repr(values)}")
+    for k, v in values.items():            # its grid values and seed are its config's (a study pools seeds by them)
+        if v is not None and (isinstance(v, bool) != isinstance(getattr(config, k), bool) or getattr(config, k) != v):
+            raise ConfigError(f"{where}: values.{k} {short_repr(v)} is not its config's {k} "
+                              f"{short_repr(getattr(config, k))}")
     if not (isinstance(r["status"], str) and r["status"] in STATUSES):
         raise ConfigError(f"{where}: status must be one of {', '.join(STATUSES)}, got {short_repr(r['status'])}")
     for k in ("reason", "device"):

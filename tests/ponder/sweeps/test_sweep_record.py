@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from helpers import assert_one_line, save_tiny_run, tiny_config
+from helpers import assert_one_line, edit_card, save_tiny_run, tiny_config
 from ponder.analysis.studies import prior_mean
 from ponder.cli.main import main
 from ponder.config import ConfigError
@@ -171,7 +171,9 @@ def two_trials(tmp_path):
         save_tiny_run(folder / name)
     victim, _ = save_tiny_run(tmp_path / "runs" / "victim",
                               metrics={"test": {"accuracy": 0.42, "n": 10, "mean_steps": 2.0}})
-    sweep_folder(folder, [entry("t0"), entry("t1", values={"lambda_p": 0.3, "seed": 1})])
+    edit_card(folder / "t1", lambda card: card["train"].update(seed=1))
+    sweep_folder(folder, [entry("t0"), entry("t1", values={"lambda_p": 0.3, "seed": 1},
+                                               config=tiny_config("parity", seed=1).to_dict())])
     return folder, victim
 
 
@@ -180,7 +182,8 @@ def _cards(*dirs):
 
 
 @pytest.mark.parametrize("bad", ["../victim", "ABSOLUTE", "config-list", "missing-values", "weights-corrupt",
-                                 "card-other-config", "trial-folder-link"])
+                                 "card-other-config", "trial-folder-link", "seed-text", "values-not-config",
+                                 "ship-other-task"])
 def test_study_checks_every_trial_before_it_writes_anything(two_trials, bad, capsys):
     folder, victim = two_trials
     d = json.loads((folder / SWEEP).read_text())
@@ -198,9 +201,13 @@ def test_study_checks_every_trial_before_it_writes_anything(two_trials, bad, cap
     elif bad == "trial-folder-link":
         (folder / "t1").rename(folder / "t1-real")
         (folder / "t1").symlink_to(victim)
+    elif bad == "seed-text":              # a TypeError once every trial was measured (choosing the seed to ship)
+        t1["values"]["seed"] = "one"
+    elif bad == "values-not-config":      # pooled with the settings of another λp
+        t1["values"]["lambda_p"] = 0.9
     (folder / SWEEP).write_text(json.dumps(d))
     before = _cards(folder / "t0", victim)
-    rc = main(["study", str(folder)])
+    rc = main(["study", str(folder)] + (["--ship", "mnist-adaptive"] if bad == "ship-other-task" else []))
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and err[0].startswith("ponder: error:"), err
     assert _cards(folder / "t0", victim) == before and not (folder / STUDY).exists()
