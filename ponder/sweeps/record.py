@@ -10,12 +10,14 @@ inside the sweep folder (never a path). Anything else is a SweepError: one line 
 """
 from __future__ import annotations
 
+import errno
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from ..config import ConfigError, TrainConfig, finite, short_repr
+from ..files import SaveError, folder_lock, holds_lock
 from ..store.card import MAX_JSON_DEPTH, CheckpointError, json_depth, one_line, read_json, read_regular
 from ..store.card_checks import MAX_CARD_TEXT, MAX_RUN_SECONDS, MAX_RUN_STEPS, check_number, check_test_metrics
 from ..store.runs import LOG, SWEEP, RunNameError, files_inside, safe_name
@@ -94,7 +96,28 @@ def read_sweep(folder) -> Optional[SweepRecord]:
     if len(set(names)) < len(names):
         raise SweepError(f"{f}: two trials are named {next(n for n in names if names.count(n) > 1)!r}")
     newer = _log_records(folder, plan.task)
-    return SweepRecord(folder, plan, [newer.get(t.name, t) for t in trials], backend)
+    trials = [newer.get(t.name, t) for t in trials]
+    if any(t.status in ("pending", "running") for t in trials) and not sweep_running(folder):
+        for t in trials:                   # killed, or stopped by a full disk before it could say so
+            if t.status in ("pending", "running"):
+                t.status, t.reason = "cancelled", STOPPED
+    return SweepRecord(folder, plan, trials, backend)
+
+
+STOPPED = "the sweep stopped before this trial ended (killed, or its disk was full)"
+
+
+def sweep_running(folder: Path) -> bool:
+    """Whether a sweep (another thread's or process's) is running in `folder` now: it holds the folder's lock
+    (ponder.sweeps.run.run_sweep). A sweep that is not running has no pending or running trials, whatever its
+    files say."""
+    if holds_lock(folder):                 # this thread's sweep (run_sweep, or a callback of it)
+        return True
+    try:
+        with folder_lock(folder, shared=True):
+            return False
+    except SaveError as e:
+        return e.errno == errno.EBUSY
 
 
 def trial_folder(record: SweepRecord, t: TrialEntry) -> Path:

@@ -7,14 +7,14 @@ import threading
 
 import pytest
 
-from helpers import assert_one_line, edit_card, save_tiny_run, tiny_config
+from helpers import assert_one_line, edit_card, lock_held_elsewhere, save_tiny_run, tiny_config
 from ponder.analysis.studies import prior_mean
 from ponder.cli.main import main
 from ponder.config import ConfigError
 from ponder.store.card import CARD, WEIGHTS
 from ponder.store.runs import LOG, SWEEP
 from ponder.sweeps.study import STUDY, study
-from ponder.sweeps.record import SweepError, read_sweep
+from ponder.sweeps.record import STOPPED, SweepError, read_sweep
 
 PLAN = {"task": "parity", "base": {"hidden": 16, "max_steps": 5}, "grid": {"lambda_p": [0.3]}, "seeds": [0, 1]}
 
@@ -123,8 +123,10 @@ def test_a_sweep_record_reads_as_typed_values_with_the_logs_newer_records(tmp_pa
     folder = sweep_folder(tmp_path / "sw", [entry("t0", status="running"), entry("t1", status="pending")])
     (folder / LOG).write_text(json.dumps(entry("t0", metrics={"accuracy": 0.75, "n": 8})) + "\n"
                               + json.dumps(entry("t1", status="running"))[:40])     # cut by a kill: skipped
-    r = read_sweep(folder)
-    assert [(t.name, t.status) for t in r.trials] == [("t0", "completed"), ("t1", "pending")]
+    with lock_held_elsewhere(folder):                                        # a sweep runs there now
+        assert [(t.name, t.status) for t in read_sweep(folder).trials] == [("t0", "completed"), ("t1", "pending")]
+    r = read_sweep(folder)               # none does: killed or stopped by a full disk, t1 will never be trained
+    assert [(t.name, t.status, t.reason) for t in r.trials] == [("t0", "completed", ""), ("t1", "cancelled", STOPPED)]
     assert r.trials[0].metrics == {"accuracy": 0.75, "n": 8} and r.trials[0].config == tiny_config("parity")
     assert r.plan.task == "parity" and r.max_steps == 5 and read_sweep(tmp_path) is None
     (folder / LOG).write_text(json.dumps(entry("t0", config=[1])) + "\n")   # parses, but no sweep writes it
