@@ -11,6 +11,7 @@ from typing import Optional
 
 import streamlit as st
 
+from ponder.analysis.compute import affordable_items
 from ponder.analysis.metrics import TestMetrics, check_test_metrics
 from ponder.store.card import CARD, WEIGHTS, read_history
 from ponder.store.checkpoint import Checkpoint, load_checkpoint
@@ -43,7 +44,8 @@ def stamp(path) -> tuple:
 @st.cache_resource(max_entries=16, show_spinner="Loading the model…")
 def _checkpoint(path: str, file_stamp: tuple) -> Checkpoint:
     ck = load_checkpoint(path, device="cpu")
-    measure_batch(ck.model, 1)        # MeasureMemoryError (one line) for a model no page can measure in its budget
+    measure_batch(ck.model, 1)        # MeasureMemoryError (one line) for a model no page can measure in its budget,
+    affordable_items(ck.model, 1)     # MeasureComputeError for one whose single input costs more than a measurement
     return ck
 
 
@@ -109,9 +111,8 @@ def rotation_results(path: str, file_stamp: tuple, angles: tuple, ranges: tuple,
     def compute():
         ck = _checkpoint(path, file_stamp)
         data, _ = mnist()
-        x, y = data.test_x, data.test_y
-        if limit:
-            x, y = x[:limit], y[:limit]
+        n = affordable_items(ck.model, limit or len(data.test_y))       # each rotation: one measurement's budget
+        x, y = data.test_x[:n], data.test_y[:n]
         return rotation_study(ck.model, x, y, angles, ranges, mode, seed, per_sample=True, q=q)
     return disk_cache.cached("rotation", path, file_stamp, _rotation_settings(angles, ranges, limit, mode, seed, q),
                              compute, disk_cache.ROTATION)
@@ -157,7 +158,8 @@ def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int
         ck = _checkpoint(path, file_stamp)
         n = ck.record.model["n_elems"]
         preset = fitted_preset(ck.record.train.get("parity_preset"), n)
-        res = parity_study(ck.model, n, parity_sets(preset), size, mode, seed)
+        sets = parity_sets(preset)           # the page view's sets share one measurement's compute budget
+        res = parity_study(ck.model, n, sets, affordable_items(ck.model, size, times=len(sets)), mode, seed)
         res["train_k"] = list(preset["train_k"])
         return res
     return disk_cache.cached("parity", path, file_stamp, dict(size=size, mode=mode, seed=seed), compute,
@@ -179,7 +181,9 @@ def measured_metrics(path: str, file_stamp: tuple, limit: int = QUICK_TEST_ITEMS
         data = task_data(ck.task)
         if get_task(ck.task).uses_data and data is None:
             return None
-        return card_metrics(measure(ck.model, ck.record.config, data, limit))["test"]
+        items = affordable_items(ck.model, limit, times=2)   # validation and test items, fewer within the compute
+                                                             # budget (its n says so)
+        return card_metrics(measure(ck.model, ck.record.config, data, items))["test"]
     got = disk_cache.cached("measured", path, file_stamp, dict(limit=limit), compute,
                             lambda d: d is None or check_test_metrics(d, max_steps))
     return TestMetrics.from_dict(got or {})

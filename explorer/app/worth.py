@@ -17,6 +17,7 @@ from ponder.analysis.unroll import measure_test
 from ponder.analysis.metrics import TestMetrics
 from ponder.store.runs import ModelEntry
 from ponder.tasks import get_task
+from ponder.analysis.compute import affordable_items
 
 from .. import disk_cache, tables
 from . import loaders, ui
@@ -30,8 +31,9 @@ SHIFT_ANGLES = (22.5, 45.0)     # the rotations the Rotation page compares the p
 @st.cache_data(max_entries=32, show_spinner="Measuring a fixed depth and a confidence exit (cached afterwards)…")
 def _results(path: str, file_stamp: tuple, items: int) -> TestMetrics:
     def compute():
-        ck = loaders.checkpoint(path)
-        res = measure_test(ck.model, ck.record.config, loaders.task_data(ck.task), items)
+        ck = loaders.checkpoint(path)          # validation and test items: twice the items in the compute budget
+        res = measure_test(ck.model, ck.record.config, loaders.task_data(ck.task),
+                           affordable_items(ck.model, items, times=2))
         return TestMetrics(**{k: getattr(res, k) for k in FIELDS}).to_dict()
     kept = disk_cache.cached("worth", path, file_stamp, dict(items=items, policies=2), compute, disk_cache.WORTH)
     return TestMetrics.from_dict(kept)
@@ -140,7 +142,8 @@ def _shifted(path: str, file_stamp: tuple, items: int) -> list:
     def compute():
         ck = loaders.checkpoint(path)
         ops = ops_from(_results(path, file_stamp, items).baselines["at_equal_steps"])
-        x, y = get_task(ck.task).rotation_inputs(loaders.task_data(ck.task), items)
+        x, y = get_task(ck.task).rotation_inputs(loaders.task_data(ck.task),
+                                                  affordable_items(ck.model, items, times=len(SHIFT_ANGLES)))
         rows = rotation_study(ck.model, x, y, SHIFT_ANGLES, compare=lambda stats: shift_comparison(stats, ops))
         return [{"name": f"rotation {rotation_label(r)}", **r["policies"]} for r in rows]
     return disk_cache.cached("worth_shift", path, file_stamp, dict(items=items, angles=SHIFT_ANGLES), compute,
