@@ -4,9 +4,10 @@ $PONDER_MAX_MEASURE_GFLOP (default MEASURE_GFLOP) billion floating-point operati
 more runs on fewer items (affordable_items: the numbers it shows say on how many), and a model of which not even
 one item fits is refused in one line before anything runs; an import is refused at once for that.
 
-The cost of one item is counted, not guessed: one probe input of the model's task through a full unroll under
-torch's FlopCounterMode (every conv's and matmul's multiply-adds, so a 1,024-wide first conv counts its 784 positions,
-which its parameter count, 2 x parameters x N, undercounts 8-fold). Measured on this project's 2-core machine
+The cost of one item is counted, not guessed: one probe input of the model's task through a full unroll, counting
+every matrix product's and convolution's multiply-adds at torch's dispatch (the numbers torch's FlopCounterMode gives,
+without its import of torch._dynamo), so a 1,024-wide first conv counts its 784 positions, which its parameter
+count, 2 x parameters x N, undercounts 8-fold. Measured on this project's 2-core machine
 (2026-11-28, one torch thread, load 8; a batch of 256 probe inputs): 10 to 23 GFLOP/s, so the default, 60 GFLOP,
 is 3 to 6 s a measurement there. The shipped MNIST models cost 4.7 to 6.6 MFLOP an item (2,000 items: 13 GFLOP),
 parity-15 0.18 MFLOP; an MNIST import with a 1,024-wide first conv 362 MFLOP (166 items fit), a parity model of
@@ -18,6 +19,7 @@ import weakref
 from typing import Optional
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..env import env_number
 from ..store.card import CheckpointError
@@ -37,25 +39,48 @@ def compute_budget() -> float:
     return env_number("PONDER_MAX_MEASURE_GFLOP", MEASURE_GFLOP, 0.0, MAX_GFLOP) * 1e9
 
 
+class _FlopCount(TorchDispatchMode):
+    """Counts the multiply-adds of the matrix products and convolutions that run under it (2 FLOP each), as torch's
+    FlopCounterMode does, without its import of torch._dynamo (seconds, and a cache folder written in /tmp)."""
+
+    def __init__(self):
+        super().__init__()
+        self.flops = 0
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:      # no torch.compile runs under it: its __torch_dispatch__ is left as it
+        return False                          # is, not wrapped in torch._dynamo.disable (whose import it would pay)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name in ("mm", "addmm", "bmm", "baddbmm"):
+            a, b = (args[0], args[1]) if name in ("mm", "bmm") else (args[1], args[2])
+            self.flops += 2 * a.numel() * b.shape[-1]                     # [.., m, k] @ [.., k, n]: 2 m k n
+        elif name in ("convolution", "_convolution"):
+            w = args[1]
+            self.flops += 2 * out.numel() * w[0].numel()                  # each output: in/groups x kernel weights
+        return out
+
+
 def item_flops(model) -> int:
     """FLOP of one item through all of the model's N steps (no grad), counted on its task's probe input; counted
     once per model object. 2 x parameters x N for a step function of no registered task."""
     if model in _COUNTED:
         return _COUNTED[model]
-    from torch.utils.flop_counter import FlopCounterMode
     from ..tasks import TASKS
     mcfg = getattr(model.step_fn, "cfg", None)
     task = next((t for t in TASKS.values() if t.model_config_cls and isinstance(mcfg, t.model_config_cls)), None)
     x = task.probe_inputs(mcfg) if task is not None else None
     n = 2 * sum(p.numel() for p in model.parameters()) * model.max_steps
     if x is not None:
-        counter = FlopCounterMode(display=False)
+        counter = _FlopCount()
         was = model.training
         model.eval()
         try:
             with torch.no_grad(), counter:
                 model(x[-1:])
-            n = max(1, int(counter.get_total_flops()))
+            n = max(1, counter.flops)
         finally:
             model.train(was)
     _COUNTED[model] = n

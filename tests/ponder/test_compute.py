@@ -41,3 +41,18 @@ def test_a_wide_first_conv_is_counted_at_every_position_not_by_its_parameters():
     guess = 2 * sum(p.numel() for p in wide.parameters()) * 20
     assert item_flops(wide) > 5 * guess and item_flops(wide) > 40 * item_flops(narrow)
     assert affordable_items(wide, 2000) < 2000 <= affordable_items(narrow, 2000)    # at the default 60 GFLOP
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("task", ["mnist", "parity"])
+def test_the_count_is_torchs_flop_counters(task):
+    """The count is the one torch.utils.flop_counter.FlopCounterMode gives (which imports torch._dynamo: seconds
+    at a page's first measurement, and a cache folder written in /tmp in the middle of an import)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from ponder.tasks import get_task
+    model = tiny_model(task, max_steps=5)
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model(get_task(task).probe_inputs(model.step_fn.cfg)[-1:])
+    assert item_flops(model) == counter.get_total_flops() > 0
