@@ -77,22 +77,21 @@ def own_run(name: str, root: Optional[Path] = None) -> Path:
         raise RunNameError(f"runs/{name} holds no run (no {CARD})") from None
     if not stat.S_ISREG(card.st_mode):
         raise RunNameError(f"runs/{name}/{CARD} is not a regular file (a link?): the run is left alone")
-    if os.path.lexists(path / SWEEP) or any(e.is_dir(follow_symlinks=False) and _holds_a_run(Path(e.path))
-                                            for e in entries):
+    if os.path.lexists(path / SWEEP) or any(e.is_dir(follow_symlinks=False) and _holds_runs(e.path) for e in entries):
         raise RunNameError(f"runs/{name} holds other runs (a sweep?), not only a run's files: it is left alone")
     return path
 
 
-def _holds_a_run(folder: Path) -> bool:
-    """Whether a folder inside a run folder is (or holds, one level down) a run or a sweep, which rename and delete
-    leave alone; True when it cannot be looked into."""
+def _holds_runs(folder, levels: int = 2, own: tuple = ()) -> bool:
+    """Whether a folder, or one up to `levels - 1` levels below it, holds a run card or a sweep record (other than
+    the names in `own`, which it may hold itself), never through a link; True when it cannot be looked into."""
     try:
         with os.scandir(folder) as it:
-            names = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            entries = [(e.name, e.path, e.is_dir(follow_symlinks=False)) for e in it]
     except OSError:
         return True
-    return any(n in (CARD, SWEEP) for n, _ in names) or any(
-        d and (os.path.lexists(folder / n / CARD) or os.path.lexists(folder / n / SWEEP)) for n, d in names)
+    return any(n in (CARD, SWEEP) and n not in own for n, _, _ in entries) or (
+        levels > 1 and any(d and _holds_runs(p, levels - 1) for _, p, d in entries))
 
 
 @contextmanager
@@ -202,24 +201,12 @@ def own_sweep(name: str, root: Optional[Path] = None) -> Path:
         raise RunNameError(f"runs/{name} is not a sweep folder (or it is a symbolic link)")
     if (path / SWEEP).is_symlink() or not (path / SWEEP).is_file():
         raise RunNameError(f"runs/{name} is not a sweep folder (no {SWEEP})")
-
     with os.scandir(path) as it:
         for e in it:              # files (sweep.json, sweep.md, a stray note) go with it; a folder that holds a
-            if e.is_dir(follow_symlinks=False) and _holds_a_sweep(Path(e.path)):      # sweep of its own does not
+            if e.is_dir(follow_symlinks=False) and _holds_runs(e.path, 3, own=(CARD,)):    # of its own does not
                 raise RunNameError(f"runs/{name} holds {shown(e.name)}, which holds a sweep of its own: the sweep "
                                    f"is left alone")
     return path
-
-
-def _holds_a_sweep(folder: Path) -> bool:
-    """Whether a folder in a sweep folder holds a sweep record, or folders that hold runs (not a trial, which holds
-    a run's files); True when it cannot be looked into."""
-    try:
-        with os.scandir(folder) as it:
-            entries = [(e.name, e.is_dir(follow_symlinks=False), e.path) for e in it]
-    except OSError:
-        return True
-    return any(n == SWEEP for n, _, _ in entries) or any(d and _holds_a_run(Path(p)) for _, d, p in entries)
 
 
 def delete_sweep(name: str, root: Optional[Path] = None) -> int:
