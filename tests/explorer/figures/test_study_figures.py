@@ -110,10 +110,11 @@ def test_sweep_grid_text_panels_sit_in_their_own_panel():
 @pytest.mark.parametrize("trials", [16, 100])
 def test_sweep_grid_of_a_large_sweep_keeps_its_rows_apart(trials):
     """4 λp x 4 seeds (6 rows) and the form's largest sweep, 10 λp x 10 seeds (34 rows): a grid whose rows are all
-    as tall and about GRID_GAP_PX apart (Plotly refuses a vertical spacing over 1 / (rows - 1))."""
+    as tall and about GRID_GAP_PX apart (Plotly refuses a vertical spacing over 1 / (rows - 1)); drawn whole here
+    (limit: the page draws at most MAX_PANELS of them)."""
     rows = [dict(name=f"t{i}", lambda_p=0.1 * (i % 10 + 1), status="completed", reason="", halting=[0.5, 0.3, 0.2])
             for i in range(trials)]
-    fig = sf.sweep_grid_fig(rows)
+    fig = sf.sweep_grid_fig(rows, limit=trials)
     plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     ys = sorted({tuple(fig.layout[k].domain) for k in fig.layout if k.startswith("yaxis")}, reverse=True)
     assert len(ys) == -(-trials // 3)
