@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 
 from ponder.halting import MODES
 from ponder.tasks import TASKS
+from ponder.text import shown, text_problem
 
 from . import navigation
 from .drawing import shared
@@ -46,8 +47,9 @@ def check_params(params: Mapping[str, Sequence[str]], page: str, tasks: Mapping[
 
     params: {name: [values]} as in the URL; page: the page shown (one of PAGES); tasks: {model name: task}
     of every model and run there is. A page's own parameters are kept when they can be used there; a known
-    parameter that is wrong, or that the page does not read, is ignored with the reason. `page` names the
-    page shown, so a wrong ?page= is reported by the caller, which knows what was asked for.
+    parameter that is wrong, or that the page does not read, is ignored with the reason; so is a value that is not
+    text (ponder.text: a NUL or another control character, a lone surrogate), before anything else reads it. `page`
+    names the page shown, so a wrong ?page= is reported by the caller, which knows what was asked for.
     """
     keep, ignored = {}, []
     for name, values in params.items():
@@ -55,6 +57,8 @@ def check_params(params: Mapping[str, Sequence[str]], page: str, tasks: Mapping[
         if name not in NAMES or name == "page":
             keep[name] = values
             continue
+        ignored += [(name, v, f"not text: it {p}") for v in values if (p := text_problem(v, name=True))]
+        values = [v for v in values if not text_problem(v, name=True)]
         if not values:
             continue
         if name not in USES.get(page, ()):
@@ -94,7 +98,10 @@ SHOWN = 5      # ignored values a sentence names; the rest are counted
 
 def ignored_sentence(ignored: Sequence[tuple]) -> str:
     """One line: 'Ignored in the link: page=nope (no such page), lp=abc (not a number from 0.01 to 1).', naming
-    at most SHOWN values (each cut to 40 characters) and counting the rest."""
-    short = lambda v: v if len(v) <= 40 else v[:39] + "…"              # noqa: E731
+    at most SHOWN values (each cut to 40 characters; one that is not text as its ascii() escape) and counting
+    the rest."""
+    def short(v: str) -> str:
+        v = v if not text_problem(v, name=True) else shown(v, 200)
+        return v if len(v) <= 40 else v[:39] + "…"
     more = f"; and {len(ignored) - SHOWN:,} more" if len(ignored) > SHOWN else ""
     return "Ignored in the link: " + "; ".join(f"{n}={short(v)} ({why})" for n, v, why in ignored[:SHOWN]) + more + "."

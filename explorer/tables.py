@@ -12,6 +12,7 @@ from ponder.analysis.metrics import TestMetrics
 from ponder.store.record import RunRecord
 from ponder.store.runs import MAX_NAME, RunNameError, safe_name
 from ponder.tasks import TASKS, model_config, step_meaning
+from ponder.text import shown, text_ok
 
 
 def sweep_row(name: str, record: Optional[RunRecord], status: Optional[str] = None, reason: str = "",
@@ -42,6 +43,13 @@ def plain(text) -> str:
     a zero-width space breaks '://' and 'www.' so that a bare address does not become a link."""
     text = " ".join(str(text).split()).replace("://", ":\u200b//").replace("www.", "www\u200b.")
     return MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+
+
+def label(text) -> str:
+    """A name from the file system (a folder's) as a page shows it: itself when it is text (ponder.text), else its
+    ascii() escape, which any page can show (a folder named by bytes that are not UTF-8 reads back with lone
+    surrogates)."""
+    return text if text_ok(text) else shown(text, limit=200)
 
 
 def lambda_input_name(train: dict) -> str:

@@ -14,6 +14,7 @@ from typing import Optional
 
 from .files import (_UMASK, SaveError, _fsync_folders, folder_lock, holds_lock, json_bytes, remove_stale_tmp,
                     unlink_quiet, write_tmp)
+from .text import text_ok
 
 JOURNAL = ".commit.tmp"      # in a folder: the renames of a save that was cut short (settle() finishes them)
 
@@ -35,15 +36,17 @@ def write_journal(folder: Path, pairs, folder_name: Optional[str] = None) -> Non
 
 def _journal_plan(folder: Path) -> Optional[list]:
     """The renames a folder's journal lists, each a temporary file of its file in that folder; None when
-    there is none, or it is cut short, odd, or written for a folder of another name."""
+    there is none, or it is cut short, odd (a name that is not a plain name: a path, a NUL or another control
+    character, a lone surrogate; ponder.text), or written for a folder of another name."""
     try:
         fd = os.open(folder / JOURNAL, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as f:
             plan = json.loads(f.read(65536))
         renames, name = plan["renames"], plan.get("folder")
         ok = (name is None or name == folder.name) and isinstance(renames, list) and all(
-            isinstance(p, str) and p == Path(p).name and not p.startswith(".") and
-            (t is None or (isinstance(t, str) and t == Path(t).name and t.startswith(f".{p}.") and t.endswith(".tmp")))
+            isinstance(r, list) and len(r) == 2 for r in renames) and all(
+            text_ok(p, name=True) and p == Path(p).name and not p.startswith(".") and
+            (t is None or (text_ok(t, name=True) and t == Path(t).name and t.startswith(f".{p}.") and t.endswith(".tmp")))
             for t, p in renames)
         return renames if ok else None
     except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
@@ -64,8 +67,9 @@ def settle(folder, names=()) -> None:
                     os.replace(folder / tmp, folder / path)
             _fsync_folders({folder})
             os.unlink(folder / JOURNAL)
-        except OSError as e:
-            raise SaveError(folder, e, "cannot finish a save that was cut short") from None
+        except (OSError, ValueError) as e:    # ValueError: a name the OS calls refuse (a NUL), never raised past here
+            raise SaveError(folder, e if isinstance(e, OSError) else OSError(0, str(e)),
+                            "cannot finish a save that was cut short") from None
     remove_stale_tmp(folder, names, older_than=0)
 
 

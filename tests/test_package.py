@@ -7,6 +7,7 @@ import runpy
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -56,10 +57,19 @@ def _can_build_offline() -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not _can_build_offline(), reason="needs pip and setuptools >= 70.1 (or wheel) to build offline")
 def test_an_editable_install_gives_a_working_ponder_command(tmp_path):
-    # offline: the packages this interpreter has (--system-site-packages, its pip and setuptools), no index
+    """Offline: the venv sees the packages of the interpreter running the suite (its pip, setuptools and, where it has
+    it, wheel), no index. It sees them through a .pth file of that interpreter's site folders, not through
+    --system-site-packages: a venv sees its *base* Python's packages that way, so a suite run from a venv whose base
+    Python has an older setuptools and no wheel built with those ('invalid command bdist_wheel'), whatever the
+    suite's own environment held."""
+    import site
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
+    own = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    seen = [p for p in site.getsitepackages() + [site.getusersitepackages()] if os.path.isdir(p)]
+    (Path(own) / "suite-packages.pth").write_text("".join(p + "\n" for p in seen))
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-build-isolation",
                     "-e", str(ROOT)], check=True, cwd=tmp_path, capture_output=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -13,6 +13,7 @@ from ponder.losses import REGULARISERS, regulariser_help
 from ponder.tasks import TASKS, get_task, train_config, validate
 from ponder.tasks.mnist.options import MNIST_READERS, READER_LABELS, READER_NOTE
 from ponder.tasks.parity.options import preset_label
+from ponder.store.card import MAX_CARD_BYTES
 from ponder.store.manage import import_zip
 from ponder.store.runs import RunNameError, safe_name, unused_name
 from ponder.store.uploads import IMPORT_MAX_HIDDEN, IMPORT_MAX_STEPS, MAX_UPLOAD_BYTES, import_checkpoint
@@ -172,12 +173,16 @@ def import_run_ui(where=None) -> Optional[str]:
 
 def own_name(upload, zipped: bool) -> str:
     """The name an uploaded run brings: a .zip's file name (Export names it after the run), else the "name" in its
-    run.json; 'imported' when neither gives one. Only this string is taken from the JSON here: import_checkpoint
-    reads the card."""
-    if zipped:
-        return upload.name.rsplit(".", 1)[0] or "imported"
+    run.json; 'imported' when neither gives one a run folder can have. Only this string is taken from the JSON here
+    (at most a card's size, a JSON nested past the parser's limit giving none): import_checkpoint reads the card."""
+    name = upload.name.rsplit(".", 1)[0] if zipped else None
+    if not zipped:
+        try:
+            raw = upload.getvalue()
+            name = json.loads(raw).get("name") if len(raw) <= MAX_CARD_BYTES else None
+        except (ValueError, RecursionError, AttributeError, TypeError):
+            name = None
     try:
-        name = json.loads(upload.getvalue()).get("name")
-    except (ValueError, AttributeError):
+        return name if isinstance(name, str) and safe_name(name) else "imported"
+    except RunNameError:                   # no letter or digit in it
         return "imported"
-    return name if isinstance(name, str) and name.strip() else "imported"

@@ -11,7 +11,8 @@ from typing import Optional
 
 import streamlit as st
 
-from ponder.analysis.metrics import TestMetrics
+from ponder.analysis.compute import affordable_items
+from ponder.analysis.metrics import TestMetrics, check_test_metrics
 from ponder.store.card import CARD, WEIGHTS, read_history
 from ponder.store.checkpoint import Checkpoint, load_checkpoint
 from ponder.training.lifecycle import QUICK_TEST_ITEMS, card_metrics, measure
@@ -19,6 +20,7 @@ from ponder.training.memory import measure_batch
 from ponder.tasks import get_task
 from ponder.tasks.parity.task import fitted_preset
 from ponder.store.runs import ModelEntry, list_models, models_stamp
+from ponder.sweeps.plan import MAX_TRIALS
 from ponder import data as D
 from ponder.analysis.studies import parity_sets, parity_study, pondering_gallery as pondering_gallery_of, rotation_study
 
@@ -42,7 +44,8 @@ def stamp(path) -> tuple:
 @st.cache_resource(max_entries=16, show_spinner="Loading the model…")
 def _checkpoint(path: str, file_stamp: tuple) -> Checkpoint:
     ck = load_checkpoint(path, device="cpu")
-    measure_batch(ck.model, 1)        # MeasureMemoryError (one line) for a model no page can measure in its budget
+    measure_batch(ck.model, 1)        # MeasureMemoryError (one line) for a model no page can measure in its budget,
+    affordable_items(ck.model, 1)     # MeasureComputeError for one whose single input costs more than a measurement
     return ck
 
 
@@ -108,12 +111,11 @@ def rotation_results(path: str, file_stamp: tuple, angles: tuple, ranges: tuple,
     def compute():
         ck = _checkpoint(path, file_stamp)
         data, _ = mnist()
-        x, y = data.test_x, data.test_y
-        if limit:
-            x, y = x[:limit], y[:limit]
+        n = affordable_items(ck.model, limit or len(data.test_y))       # each rotation: one measurement's budget
+        x, y = data.test_x[:n], data.test_y[:n]
         return rotation_study(ck.model, x, y, angles, ranges, mode, seed, per_sample=True, q=q)
     return disk_cache.cached("rotation", path, file_stamp, _rotation_settings(angles, ranges, limit, mode, seed, q),
-                             compute)
+                             compute, disk_cache.ROTATION)
 
 
 def _rotation_settings(angles, ranges, limit, mode, seed, q) -> dict:
@@ -130,7 +132,8 @@ def rotation_first(path: str, file_stamp: tuple, angles: tuple, ranges: tuple, l
     """(rows, whole): the study on all its images when they are kept (memory or disk) or few, else a first
     pass on the first FIRST_PASS images (whole False: the page measures the rest after showing it)."""
     settings = _rotation_settings(angles, ranges, limit, mode, seed, q)
-    if (limit or 10**9) <= FIRST_PASS or disk_cache.read("rotation", path, file_stamp, settings) is not None:
+    kept = disk_cache.read("rotation", path, file_stamp, settings, disk_cache.ROTATION) is not None
+    if (limit or 10**9) <= FIRST_PASS or kept:
         return rotation_results(path, file_stamp, angles, ranges, limit, mode, seed, q), True
     return rotation_results(path, file_stamp, angles, ranges, FIRST_PASS, mode, seed, q), False
 
@@ -155,21 +158,35 @@ def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int
         ck = _checkpoint(path, file_stamp)
         n = ck.record.model["n_elems"]
         preset = fitted_preset(ck.record.train.get("parity_preset"), n)
-        res = parity_study(ck.model, n, parity_sets(preset), size, mode, seed)
+        sets = parity_sets(preset)           # the page view's sets share one measurement's compute budget
+        res = parity_study(ck.model, n, sets, affordable_items(ck.model, size, times=len(sets)), mode, seed)
         res["train_k"] = list(preset["train_k"])
         return res
-    return disk_cache.cached("parity", path, file_stamp, dict(size=size, mode=mode, seed=seed), compute)
+    return disk_cache.cached("parity", path, file_stamp, dict(size=size, mode=mode, seed=seed), compute,
+                             disk_cache.PARITY)
 
 
-@st.cache_data(max_entries=64, show_spinner="Measuring the model on test data (cached afterwards)…")
-def measured_metrics(path: str, file_stamp: tuple, limit: int = QUICK_TEST_ITEMS) -> TestMetrics:
+MEASURED_ENTRIES = 4 * MAX_TRIALS    # measurements kept in memory: more than Compare shows (a whole sweep, 1,000 runs,
+                                    # and the others); each is a few kB
+
+
+@st.cache_data(max_entries=MEASURED_ENTRIES, show_spinner="Measuring the model on test data (cached afterwards)…")
+def measured_metrics(path: str, file_stamp: tuple, limit: int = QUICK_TEST_ITEMS, max_steps: int = 200) -> TestMetrics:
     """Test metrics for a run whose card has none (e.g. an imported one), as ponder.training.lifecycle measures
-    a run (the first `limit` test items), less the breakdowns. Empty if it cannot be measured here."""
-    ck = _checkpoint(path, file_stamp)
-    data = task_data(ck.task)
-    if get_task(ck.task).uses_data and data is None:
-        return TestMetrics()
-    return TestMetrics.from_dict(card_metrics(measure(ck.model, ck.record.config, data, limit))["test"])
+    a run (the first `limit` test items), less the breakdowns; kept on disk too (explorer.disk_cache, checked as a
+    card's metrics for N = max_steps), so each run is measured once, not once per server. Empty if it cannot be
+    measured here."""
+    def compute():
+        ck = _checkpoint(path, file_stamp)
+        data = task_data(ck.task)
+        if get_task(ck.task).uses_data and data is None:
+            return None
+        items = affordable_items(ck.model, limit, times=2)   # validation and test items, fewer within the compute
+                                                             # budget (its n says so)
+        return card_metrics(measure(ck.model, ck.record.config, data, items))["test"]
+    got = disk_cache.cached("measured", path, file_stamp, dict(limit=limit), compute,
+                            lambda d: d is None or check_test_metrics(d, max_steps))
+    return TestMetrics.from_dict(got or {})
 
 
 def test_metrics(entry: ModelEntry) -> TestMetrics:
@@ -177,7 +194,7 @@ def test_metrics(entry: ModelEntry) -> TestMetrics:
     t = entry.record.test
     if t.charted:
         return t
-    return measured_metrics(str(entry.path), stamp(entry.path))
+    return measured_metrics(str(entry.path), stamp(entry.path), max_steps=entry.record.max_steps)
 
 
 

@@ -110,15 +110,15 @@ def unreadable_ui(problems: list) -> Optional[tuple[str, str]]:
     with st.expander(f"{len(problems)} run{'s' * (len(problems) != 1)} that cannot be read", expanded=True,
                      icon=":material/warning:"):
         for name, why in problems:
-            st.text(f"{name}: {why}")
+            st.text(f"{tables.label(name)}: {tables.label(why)}")
         names = list(dict.fromkeys(n if n.count("/") == 1 else n.rsplit("/", 1)[0] + "/" for n, _ in problems))
-        name = st.selectbox("Unreadable run", names, key="runs_bad_pick",
-                            format_func=lambda n: f"the sweep {n} (it holds an unreadable run)" if n.endswith("/") else n)
+        name = st.selectbox("Unreadable run", names, key="runs_bad_pick", format_func=lambda n: tables.label(
+            f"the sweep {n} (it holds an unreadable run)" if n.endswith("/") else n))
         folder = name.split("/", 1)[1]
         entry = ModelEntry(name=name, path=runs_root() / folder.rstrip("/"), source="run",
                            record=RunRecord(train={}))       # its card cannot be read: an empty record
-        what = (f"the sweep {name} and all its trials for good?" if folder.endswith("/") else
-                f"{name} for good? Its files are removed, whatever they hold.")
+        what = (f"the sweep {tables.label(name)} and all its trials for good?" if folder.endswith("/") else
+                f"{tables.label(name)} for good? Its files are removed, whatever they hold.")
         shown = delete_ui(entry, "Delete the unreadable run…" if not folder.endswith("/") else "Delete the sweep…",
                           what, key="runs_bad_delete")
         return (folder, shown) if shown else None
@@ -128,6 +128,6 @@ def delete_unreadable(folder: str, identity: str) -> str:
     """Delete what unreadable_ui chose (a run 'x', a sweep 'sw/'); returns the message to show."""
     if folder.endswith("/"):
         k = delete_sweep(folder.rstrip("/"))
-        return f"Deleted the sweep runs/{folder} and its {k} trial{'s' * (k != 1)}."
+        return f"Deleted the sweep runs/{tables.label(folder)} and its {k} trial{'s' * (k != 1)}."
     delete_run(folder, identity=identity)
-    return f"Deleted runs/{folder}."
+    return f"Deleted runs/{tables.label(folder)}."

@@ -122,9 +122,17 @@ def sweep_results_ui(rows: list, n_steps: int = 20, key: str = "sweep") -> None:
     failed = [r for r in rows if r["status"] == "failed"]
     for r in failed:
         st.error(f"{plain(r['name'])} (λp {r['lambda_p']:g}) failed: {plain(r['reason'] or 'no reason recorded')}")
+    many = len(rows) > study_figures.MAX_PANELS
     chart(study_figures.sweep_grid_fig(rows), "Each finished run's learned halting distribution (bars, mean over test "
-          "images) over the geometric prior of its λp (line); failed or unfinished runs say why.",
-          key=f"{key}_grid")
+          "images) over the geometric prior of its λp (line); failed or unfinished runs say why."
+          + (f" {study_figures.MAX_PANELS} of the {len(rows):,} runs, evenly spaced in λp; every run is in the table "
+             "above and the chart below." if many else ""), key=f"{key}_grid")
+    if many:
+        shown = min(len(rows), study_figures.MAX_HEAT_ROWS)
+        chart(study_figures.sweep_heatmap_fig(rows), f"Every run's learned halting distribution in one chart: a row "
+              f"per run by λp ({shown:,} of {len(rows):,}, evenly spaced)" * (shown < len(rows)) or
+              "Every run's learned halting distribution in one chart: a row per run by λp, p_n by colour.",
+              key=f"{key}_heat")
     steps, acc = tabs_on_demand(["Mean halting step vs λp", "Accuracy vs λp"], f"{key}_tab")
     if steps is not None:                        # one chart drawn at a time: the open tab's
         with steps:

@@ -19,6 +19,7 @@ from ponder.analysis.metrics import TestMetrics
 from ponder.analysis.worth_text import auroc_sentence, budget_table, forced_sentence, headline
 from ponder.store.runs import ModelEntry
 from ponder.tasks import get_task
+from ponder.analysis.compute import affordable_items
 
 from .. import disk_cache, tables
 from . import loaders, ui
@@ -34,10 +35,11 @@ SHIFT_ANGLES = (22.5, 45.0)     # the rotations the Rotation page compares the p
 @st.cache_data(max_entries=32, show_spinner="Measuring a fixed depth and a confidence exit (cached afterwards)…")
 def _results(path: str, file_stamp: tuple, items: int) -> TestMetrics:
     def compute():
-        ck = loaders.checkpoint(path)
-        res = measure_test(ck.model, ck.record.config, loaders.task_data(ck.task), items)
+        ck = loaders.checkpoint(path)          # validation and test items: twice the items in the compute budget
+        res = measure_test(ck.model, ck.record.config, loaders.task_data(ck.task),
+                           affordable_items(ck.model, items, times=2))
         return TestMetrics(**{k: getattr(res, k) for k in FIELDS}).to_dict()
-    kept = disk_cache.cached("worth", path, file_stamp, dict(items=items, policies=VERSION), compute)
+    kept = disk_cache.cached("worth", path, file_stamp, dict(items=items, policies=VERSION), compute, disk_cache.WORTH)
     return TestMetrics.from_dict(kept)
 
 
@@ -46,7 +48,7 @@ def results(entry: ModelEntry, items: int = ITEMS) -> Optional[TestMetrics]:
     (MNIST) is missing and the model was not measured before. A kept measurement is read without loading MNIST
     (seconds, on the first drawing of a fresh server, that no click could interrupt)."""
     path, file_stamp = str(entry.path), loaders.stamp(entry.path)
-    kept = disk_cache.read("worth", path, file_stamp, dict(items=items, policies=VERSION)) is not None
+    kept = disk_cache.read("worth", path, file_stamp, dict(items=items, policies=VERSION), disk_cache.WORTH) is not None
     if not kept and get_task(entry.record.task).uses_data and loaders.task_data(entry.record.task) is None:
         return None
     return _results(path, file_stamp, items)
@@ -198,10 +200,12 @@ def _shifted(path: str, file_stamp: tuple, items: int) -> list:
     def compute():
         ck = loaders.checkpoint(path)
         ops = ops_from(_results(path, file_stamp, items).baselines["at_equal_steps"])
-        x, y = get_task(ck.task).rotation_inputs(loaders.task_data(ck.task), items)
+        x, y = get_task(ck.task).rotation_inputs(loaders.task_data(ck.task),
+                                                  affordable_items(ck.model, items, times=len(SHIFT_ANGLES)))
         rows = rotation_study(ck.model, x, y, SHIFT_ANGLES, compare=lambda stats: shift_comparison(stats, ops))
         return [{"name": f"rotation {rotation_label(r)}", **r["policies"]} for r in rows]
-    return disk_cache.cached("worth_shift", path, file_stamp, dict(items=items, angles=SHIFT_ANGLES), compute)
+    return disk_cache.cached("worth_shift", path, file_stamp, dict(items=items, angles=SHIFT_ANGLES), compute,
+                             disk_cache.SHIFTED)
 
 
 def shifted(entry: ModelEntry, items: int = ITEMS) -> list:

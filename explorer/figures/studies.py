@@ -23,13 +23,26 @@ GRID_GAP_PX = 90         # between two rows: the lower row's panel titles and th
 GRID_MARGIN = dict(t=30, l=70, b=60)     # room for the panel titles and the shared axis titles
 
 
-def sweep_grid_fig(rows: Sequence[dict], cols: int = 3) -> go.Figure:
-    """Small multiples: each run's learned halting distribution over its prior.
+MAX_PANELS = 12          # panels the sweep grid draws (a panel is ~20 traces' worth: 300 took 37 s, 1,000 minutes)
+MAX_HEAT_ROWS = 400      # runs the sweep heat map draws (evenly spaced; the table lists every run)
+
+
+def spread(rows: Sequence, limit: int) -> list:
+    """At most `limit` of rows, evenly spaced, the first and the last among them (all when there are no more)."""
+    rows = list(rows)
+    if len(rows) <= limit:
+        return rows
+    return [rows[round(i * (len(rows) - 1) / (limit - 1))] for i in range(limit)] if limit > 1 else rows[:1]
+
+
+def sweep_grid_fig(rows: Sequence[dict], cols: int = 3, limit: int = MAX_PANELS) -> go.Figure:
+    """Small multiples: each run's learned halting distribution over its prior; at most `limit` panels, evenly
+    spaced over the runs in their order (sweep_heatmap_fig shows them all).
 
     rows: [{name, lambda_p, status, reason, halting (list or None)}]; failed runs without a
     distribution get a panel saying so.
     """
-    rows = list(rows)
+    rows = spread(rows, limit)
     if not rows:
         return layout(go.Figure(), "No runs yet")
     cols = max(1, min(cols, len(rows)))
@@ -71,6 +84,21 @@ def sweep_grid_fig(rows: Sequence[dict], cols: int = 3) -> go.Figure:
     layout(fig, "", height=PANEL_PX * nrows + 40)
     set_layout(fig, margin=GRID_MARGIN)
     return fig
+
+
+def sweep_heatmap_fig(rows: Sequence[dict], limit: int = MAX_HEAT_ROWS) -> go.Figure:
+    """Every run's learned halting distribution in one chart (at most `limit` runs, evenly spaced): a row per run
+    in their order, p_n by colour over the steps n; a run without one is an empty row."""
+    rows = spread(rows, limit)
+    n = max([len(r.get("halting") or []) for r in rows] + [1])
+    z = [list(r.get("halting") or []) + [None] * (n - len(r.get("halting") or [])) for r in rows]
+    labels = [f"λp={r['lambda_p']:g} · {r['name']}" for r in rows]
+    fig = go.Figure(go.Heatmap(z=z, x=steps(n), y=list(range(len(rows))), colorscale="Blues", zmin=0,
+                               customdata=[[lab] * n for lab in labels], colorbar=dict(title="p_n"),
+                               hovertemplate="%{customdata}<br>step %{x}<br>p_n = %{z:.4f}<extra></extra>"))
+    fig.update_yaxes(tickmode="array", tickvals=list(range(len(rows))), ticktext=labels if len(rows) <= 40 else None,
+                     showticklabels=len(rows) <= 40, autorange="reversed", title="run (by λp)")
+    return layout(fig, "", height=min(900, 160 + 18 * len(rows)), xaxis_title="step n")
 
 
 def _wrap(text: str, width: int) -> str:

@@ -2,6 +2,7 @@
 the parser is args.py, the evaluate and sweep commands evaluate.py and sweep.py."""
 from __future__ import annotations
 
+import codecs
 import sys
 import threading
 
@@ -12,7 +13,38 @@ from ..config import ConfigError
 from ..tasks import get_task
 
 
+ASCII = {"\u2212": "-", "\u00b1": "+/-", "\u2013": "-", "\u2014": "--", "\u2026": "...", "\u2264": "<=",
+         "\u2265": ">=", "\u2192": "->", "\u00b7": "*", "\u00d7": "x", "\u03bb": "lambda", "\u03b2": "beta",
+         "\u03b5": "eps", "\u03b8": "theta", "\u03a3": "sum", "\u00b0": " deg", "\u00a0": " ", "\u2248": "~"}
+
+
+def _ascii_or_escape(e: UnicodeEncodeError):
+    """The codec error handler 'ponder-ascii': the characters the CLI prints (ASCII) in words, others escaped."""
+    text = e.object[e.start:e.end]
+    return "".join(ASCII.get(c) or c.encode("ascii", "backslashreplace").decode() for c in text), e.end
+
+
+codecs.register_error("ponder-ascii", _ascii_or_escape)
+
+
+def any_terminal(streams=None) -> None:
+    """Make stdout and stderr print anything on a terminal whose encoding cannot show every character the CLI
+    prints ('−', '±', 'λ' on PYTHONIOENCODING=ascii or a latin-1 locale): those are written in words, others as
+    escapes, instead of a UnicodeEncodeError after the work is done."""
+    for stream in streams or (sys.stdout, sys.stderr):
+        try:
+            "".join(ASCII).encode(stream.encoding or "ascii")
+        except (UnicodeEncodeError, LookupError):
+            try:
+                stream.reconfigure(errors="ponder-ascii")
+            except (AttributeError, ValueError, OSError):     # not a text stream that can change its errors
+                pass
+        except (AttributeError, TypeError):
+            pass
+
+
 def main(argv=None) -> int:
+    any_terminal()
     args = build_parser().parse_args(argv)
     try:
         if args.command == "train":

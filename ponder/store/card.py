@@ -20,6 +20,7 @@ from typing import Optional
 
 from ..files import CheckpointError, folder_lock, holds_lock, os_reason, read_regular
 from ..journal import atomic_write_json, settle
+from ..text import text_ok, walk_problem
 from .card_checks import MAX_CARD_TEXT, MAX_RUN_STEPS, check_card
 from .record import FORMAT, FORMAT_VERSION, RunRecord, card_text
 from ..config import ConfigError, finite, short_repr
@@ -69,9 +70,10 @@ def json_depth(obj, limit: int = MAX_JSON_DEPTH) -> int:
 
 
 def read_json(f: Path, limit: int, what: str, follow_links: bool = True):
-    """The JSON value of a regular file of at most `limit` bytes, nested at most MAX_JSON_DEPTH deep.
-    CheckpointError (one line naming f) otherwise: missing, a FIFO, a device, a link to one (any link, with
-    follow_links=False), too big, not UTF-8 JSON, too deep. `what` names what it should be ('a card')."""
+    """The JSON value of a regular file of at most `limit` bytes, nested at most MAX_JSON_DEPTH deep, every string
+    in it usable text (ponder.text.walk_problem). CheckpointError (one line naming f) otherwise: missing, a FIFO,
+    a device, a link to one (any link, with follow_links=False), too big, not UTF-8 JSON, too deep, a lone
+    surrogate or a control character in a string. `what` names what it should be ('a card')."""
     try:
         value = json.loads(read_regular(f, limit, follow_links).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:     # JSONDecodeError is a ValueError
@@ -80,6 +82,8 @@ def read_json(f: Path, limit: int, what: str, follow_links: bool = True):
         raise CheckpointError(f"{f}: cannot read ({os_reason(e)})") from None
     if json_depth(value) > MAX_JSON_DEPTH:
         raise CheckpointError(f"{f}: nested more than {MAX_JSON_DEPTH} levels deep, not {what}")
+    if (problem := walk_problem(value)) is not None:
+        raise CheckpointError(f"{f}: {problem}, not {what}")
     return value
 
 
@@ -172,13 +176,15 @@ def history_row(row) -> Optional[dict]:
     """A metrics.jsonl row as charts read it: a step in [0, MAX_RUN_STEPS], only numbers of at most
     MAX_HISTORY_NUMBER in size (charts take no larger integers) or null (not measured, NaN as saved) in the
     number fields (others dropped), a list of at most 200 (the most steps N) numbers as 'halting', and of the
-    other fields only those holding a number, text, true / false or null. None for a row without such a step."""
+    other fields only those holding a number, text (ponder.text.text_ok: no surrogate, no control character), true /
+    false or null. None for a row without such a step."""
     def number(v) -> bool:
         return finite(v) and abs(v) <= MAX_HISTORY_NUMBER
     if not isinstance(row, dict) or not (number(row.get("step")) and 0 <= row["step"] <= MAX_RUN_STEPS):
         return None
     out = {k: v for k, v in row.items() if k not in HISTORY_NUMBERS and k != "halting"    # other fields: scalars
-           and (v is None or isinstance(v, (str, bool, int, float)))}     # (a nested one broke the pages' cache)
+           and (v is None or isinstance(v, (bool, int, float)) or text_ok(v))    # (a nested one broke the pages'
+           and text_ok(k, name=True)}                                             # cache), text that is text
     out.update({k: row[k] for k in HISTORY_NUMBERS if k in row and (row[k] is None or number(row[k]))})
     h = row.get("halting")
     if isinstance(h, list) and 0 < len(h) <= 200 and all(number(x) for x in h):

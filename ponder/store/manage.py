@@ -30,9 +30,10 @@ from ..journal import settle, settle_if_free, write_journal
 from .card import (CARD, HISTORY, MAX_CARD_BYTES, MAX_HISTORY_BYTES, WEIGHTS, CheckpointError, read_card, read_regular,
                    update_card)
 from .checkpoint import MAX_CHECKPOINT_BYTES
-from .runs import (LOG, SWEEP, TABLE, TRASH, RunNameError, _folder_name, check_fits, inside, run_identity, runs_root,
+from .runs import (SWEEP, TRASH, RunNameError, _folder_name, check_fits, inside, run_identity, runs_root,
                    safe_name)
 from .uploads import MAX_UPLOAD_BYTES, claim, import_checkpoint, upload_bytes, upload_size
+from ..text import shown
 
 RUN_FILES = (WEIGHTS, CARD, HISTORY)          # what an export holds, in this order (the card after the weights)
 LIMITS = {WEIGHTS: MAX_CHECKPOINT_BYTES, CARD: MAX_CARD_BYTES, HISTORY: MAX_HISTORY_BYTES}
@@ -51,7 +52,8 @@ def own_run(name: str, root: Optional[Path] = None) -> Path:
     """The folder of the run `name` directly in the runs folder, which rename and delete may change.
 
     RunNameError (one line) for anything else: a path instead of a name, a hidden folder, no such
-    run, a symbolic link, a folder without a run card, a sweep or any folder holding folders.
+    run, a symbolic link, a folder without a run card, a sweep or a folder holding another run (a folder
+    with a run card or a sweep record in it). Other sub-folders (.ipynb_checkpoints/, __pycache__/) go with the run.
     """
     root = Path(root or runs_root())
     if not _folder_name(name):
@@ -75,9 +77,21 @@ def own_run(name: str, root: Optional[Path] = None) -> Path:
         raise RunNameError(f"runs/{name} holds no run (no {CARD})") from None
     if not stat.S_ISREG(card.st_mode):
         raise RunNameError(f"runs/{name}/{CARD} is not a regular file (a link?): the run is left alone")
-    if (path / SWEEP).exists() or any(e.is_dir(follow_symlinks=False) for e in entries):
-        raise RunNameError(f"runs/{name} holds folders (a sweep?), not only a run's files: it is left alone")
+    if os.path.lexists(path / SWEEP) or any(e.is_dir(follow_symlinks=False) and _holds_runs(e.path) for e in entries):
+        raise RunNameError(f"runs/{name} holds other runs (a sweep?), not only a run's files: it is left alone")
     return path
+
+
+def _holds_runs(folder, levels: int = 2, own: tuple = ()) -> bool:
+    """Whether a folder, or one up to `levels - 1` levels below it, holds a run card or a sweep record (other than
+    the names in `own`, which it may hold itself), never through a link; True when it cannot be looked into."""
+    try:
+        with os.scandir(folder) as it:
+            entries = [(e.name, e.path, e.is_dir(follow_symlinks=False)) for e in it]
+    except OSError:
+        return True
+    return any(n in (CARD, SWEEP) and n not in own for n, _, _ in entries) or (
+        levels > 1 and any(d and _holds_runs(p, levels - 1) for _, p, d in entries))
 
 
 @contextmanager
@@ -111,8 +125,12 @@ def rename_run(name: str, new_name: str, root: Optional[Path] = None, identity: 
         _same_run(src, name, identity)
         settle(src, RUN_FILES)                     # the lock holder: a journal or .tmp file is a killed writer's
         # the card's new name is committed by a journal for the new folder name: a crash before the move leaves
-        stamp = os.stat(src / CARD)                # the run as it was, one after it the renamed run (settle())
-        card_tmp = write_tmp(src / CARD, json_bytes(dict(read_card(src), name=new)))
+        card = read_card(src)                      # the run as it was, one after it the renamed run (settle()); one
+        try:                                       # line when a journal cut short took the card away
+            stamp = os.stat(src / CARD)
+        except OSError as e:
+            raise CheckpointError(f"runs/{src.name}/{CARD}: cannot read it ({e.strerror}); nothing was renamed") from None
+        card_tmp = write_tmp(src / CARD, json_bytes(dict(card, name=new)))
         os.utime(card_tmp, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))    # keeps its place in newest-first lists
         try:
             try:                                   # an empty folder: refuses a name taken, even at the same moment
@@ -173,8 +191,8 @@ def _discard(root: Path, trash: Path, what: str) -> None:
 
 
 def own_sweep(name: str, root: Optional[Path] = None) -> Path:
-    """The folder of the sweep `name` in the runs folder (sweep.json, sweep.md and trial run folders, nothing
-    else), which delete_sweep may remove. RunNameError (one line) otherwise."""
+    """The folder of the sweep `name` in the runs folder (sweep.json, sweep.md, trial run folders and any other file
+    or folder that holds no sweep of its own), which delete_sweep may remove. RunNameError (one line) otherwise."""
     root = Path(root or runs_root())
     if not _folder_name(name):
         raise RunNameError(f"{name!r} is not the name of a sweep in the runs folder (a folder name, not a path)")
@@ -183,18 +201,11 @@ def own_sweep(name: str, root: Optional[Path] = None) -> Path:
         raise RunNameError(f"runs/{name} is not a sweep folder (or it is a symbolic link)")
     if (path / SWEEP).is_symlink() or not (path / SWEEP).is_file():
         raise RunNameError(f"runs/{name} is not a sweep folder (no {SWEEP})")
-
-    def tmp(e) -> bool:                       # an atomic write's leftover (ponder.files)
-        return e.name.startswith(".") and e.name.endswith(".tmp") and not e.is_dir(follow_symlinks=False)
     with os.scandir(path) as it:
-        for e in it:
-            if e.name in (SWEEP, TABLE, LOG) or tmp(e):
-                continue
-            if e.is_dir(follow_symlinks=False):
-                with os.scandir(e.path) as trial:
-                    if all((f.name in RUN_FILES and not f.is_dir(follow_symlinks=False)) or tmp(f) for f in trial):
-                        continue
-            raise RunNameError(f"runs/{name} holds {e.name!r}, which is not a sweep's trial: the sweep is left alone")
+        for e in it:              # files (sweep.json, sweep.md, a stray note) go with it; a folder that holds a
+            if e.is_dir(follow_symlinks=False) and _holds_runs(e.path, 3, own=(CARD,)):    # of its own does not
+                raise RunNameError(f"runs/{name} holds {shown(e.name)}, which holds a sweep of its own: the sweep "
+                                   f"is left alone")
     return path
 
 
@@ -209,7 +220,7 @@ def delete_sweep(name: str, root: Optional[Path] = None) -> int:
             trials.enter_context(_writing(d, f"runs/{name}/{d.name}"))
         trash = _hide(root, path)
     _discard(root, trash, f"sweep {name!r}")
-    return len(dirs)
+    return sum(not d.name.startswith(".") for d in dirs)      # its trials (.ipynb_checkpoints/ is none)
 
 
 def _read(path: Path, limit: int) -> Optional[bytes]:

@@ -15,14 +15,16 @@ from ..version import __version__
 from ..analysis.metrics import TestMetrics
 from ..config import TrainConfig
 from .card_checks import MAX_CARD_TEXT
+from ..text import clean_text
 
 FORMAT = "ponder-run"
 FORMAT_VERSION = 2                    # 2: the task, N and lambda_p only under train
 
 
 def card_text(v, limit: int = MAX_CARD_TEXT) -> str:
-    """A card string: text, at most `limit` characters (a long traceback as a reason stays loadable)."""
-    v = "" if v is None else str(v)
+    """A card string: text, at most `limit` characters (a long traceback as a reason stays loadable), any character
+    the card's reader refuses (ponder.text: a lone surrogate, a control character) replaced by U+FFFD."""
+    v = "" if v is None else clean_text(v)
     return v if len(v) <= limit else v[: limit - 3] + "..."
 
 

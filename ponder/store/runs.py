@@ -14,6 +14,7 @@ from typing import Optional
 
 from ..env import env_folder
 from ..files import SaveError
+from ..text import shown, text_problem
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, read_card
 from .record import RunRecord
 
@@ -205,8 +206,12 @@ def unreadable_runs(root: Optional[Path] = None) -> list:
 
 
 def _read_run(folder: Path, d: Path) -> dict:
-    """The card of the run folder d of `folder`; CheckpointError when it cannot be read or a file of the run is a
-    symbolic link (never read: it may point at another run's files, or anywhere)."""
+    """The card of the run folder d of `folder`; CheckpointError when it cannot be read, a file of the run is a
+    symbolic link (never read: it may point at another run's files, or anywhere) or its folder's name is no text
+    (ponder.text: bytes that are not UTF-8, a control character), which no page could show."""
+    rel = d.relative_to(folder).as_posix()
+    if (problem := text_problem(rel, name=True)) is not None:
+        raise CheckpointError(f"runs/{shown(rel)}: its folder's name {problem}")
     if not files_inside(folder, d):
         links = [f for f in (WEIGHTS, HISTORY) if (d / f).is_symlink()]
         raise CheckpointError(f"{d}: {' and '.join(links) or 'a file'} of the run is a symbolic link, which is never "
@@ -229,7 +234,7 @@ def models_stamp(root: Optional[Path] = None, assets: Path = ASSETS) -> tuple:
                     st = f.stat()
                 except OSError:
                     continue
-                out.append((str(f), st.st_mtime_ns, st.st_size))
+                out.append((os.fsencode(f), st.st_mtime_ns, st.st_size))    # bytes: any name hashes
     return tuple(out)
 
 
@@ -243,15 +248,17 @@ def _run_dirs(folder: Path) -> list:
         return [d for d in f.iterdir() if not d.name.startswith(".") and d.is_dir() and not d.is_symlink()
                 and (d / CARD).is_file() and not (d / CARD).is_symlink() and inside(folder, d)]
 
-    return runs_in(folder) + [d for s in list_sweeps(folder) for d in runs_in(s)]
+    return runs_in(folder) + [d for s in list_sweeps(folder, named=False) for d in runs_in(s)]
 
 
-def list_sweeps(root: Optional[Path] = None) -> list:
-    """The sweep folders (holding sweep.json) in the runs folder, newest first."""
+def list_sweeps(root: Optional[Path] = None, named: bool = True) -> list:
+    """The sweep folders (holding sweep.json) in the runs folder, newest first; named: only those whose name is text
+    (ponder.text; a page shows it), the others' trials being listed as unreadable runs (unreadable_runs)."""
     root = Path(root or runs_root())
     try:
         found = [s for s in root.iterdir() if not s.name.startswith(".") and s.is_dir() and not s.is_symlink()
-                 and (s / SWEEP).is_file() and inside(root, s)]
+                 and (s / SWEEP).is_file() and inside(root, s)
+                 and not (named and text_problem(s.name, name=True))]
     except OSError:
         return []
     return sorted(found, key=lambda s: -_mtime(s / SWEEP))

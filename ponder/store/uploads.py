@@ -18,6 +18,7 @@ from typing import Optional
 
 from ..env import MAX_MB, env_number
 from ..training.memory import MeasureMemoryError, measure_batch
+from ..analysis.compute import MeasureComputeError, affordable_items
 from ..files import _UMASK, STALE_SECONDS, SaveError, folder_lock, remove_if_empty, remove_stale_tmp
 from ..journal import JOURNAL, settle
 from .card import CARD, HISTORY, WEIGHTS, CheckpointError, update_card
@@ -124,7 +125,8 @@ def _land(root: Path, label: str, weights: bytes, card: bytes, history: Optional
 def _check_import_size(ck, label: str) -> None:
     """CheckpointError unless an imported run is no larger than what the explorer's Train form trains, so one
     upload cannot make every page that shows it run for minutes, and unless one input of it can be measured
-    within the measurement's memory budget (ponder.training.memory.measure_batch)."""
+    within the measurement's memory and compute budgets (ponder.training.memory.measure_batch,
+    ponder.analysis.compute.affordable_items)."""
     hidden = ck.record.model.get("hidden", 0)
     params = count_parameters(ck.model)
     if ck.record.max_steps > IMPORT_MAX_STEPS or hidden > IMPORT_MAX_HIDDEN or params > IMPORT_MAX_PARAMS:
@@ -132,8 +134,9 @@ def _check_import_size(ck, label: str) -> None:
                               f"parameters: an import may have at most N {IMPORT_MAX_STEPS}, hidden "
                               f"{IMPORT_MAX_HIDDEN} and {IMPORT_MAX_PARAMS:,} parameters (the Train form's limits)")
     try:
-        measure_batch(ck.model, 1)              # the pages measure it: one input at least must fit their budget
-    except MeasureMemoryError as e:
+        measure_batch(ck.model, 1)              # the pages measure it: one input at least must fit their budgets
+        affordable_items(ck.model, 1)
+    except (MeasureMemoryError, MeasureComputeError) as e:
         raise CheckpointError(f"upload '{label}': {e}") from None
 
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..config import ConfigError, TrainConfig
 from ..analysis.metrics import TestMetrics
-from ..store.record import RunRecord
+from ..store.record import RunRecord, card_text
 from ..store.runs import safe_name
 from ..tasks import get_task, train_config, validate
 
@@ -54,8 +54,8 @@ class Trial:
 
     def entry(self) -> dict:
         """Its entry in sweep.json."""
-        return dict(name=self.name, values=self.values, status=self.status, reason=self.reason,
-                    steps=self.steps, seconds=self.seconds, device=self.device, resumed=self.resumed,
+        return dict(name=self.name, values=self.values, status=self.status, reason=card_text(self.reason),
+                    steps=self.steps, seconds=self.seconds, device=card_text(self.device), resumed=self.resumed,
                     metrics=self.metrics.to_dict() if self.metrics else None, config=self.config.to_dict())
 
 

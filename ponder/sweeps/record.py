@@ -2,24 +2,28 @@
 sweep page, `python -m ponder study` and a sweep's resume all read through it).
 
 Anyone who can put a folder in the runs folder can write a sweep.json, so nothing in it is trusted: the files are
-read bounded (regular files only, no links, at most MAX_SWEEP_BYTES, nested at most ponder.store.card.MAX_JSON_DEPTH deep),
+read bounded (regular files only, no links, at most MAX_SWEEP_BYTES, nested at most ponder.store.card.MAX_JSON_DEPTH deep,
+every string usable text: ponder.text),
 and every field is checked as its writer (ponder.sweeps.run, Trial.entry) writes it: the plan as a Plan, each trial's
 config as a validated TrainConfig (so N <= 200), its test metrics as a card's, its name as one run folder directly
 inside the sweep folder (never a path). Anything else is a SweepError: one line naming the file and the field.
 """
 from __future__ import annotations
 
+import errno
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from ..config import ConfigError, TrainConfig, finite, short_repr
+from ..files import SaveError, folder_lock, holds_lock
 from ..store.card import MAX_JSON_DEPTH, CheckpointError, json_depth, one_line, read_json, read_regular
 from ..store.card_checks import MAX_CARD_TEXT, MAX_RUN_SECONDS, MAX_RUN_STEPS, check_number, check_test_metrics
 from ..store.runs import LOG, SWEEP, RunNameError, files_inside, safe_name
 from .plan import MAX_TRIALS, NOT_IN_GRID, Plan
 from ..tasks import validate
+from ..text import walk_problem
 
 MAX_SWEEP_BYTES = 32 * 1024 * 1024     # sweep.json / sweep.log: 1,000 trials with their metrics are a few MB
 STATUSES = ("pending", "running", "completed", "cancelled", "failed")
@@ -92,7 +96,28 @@ def read_sweep(folder) -> Optional[SweepRecord]:
     if len(set(names)) < len(names):
         raise SweepError(f"{f}: two trials are named {next(n for n in names if names.count(n) > 1)!r}")
     newer = _log_records(folder, plan.task)
-    return SweepRecord(folder, plan, [newer.get(t.name, t) for t in trials], backend)
+    trials = [newer.get(t.name, t) for t in trials]
+    if any(t.status in ("pending", "running") for t in trials) and not sweep_running(folder):
+        for t in trials:                   # killed, or stopped by a full disk before it could say so
+            if t.status in ("pending", "running"):
+                t.status, t.reason = "cancelled", STOPPED
+    return SweepRecord(folder, plan, trials, backend)
+
+
+STOPPED = "the sweep stopped before this trial ended (killed, or its disk was full)"
+
+
+def sweep_running(folder: Path) -> bool:
+    """Whether a sweep (another thread's or process's) is running in `folder` now: it holds the folder's lock
+    (ponder.sweeps.run.run_sweep). A sweep that is not running has no pending or running trials, whatever its
+    files say."""
+    if holds_lock(folder):                 # this thread's sweep (run_sweep, or a callback of it)
+        return True
+    try:
+        with folder_lock(folder, shared=True):
+            return False
+    except SaveError as e:
+        return e.errno == errno.EBUSY
 
 
 def trial_folder(record: SweepRecord, t: TrialEntry) -> Path:
@@ -129,6 +154,8 @@ def _log_records(folder: Path, task: str) -> dict:
             continue
         if json_depth(r) > MAX_JSON_DEPTH:
             raise SweepError(f"{f}, line {i}: nested more than {MAX_JSON_DEPTH} levels deep")
+        if (problem := walk_problem(r)) is not None:
+            raise SweepError(f"{f}, line {i}: {problem}")
         try:
             t = trial_from_dict(r, task, i - 1)
         except ConfigError as e:
@@ -185,6 +212,10 @@ def trial_from_dict(r, task: str, i: int) -> TrialEntry:
     if not (isinstance(values, dict) and set(values) <= set(TrainConfig.__dataclass_fields__)
             and all(_scalar(v) for v in values.values())):
         raise ConfigError(f"{where}: values must map config fields to numbers or names, got {short_repr(values)}")
+    for k, v in values.items():            # its grid values and seed are its config's (a study pools seeds by them)
+        if v is not None and (isinstance(v, bool) != isinstance(getattr(config, k), bool) or getattr(config, k) != v):
+            raise ConfigError(f"{where}: values.{k} {short_repr(v)} is not its config's {k} "
+                              f"{short_repr(getattr(config, k))}")
     if not (isinstance(r["status"], str) and r["status"] in STATUSES):
         raise ConfigError(f"{where}: status must be one of {', '.join(STATUSES)}, got {short_repr(r['status'])}")
     for k in ("reason", "device"):

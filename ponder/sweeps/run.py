@@ -94,12 +94,12 @@ def run_sweep(plan: Plan, folder, backend: str = "local", *, address: Optional[s
                                                   callback=callback and (lambda p, t=t: callback(t, p)),
                                                   on_phase=on_phase and (lambda ph, t=t: on_phase(t, ph)),
                                                   eval_limit=eval_limit))
-            except OSError:                   # sweep.log could not be written (a full disk): say in sweep.json
-                try:                          # how the ended trials ended, if it still can be written
-                    journal.write()
+            except OSError as e:              # sweep.log could not be written (a full disk): say in sweep.json
+                try:                          # how the ended trials ended and that the others never will, if it
+                    journal.unfinished("cancelled", f"the sweep stopped: {one_line(e)}")    # still can be written
                 except OSError:
-                    pass                      # a resume still finds each saved trial by its card
-                raise
+                    pass                      # a resume still finds each saved trial by its card (and read_sweep
+                raise                         # tells a stopped sweep's pending trials from a running one's)
         else:
             from .ray_backend import run_on_ray              # imports Ray, only for this backend
             try:

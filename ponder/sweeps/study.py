@@ -20,9 +20,10 @@ from ..analysis.unroll import measure_test
 from ..config import ConfigError
 from ..training.lifecycle import card_metrics
 from ..journal import atomic_write_bytes, atomic_write_json
-from ..store.card import CheckpointError, one_line, update_card
+from ..store.card import CheckpointError, one_line, read_card, update_card
 from ..store.checkpoint import load_checkpoint
 from ..store.record import RunRecord
+from ..store.runs import ASSETS
 from .record import SweepError, read_sweep, trial_folder
 from ..tasks import get_task
 
@@ -60,6 +61,14 @@ def check_trial(sw, t) -> Path:
     return folder
 
 
+def shipped_task(name: str) -> str:
+    """The task of the shipped model `name` (assets/NAME/run.json). ConfigError when it cannot be read."""
+    try:
+        return read_card(ASSETS / name)["train"]["task"]
+    except CheckpointError as e:
+        raise ConfigError(f"--ship {name}: its shipped card cannot be read ({one_line(e)})") from None
+
+
 LABEL_KEYS = ("regulariser", "lambda_p", "beta", "hidden", "lambda_input", "epochs", "batch_size", "lr",
               "reader", "rows_per_step", "parity_preset")    # the config fields a setting is named by
 
@@ -85,6 +94,8 @@ def study(folders, data_dir: Optional[str] = None, device: str = "cpu", log=prin
     if len(tasks) != 1:
         raise ConfigError(f"a study compares sweeps of one task, got {', '.join(sorted(tasks))}")
     task = get_task(tasks.pop())
+    if ship is not None and (shipped := shipped_task(ship)) != task.name:
+        raise ConfigError(f"--ship {ship}: a {shipped} model, and these sweeps trained {task.name} models")
     keys = [k for k in LABEL_KEYS if k in task.reads or k not in ("reader", "rows_per_step", "parity_preset")]
     todo = [(sw, t, check_trial(sw, t)) for sw in sweeps for t in sw.trials if t.status == "completed"]
     data, points = None, {}                    # every trial checked above: nothing is written before that

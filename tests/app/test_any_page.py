@@ -115,3 +115,33 @@ def test_without_mnist_every_page_opens_and_those_that_need_it_say_so(runs, tmp_
         assert at.button(key=f"{page}_download").label.startswith("Download MNIST")
     else:
         assert at.title[0].value and "Download MNIST" not in texts(at)
+
+
+def test_card_and_sweep_text_that_is_no_text_never_reaches_a_page(tmp_path, monkeypatch):
+    """A lone surrogate ("\\ud800" is valid JSON) in a card's name or reason crashed the parity picker (its tooltip:
+    UnicodeEncodeError) and Compare, and in a sweep record's reason the λp sweep page; a NUL or an escape sequence
+    reached them as it was. Such a run is listed as unreadable (the Runs page), a sweep is one red line."""
+    from helpers import edit_card
+    from ponder.store.runs import SWEEP
+    root = tmp_path / "runs"
+    monkeypatch.setenv("PONDER_RUNS", str(root))
+    save_tiny_run(root / "fine")
+    for name, field, value in (("bad-name", "name", "\ud800"), ("bad-reason", "reason", "a\x00\x1b[2J")):
+        save_tiny_run(root / name)
+        edit_card(root / name, lambda card: card.update({field: value, "status": "failed"}))
+    save_tiny_run(root / "sw" / "t0")
+    trial = {"name": "t1", "values": {"lambda_p": 0.3}, "status": "failed", "reason": "out of \udfff",
+             "config": json.loads((root / "fine" / "run.json").read_text())["train"]}
+    plan = {"task": "parity", "base": {"hidden": 16, "max_steps": 5}, "grid": {"lambda_p": [0.3]}, "seeds": [0]}
+    (root / "sw" / SWEEP).write_text(json.dumps({"plan": plan, "trials": [trial]}))
+    at = open_app(page="parity", model="runs/bad-name")
+    picker = at.sidebar.selectbox(key="pick_model_parity")
+    assert "runs/fine · λp 0.3" in picker.options and not any("bad" in o for o in picker.options)
+    at = open_app("pages/compare.py", models=["runs/fine", "runs/bad-reason"])
+    assert at.multiselect(key="compare_models").value == ["runs/fine"] and not at.exception
+    at = open_app("pages/sweep.py")
+    at.radio(key="sweep_source_False").set_value("Your sweeps (runs/)")
+    run_ok(at)
+    at.selectbox(key="sweep_folder").set_value("sw")
+    errs = one_line_errors(run_ok(at))
+    assert len(errs) == 1 and "trials[0].reason: holds U+DFFF" in errs[0] and SWEEP in errs[0], errs

@@ -1,6 +1,7 @@
 """The Runs page under AppTest: list, rename, delete (with a confirmation, and only the run it showed), unreadable
 runs, export a zip that import takes back, and a run being written is refused."""
 import json
+import os
 
 import pytest
 import torch
@@ -194,3 +195,56 @@ def test_runs_page_refuses_to_delete_a_run_being_written(own_runs):
                        "28 by step 14), so the steps a digit needs depend on how far down its ink goes")])
 def test_runs_page_says_what_a_step_is_for_the_run_picked(own_runs, name, said):
     assert said in texts(_pick(_runs_page(), name))
+
+
+@pytest.mark.parametrize("field, value, bad", [("status", "\ud800", "D800"), ("created", "2026-11-28\udfff", "DFFF"),
+                                               ("name", "a\x00b", "0000"), ("reason", "\x1b[2Jwiped", "001B"),
+                                               ("device", "cpu\u202e", "202E")])
+def test_runs_page_lists_a_card_whose_text_is_no_text_as_unreadable_and_deletes_it(own_runs, field, value, bad):
+    """A lone surrogate in a card's status or time stamp (valid JSON) crashed the Runs page for every visitor on
+    every view (StreamlitDataframeConversionError), so nothing could delete it; a NUL, an escape sequence or a
+    bidirectional override in a name, reason or device reached the pages."""
+    edit_card(own_runs / "beta", lambda card: card.update({field: value}))
+    at = _runs_page()
+    assert "runs/beta" not in [r["run"] for r in at.dataframe[0].value.to_dict("records")]
+    assert any(t.startswith("runs/beta: ") and f"{field}: holds U+{bad}" in t
+               for t in (x.value for x in at.text)), [x.value for x in at.text]
+    at.button(key="runs_bad_delete").click()
+    run_ok(at)
+    at.button(key="runs_bad_delete_yes").click()
+    run_ok(at)
+    assert "Deleted runs/beta." in texts(at) and not (own_runs / "beta").exists()
+
+
+def test_runs_page_lists_a_folder_whose_name_is_not_utf8_as_unreadable_and_deletes_it(own_runs):
+    """A run folder named by bytes that are not UTF-8 reads back with lone surrogates, which no page can show."""
+    bad = own_runs / os.fsdecode(b"caf\xe9")
+    save_tiny_run(bad)
+    at = _runs_page()
+    assert r"runs/'caf\udce9': its folder's name holds U+DCE9" in " ".join(x.value for x in at.text)
+    assert at.selectbox(key="runs_bad_pick").value == f"runs/{bad.name}"
+    at.button(key="runs_bad_delete").click()
+    run_ok(at)
+    at.button(key="runs_bad_delete_yes").click()
+    run_ok(at)
+    assert r"Deleted runs/'caf\udce9'." in texts(at) and not bad.exists() and (own_runs / "alpha").is_dir()
+
+
+@pytest.mark.parametrize("card, said", [
+    (lambda c: b"[" * 100000 + b"]" * 100000, "not valid JSON (RecursionError"),              # crashed the page
+    (lambda c: b'{"name": ' + b"[" * 5000 + b"]" * 5000 + b"}", "not valid JSON (RecursionError"),
+    (lambda c: json.dumps(dict(c, name="\ud800")).encode(), "name: holds U+D800"),
+    (lambda c: json.dumps(dict(c, name="!!!")).encode(), "Imported as runs/imported."),      # no usable name: its own
+    (lambda c: json.dumps(dict(c, name="")).encode(), "Imported as runs/imported.")])
+def test_import_of_separate_files_with_a_deep_or_nameless_card_is_one_line(own_runs, card, said):
+    """run.json nested deep crashed the page (RecursionError reading the name it brings); a name without a usable
+    character was refused instead of the run taking a name of its own."""
+    weights, text = (own_runs / "alpha" / "model.safetensors").read_bytes(), (own_runs / "alpha" / CARD).read_text()
+    at = _runs_page()
+    at.file_uploader(key="import_files").set_value([("model.safetensors", weights, "application/octet-stream"),
+                                                    ("run.json", card(json.loads(text)), "application/json")])
+    at.button(key="import_go").click()
+    run_ok(at)
+    shown = texts(at) + " ".join(one_line_errors(at))
+    assert said in shown, shown
+    assert sorted(p.name for p in own_runs.iterdir()) == ["alpha", "beta"] + (["imported"] if "Imported" in said else []) + ["sw"]

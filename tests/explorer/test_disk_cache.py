@@ -106,8 +106,9 @@ def test_an_unwritable_runs_folder_still_gives_the_result(tmp_path, monkeypatch)
     assert disk_cache.cached("parity", "m", (1,), {}, compute) == {"a": 1} and calls == [1, 1]
 
 
-json_data = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-                         lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4), max_leaves=12)
+text = st.text(st.characters(exclude_categories=("Cs", "Cc", "Cf")))      # text that is text (ponder.text)
+json_data = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text,
+                         lambda c: st.lists(c, max_size=4) | st.dictionaries(text, c, max_size=4), max_leaves=12)
 
 
 @pytest.mark.long
@@ -138,3 +139,91 @@ def test_the_rotation_study_shows_a_first_pass_until_all_images_were_measured(ru
     small = study[:4] + (loaders.FIRST_PASS,) + study[5:]             # no more images than a first pass
     rows, whole = loaders.rotation_first(*small)
     assert whole and [r["n"] for r in rows] == [loaders.FIRST_PASS] * 3
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "link", "too-big", "surrogate", "deep", "shape"])
+def test_a_kept_file_that_is_no_regular_small_result_is_never_waited_on_and_recomputed(runs, tmp_path, kind):
+    """The kept results were trusted: a FIFO hung the Parity page, a link to /dev/zero ate memory, bad JSON or
+    shapes crashed it."""
+    import os
+    args = ("parity", "m", (1, 2), {"size": 8})
+    good = {"sets": {}, "by_k": [{"k": 1, "count": 4, "accuracy": 0.5, "mean_steps": 2.0, "expected_steps": 2.5,
+                                  "halting_distribution": [0.5, 0.5]}], "train_k": [1, 8]}
+    disk_cache.cached(*args, lambda: good, disk_cache.PARITY)
+    f = disk_cache.file_of(disk_cache.key_of(*args))
+    key = json.loads(f.read_text())["key"]
+    f.unlink()
+    if kind == "fifo":
+        os.mkfifo(f)
+    elif kind in ("dev-zero", "link"):
+        (tmp_path / "elsewhere.json").write_text(json.dumps({"key": key, "result": good}))
+        f.symlink_to("/dev/zero" if kind == "dev-zero" else tmp_path / "elsewhere.json")
+    elif kind == "too-big":
+        f.write_text(json.dumps({"key": key, "result": good, "pad": "x" * disk_cache.MAX_RESULT_BYTES}))
+    else:
+        result = {"surrogate": {**good, "train_k": [1, 8], "sets": {"\ud800": {}}},
+                  "deep": {**good, "x": json.loads("[" * 100 + "]" * 100)},
+                  "shape": {**good, "by_k": [{"k": "one"}]}}[kind]
+        f.write_text(json.dumps({"key": key, "result": result}))
+    assert disk_cache.read(*args, disk_cache.PARITY) is None
+    compute, calls = counting(good)
+    assert disk_cache.cached(*args, compute, disk_cache.PARITY) == good and calls == [1]
+
+
+def test_pruning_never_follows_a_link_out_of_the_runs_folder(runs, tmp_path):
+    """.cache/studies linked to another folder: pruning deleted 51 of 250 files there."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for i in range(5):
+        (outside / f"keep-{i}.json").write_text("{}")
+    (runs / ".cache").mkdir(parents=True)
+    (runs / ".cache" / "studies").symlink_to(outside)
+    disk_cache.cached("parity", "m", (1,), {}, lambda: [1])
+    disk_cache.prune(keep=0)
+    assert sorted(p.name for p in outside.iterdir()) == [f"keep-{i}.json" for i in range(5)]
+
+
+@pytest.mark.parametrize("shape, good, bad", [
+    (disk_cache.PARITY, {"sets": {"easy": {"k_range": [1, 4], "count": 0, "accuracy": None, "mean_steps": None,
+                                           "expected_steps": None, "halting_distribution": []}},
+                         "by_k": [], "train_k": [1, 8]},
+     [{"sets": [], "by_k": [], "train_k": []}, {"sets": {}, "by_k": [], "train_k": ["1"]}, [1, 2], 7]),
+    (disk_cache.ROTATION, [], [{}, [{"kind": "fixed"}], [1]]),
+    (disk_cache.SHIFTED, [{"name": "rotation 45°", "policies": {"sampled": {"mean_steps": 3.0, "accuracy": 0.9}},
+                           "ci95": {"a-b": [0.1, float("nan")]}}], [[{"name": 1}], {"name": "x"}])])
+def test_shapes_by_hand(shape, good, bad):
+    assert disk_cache.fits(good, shape) and not any(disk_cache.fits(b, shape) for b in bad)
+    assert disk_cache.fits(True, int) is False and disk_cache.fits(True, disk_cache.NUM) is False
+
+
+def test_what_the_studies_measure_fits_the_shapes_their_kept_results_are_checked_against(tmp_path):
+    """A shape that a real result does not fit would make every page view measure again."""
+    from helpers import tiny_config, tiny_model
+    from explorer.app.worth import FIELDS
+    from ponder.analysis.metrics import TestMetrics
+    from ponder.analysis.studies import parity_sets, parity_study
+    from ponder.analysis.unroll import measure_test
+    from ponder.tasks.parity.task import fitted_preset
+    model = tiny_model("parity", max_steps=5, n_elems=8)
+    res = measure_test(model, tiny_config("parity"), None, 200)
+    worth = TestMetrics(**{k: getattr(res, k) for k in FIELDS}).to_dict()
+    preset = fitted_preset(None, 8)
+    parity = {**parity_study(model, 8, parity_sets(preset), 100), "train_k": list(preset["train_k"])}
+    round_trip = lambda v: json.loads(json.dumps(v, default=disk_cache._plain))       # noqa: E731
+    assert disk_cache.fits(round_trip(worth), disk_cache.WORTH)
+    assert disk_cache.fits(round_trip(parity), disk_cache.PARITY)
+
+
+def test_a_runs_measurement_is_kept_on_disk_and_in_memory_for_more_runs_than_compare_shows(runs, monkeypatch):
+    """Compare's measurement cache kept 64: with 100 unmeasured runs every view measured them all again (23 s), and
+    every fresh server did."""
+    from explorer.app import loaders
+    run, _ = save_tiny_run(runs / "imported")
+    calls = []
+    real = loaders.measure
+    monkeypatch.setattr(loaders, "measure", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = loaders.measured_metrics(str(run), loaders.stamp(run), 64, 5)
+    loaders.measured_metrics.clear()                                      # a fresh server: only the disk remembers
+    again = loaders.measured_metrics(str(run), loaders.stamp(run), 64, 5)
+    assert calls == [1] and first == again and first.n == 64 and 0 <= first.accuracy <= 1
+    assert loaders.MEASURED_ENTRIES >= 1000 + 100 and disk_cache.MAX_FILES >= loaders.MEASURED_ENTRIES

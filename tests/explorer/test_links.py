@@ -78,3 +78,15 @@ def test_the_digit_pages_view_is_kept_and_a_bad_value_named():
                                       ("q", "2", "not a multiple of 0.05 from 0 to 1")]
     # other pages do not read a digit
     assert links.check_params({"digit": [seven]}, "train", TASKS)[1] == [("digit", seven, "this page does not use it")]
+
+
+@given(st.sampled_from(["lp", "mode", "model", "models"]), st.text("ab.0123", max_size=6),
+       st.sampled_from(["\x00", "\x1b", "\x7f", "\u202e", "\ud800", "\n"]))
+def test_a_value_that_is_not_text_is_ignored_and_shown_escaped(name, text, bad):
+    """A NUL, an escape sequence or a lone surrogate in a link's value reached the page's warning as it was."""
+    value = text + bad
+    keep, ignored = links.check_params({name: [value]}, "compare" if name == "models" else "digit", TASKS)
+    assert value not in keep.get(name, []) and (name, value) == ignored[0][:2]
+    assert ignored[0][2].startswith(f"not text: it holds U+{ord(bad):04X}")
+    line = links.ignored_sentence(ignored)
+    assert not any(c in line for c in "\x00\x1b\x7f\u202e\ud800\n") and ascii(value) in line, ascii(line)

@@ -32,6 +32,12 @@ def test_settle_finishes_the_renames_a_journal_lists(tmp_path):
     '{"renames": [[".run.json.x.tmp", ".hidden"]], "folder": null}',
     '{"renames": "run.json"}', '[]', '"x"', '{"renames": [[1, 2]]}', '{"renames": [null]}',
     pytest.param("[" * 60000, id="nested-60000"),
+    # names the OS calls refuse with a ValueError (a NUL) or UnicodeEncodeError (a lone surrogate), not an OSError:
+    # it escaped settle(), whose callers catch OSError, and crashed every import once the journal was a minute old
+    '{"renames": [[".run.json.\\u0000.tmp", "run.json"]], "folder": null}',
+    '{"renames": [[null, "run.json\\u0000"]], "folder": null}',
+    '{"renames": [[".run.json.\\ud800.tmp", "run.json"]], "folder": null}',
+    '{"renames": [[null, "x\\udc80"]], "folder": null}',
 ])
 def test_a_journal_that_is_cut_short_or_odd_is_ignored(tmp_path, journal):
     d, _ = save_tiny_run(tmp_path / "run", steps=1)

@@ -114,10 +114,11 @@ def test_sweep_grid_text_panels_sit_in_their_own_panel():
 @pytest.mark.parametrize("trials", [16, 100])
 def test_sweep_grid_of_a_large_sweep_keeps_its_rows_apart(trials):
     """4 λp x 4 seeds (6 rows) and the form's largest sweep, 10 λp x 10 seeds (34 rows): a grid whose rows are all
-    as tall and about GRID_GAP_PX apart (Plotly refuses a vertical spacing over 1 / (rows - 1))."""
+    as tall and about GRID_GAP_PX apart (Plotly refuses a vertical spacing over 1 / (rows - 1)); drawn whole here
+    (limit: the page draws at most MAX_PANELS of them)."""
     rows = [dict(name=f"t{i}", lambda_p=0.1 * (i % 10 + 1), status="completed", reason="", halting=[0.5, 0.3, 0.2])
             for i in range(trials)]
-    fig = sf.sweep_grid_fig(rows)
+    fig = sf.sweep_grid_fig(rows, limit=trials)
     plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     ys = sorted({tuple(fig.layout[k].domain) for k in fig.layout if k.startswith("yaxis")}, reverse=True)
     assert len(ys) == -(-trials // 3)
@@ -134,3 +135,29 @@ def test_every_trace_has_hover_text():
     for fig in made:
         for t in fig.data:
             assert t.hovertemplate or t.hoverinfo, (fig.layout.title.text, t.name)
+
+
+def _many(n):
+    return [sweep_row(f"t{i}", RunRecord(train={"lambda_p": 0.01 + 0.98 * i / max(1, n - 1)}, status="completed",
+                                         metrics={"test": {"accuracy": 0.9, "mean_steps": 2.0,
+                                                           "halting_distribution": [0.5, 0.3, 0.2]}}))
+            for i in range(n)] + [sweep_row("bad", None, status="failed", reason="out of memory", lambda_p=0.5)]
+
+
+@pytest.mark.parametrize("n", [5, 300, 10_000])
+def test_the_sweep_grid_draws_a_bounded_number_of_panels_and_one_heat_map_holds_the_rest(n):
+    """One Plotly panel per trial: 300 trials took 37 s to draw, 1,000 more than 5 minutes, 10,000 over 30."""
+    rows = _many(n)
+    grid = sf.sweep_grid_fig(rows)
+    panels = [k for k in grid.layout if k.startswith("xaxis")]
+    assert len(panels) == min(len(rows), sf.MAX_PANELS) and len(grid.data) <= 2 * sf.MAX_PANELS
+    names = {t.hovertemplate.split("<br>")[0] for t in grid.data if isinstance(t, go.Bar)}
+    assert "t0" in names and (n == 5 or f"t{n - 1}" not in names)         # the first run, spaced to the last one
+    heat = sf.sweep_heatmap_fig(rows)
+    (h,) = heat.data
+    assert len(h.z) == min(len(rows), sf.MAX_HEAT_ROWS) and list(h.z[0]) == [0.5, 0.3, 0.2]
+    assert list(h.z[-1]) == [None, None, None] and h.customdata[-1][0] == "λp=0.5 · bad"   # a failed run: empty
+
+
+def test_spread_keeps_the_first_and_last_and_is_even():
+    assert sf.spread(range(10), 4) == [0, 3, 6, 9] and sf.spread(range(3), 4) == [0, 1, 2] and sf.spread(range(5), 1) == [0]

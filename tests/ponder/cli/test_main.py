@@ -220,3 +220,30 @@ def test_train_without_choices_trains_the_pondering_mnist_design():
     assert isinstance(build_model("mnist", model_config(cnn), 20, cnn.lambda_p).step_fn, MnistStep)
     parity = config_from_args(build_parser().parse_args(["train", "--out", "x", "--task", "parity"]))
     assert parity.lambda_p == 0.2                                # the other tasks keep TrainConfig's prior
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1", "cp437"])
+def test_evaluate_prints_on_a_terminal_of_any_encoding(tmp_path, monkeypatch, encoding):
+    """evaluate's last line holds '−' (and study's tables '±'): a UnicodeEncodeError traceback on a non-UTF-8
+    terminal, once the measurement was done. Such characters are written in words, anything else escaped."""
+    import io
+    run, _ = save_tiny_run(tmp_path / "run")
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding=encoding) for _ in range(2))
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    assert main(["evaluate", str(run), "--limit", "64"]) == 0
+    out.flush()
+    text = out.buffer.getvalue().decode(encoding)
+    assert "at equal steps: " in text and "\u2212" not in text and "Traceback" not in text
+    print("λp ± 0.1 − 日本", file=out)          # what is not in words is escaped, never an error
+    out.flush()
+    plus = "\u00b1" if "\u00b1".encode(encoding, "ignore") else "+/-"      # latin-1 and cp437 have it
+    assert out.buffer.getvalue().decode(encoding).endswith(f"lambdap {plus} 0.1 - \\u65e5\\u672c\n")
+
+
+def test_a_utf8_terminal_is_left_as_it_is():
+    import io
+    from ponder.cli.main import any_terminal
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    any_terminal([out])
+    assert out.errors == "strict"

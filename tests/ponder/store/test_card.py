@@ -138,6 +138,15 @@ BAD_CARDS = {
     # parses, then the code that copies and writes a card back (import, rename) recursed too deep
     "nesting-900-in-field": lambda c: json.dumps(c)[:-1] + ', "x": ' + "[" * 900 + "]" * 900 + "}",
     "nesting-65-in-metrics": _edit(lambda c: c.update(metrics={"test": {"x": _nested(63)}})),
+    # valid JSON whose text is no text (ponder.text): a lone surrogate in status or created crashed the Runs page for
+    # every visitor (StreamlitDataframeConversionError), in name / reason / device the pickers' tooltips and Compare
+    "status-surrogate": _edit(lambda c: c.update(status="\ud800")),
+    "created-surrogate": _edit(lambda c: c.update(created="2026-11-28\udfff")),
+    "name-nul": _edit(lambda c: c.update(name="a\x00b")),
+    "reason-escape": _edit(lambda c: c.update(reason="\x1b[2J")),
+    "device-rtl-override": _edit(lambda c: c.update(device="\u202ecpu")),
+    "extra-key-surrogate": _edit(lambda c: c.update({"\udc80": 1})),
+    "metrics-key-nul": _edit(lambda c: c.update(metrics={"test": {"accuracy": 0.5, "x\x00": 1}})),
 }
 
 
@@ -310,6 +319,14 @@ def test_history_fields_that_nest_are_dropped(tiny_run):
                              + ', "y": {"a": 1}}\n')
     rows = read_history(d)
     assert rows == [{"step": 1, "loss": 0.5, "phase": "training"}] and pickle.loads(pickle.dumps(rows)) == rows
+
+
+def test_history_text_that_is_no_text_is_dropped(tiny_run):
+    """A lone surrogate (valid JSON) or a control character in a history row's text reached the charts as it was."""
+    d, _ = tiny_run
+    (d / HISTORY).write_text('{"step": 1, "loss": 0.5, "phase": "\\ud800", "note": "a\\u0000", "ok": "fine",'
+                             ' "\\u001b": 2}\n')
+    assert read_history(d) == [{"step": 1, "loss": 0.5, "ok": "fine"}]
 
 
 def test_one_line_is_the_one_error_formatter():

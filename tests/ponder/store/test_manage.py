@@ -238,23 +238,76 @@ def test_delete_sweep_removes_the_sweep_and_its_trials_only(tmp_path):
     assert listed(root) == ["a"] and sorted(p.name for p in root.iterdir()) == ["a"]
 
 
-@pytest.mark.parametrize("extra", ["a file of yours", "a folder of yours", "a trial holding a folder", "a link"])
-def test_delete_sweep_leaves_a_folder_holding_anything_else_alone(tmp_path, extra):
+@pytest.mark.parametrize("extra", ["a stray file", "a folder of files", "a trial holding a folder", "a link"])
+def test_delete_sweep_takes_stray_files_and_folders_with_it(tmp_path, extra):
+    """A sweep holding a stray file (or an .ipynb_checkpoints/ folder) could not be deleted, and was not offered as
+    unreadable either: nothing could remove it. A link inside is removed, never followed."""
     root = tmp_path / "runs"
     sw = a_sweep(root)
-    if extra == "a file of yours":
-        (sw / "notes.txt").write_text("mine")
-    elif extra == "a folder of yours":
-        (sw / "data").mkdir()
-        (sw / "data" / "x.csv").write_text("1")
+    (tmp_path / "keep.txt").write_text("mine")
+    if extra == "a stray file":
+        (sw / "notes.txt").write_text("x")
+    elif extra == "a folder of files":
+        (sw / ".ipynb_checkpoints").mkdir()
+        (sw / ".ipynb_checkpoints" / "x.csv").write_text("1")
     elif extra == "a trial holding a folder":
-        (sw / "lambda_p0.1-seed0" / "plots").mkdir()
+        (sw / "lambda_p0.1-seed0" / "__pycache__").mkdir()
     else:
         (sw / "home").symlink_to(tmp_path)
+    assert delete_sweep("sw", root) == 2
+    assert not sw.exists() and (tmp_path / "keep.txt").read_text() == "mine" and listed(root) == []
+
+
+@pytest.mark.parametrize("extra", ["a sweep inside", "runs two levels down"])
+def test_delete_sweep_leaves_a_folder_holding_another_sweep_alone(tmp_path, extra):
+    root = tmp_path / "runs"
+    sw = a_sweep(root)
+    if extra == "a sweep inside":
+        (sw / "inner").mkdir()
+        (sw / "inner" / "sweep.json").write_text("{}")
+    else:
+        save_tiny_run(sw / "group" / "deeper" / "run")
     with pytest.raises(RunNameError) as e:
         delete_sweep("sw", root)
     assert_one_line(e, "left alone")
     assert len(listed(root)) == 2 and (sw / "sweep.json").is_file()
+
+
+@pytest.mark.parametrize("extra", [".ipynb_checkpoints", "__pycache__", "plots"])
+@pytest.mark.parametrize("op", ["rename", "delete"])
+def test_a_run_folder_holding_a_folder_of_its_own_is_renamed_and_deleted(tmp_path, extra, op):
+    """A run folder holding any sub-folder could not be renamed or deleted, and was not offered as unreadable."""
+    root = runs_folder(tmp_path, "a")
+    (root / "a" / extra).mkdir()
+    (root / "a" / extra / "x.py").write_text("1")
+    if op == "rename":
+        rename_run("a", "b", root)
+        assert listed(root) == ["b"] and (root / "b" / extra / "x.py").is_file() and read_card(root / "b")["name"] == "b"
+    else:
+        delete_run("a", root)
+        assert listed(root) == [] and not (root / "a").exists()
+
+
+def test_a_run_folder_holding_another_run_is_left_alone(tmp_path):
+    root = runs_folder(tmp_path, "a")
+    save_tiny_run(root / "a" / "inner")
+    for op in (lambda: rename_run("a", "w", root), lambda: delete_run("a", root)):
+        with pytest.raises(RunNameError) as e:
+            op()
+        assert_one_line(e, "holds other runs")
+    assert (root / "a" / "inner" / CARD).is_file()
+
+
+def test_a_rename_whose_journal_took_the_card_away_is_one_line(tmp_path):
+    """A journal a killed save left, listing run.json's removal: settle() removed the card and the rename raised
+    a raw FileNotFoundError on the Runs page."""
+    from ponder.journal import JOURNAL
+    root = runs_folder(tmp_path, "a")
+    (root / "a" / JOURNAL).write_text('{"renames": [[null, "run.json"]], "folder": null}')
+    with pytest.raises(CheckpointError) as e:
+        rename_run("a", "b", root)
+    assert_one_line(e, "run.json: missing")
+    assert (root / "a").is_dir() and not (root / "b").exists()
 
 
 @pytest.mark.parametrize("held", ["sw", "sw/lambda_p0.5-seed0"])

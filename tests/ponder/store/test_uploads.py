@@ -240,3 +240,31 @@ def test_imports_at_the_same_moment_do_not_overrun_the_quota_together(tmp_path, 
             return None
     landed = [n for n in run_threads(4, imp) if n]
     assert len(landed) == 1 and sorted(os.listdir(root)) == landed
+
+
+@pytest.mark.parametrize("renames", ['[[null, "run.json\\u0000"]]', '[[".run.json.\\u0000.tmp", "run.json"]]',
+                                     '[[null, "\\ud800"]]'])
+def test_a_journal_naming_a_nul_never_stops_an_import(tmp_path, renames):
+    """A NUL in a journal's names raised ValueError ('embedded null byte') out of settle(), whose callers catch
+    OSError: every import by every visitor crashed once that journal was a minute old."""
+    from ponder.journal import JOURNAL
+    root = tmp_path / "runs"
+    d, _ = save_tiny_run(root / "victim", steps=3)
+    (d / JOURNAL).write_text('{"renames": ' + renames + ', "folder": null}')
+    os.utime(d / JOURNAL, (time.time() - 3600,) * 2)
+    src, _ = save_tiny_run(tmp_path / "src")
+    dest = import_checkpoint((src / WEIGHTS).read_bytes(), (src / CARD).read_bytes(), "new", root)
+    assert dest == root / "new" and read_card(dest)["name"] == "new"
+    assert read_card(d)["steps"] == 3 and not (d / JOURNAL).exists()
+
+
+def test_an_import_of_which_one_item_costs_more_than_a_measurement_may_is_refused_at_once(tmp_path, monkeypatch):
+    """A run within the import limits cost minutes per page view (a parity n 2,000, hidden 512, N 100 import:
+    the Parity page 195 s): one whose single item is over the compute budget is refused before it lands."""
+    src, model = save_tiny_run(tmp_path / "src")
+    from ponder.analysis.compute import item_flops
+    monkeypatch.setenv("PONDER_MAX_MEASURE_GFLOP", str(item_flops(model) / 2 / 1e9))     # half of one item
+    with pytest.raises(CheckpointError) as e:
+        import_checkpoint((src / WEIGHTS).read_bytes(), (src / CARD).read_bytes(), "costly", tmp_path / "runs")
+    assert_one_line(e, "upload 'costly': measuring this model costs about")
+    assert "PONDER_MAX_MEASURE_GFLOP" in str(e.value) and not list((tmp_path / "runs").iterdir())

@@ -10,6 +10,7 @@ from ponder.sweeps import journal as J, run as S, plan as P
 from ponder.store.card import WEIGHTS, read_card, read_record
 from ponder.store.checkpoint import load_checkpoint
 from ponder.config import ConfigError
+from ponder.sweeps.record import STOPPED
 from ponder.store.runs import list_models, list_sweeps
 
 TINY = dict(hidden=16, batch_size=32, max_steps=5, epochs=1.0, steps_per_epoch=10, log_every=5, device="cpu")
@@ -128,7 +129,7 @@ def test_sweep_json_is_written_at_the_start_and_end_and_trials_are_appended_betw
                        ("lambda_p0.9-seed0", "pending")]
     after = [(r.name, r.status) for r in S.read_sweep(tmp_path / "sw").trials]
     assert after == [("lambda_p0.2-seed0", "completed"), ("lambda_p0.5-seed0", "completed"),
-                     ("lambda_p0.9-seed0", "pending")]
+                     ("lambda_p0.9-seed0", "cancelled")]         # no sweep runs there now: it never will be trained
     writes.clear()                             # resumed: the two completed trials are kept, the third trains
     trials = S.run_sweep(plan("lambda_p=0.2,0.5,0.9"), tmp_path / "sw", eval_limit=50)
     assert [(t.status, t.resumed) for t in trials] == [("completed", True)] * 2 + [("completed", False)]
@@ -161,8 +162,12 @@ def test_a_full_disk_names_the_file_and_a_saved_trial_is_not_trained_again(tmp_p
     with pytest.raises(OSError) as e:
         S.run_sweep(plan(), tmp_path / "sw", eval_limit=50)
     assert_one_line(e, f"{tmp_path / 'sw' / J.LOG}: cannot write (No space left on device: the disk is full)")
-    recorded = {r.name: r.status for r in S.read_sweep(tmp_path / "sw").trials}
-    assert recorded["lambda_p0.2-seed0"] == ("completed" if full == "sweep.log" else "running")
+    recorded = {r.name: (r.status, r.reason) for r in S.read_sweep(tmp_path / "sw").trials}
+    # no trial left "running" or "pending" (the sweep said so when it could write sweep.json, else its reader does,
+    # as no sweep holds the folder): a stopped sweep's record is true
+    stopped = ("cancelled", "the sweep stopped: " + str(e.value) if full == "sweep.log" else STOPPED)
+    assert recorded == {"lambda_p0.2-seed0": ("completed", "") if full == "sweep.log" else stopped,
+                        "lambda_p0.5-seed0": stopped}, recorded
     monkeypatch.undo()
     trained, real = [], lifecycle.run
     monkeypatch.setattr(lifecycle, "run", lambda cfg, out, **kw: trained.append(out.name) or real(cfg, out, **kw))

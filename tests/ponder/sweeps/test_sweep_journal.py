@@ -3,6 +3,7 @@
 import json
 import threading
 
+from ponder.files import folder_lock
 from ponder.store.record import new_record
 from ponder.store.runs import LOG, SWEEP, TABLE
 from ponder.sweeps import plan as P
@@ -23,6 +24,8 @@ def states(folder):
 def test_starts_and_ends_are_appended_to_the_log_and_read_back_between_the_whole_writes(tmp_path):
     told = []
     j = journal(tmp_path, on_trial=lambda t: told.append((t.name, t.status)))
+    held = folder_lock(j.folder)             # what run_sweep holds while the sweep runs
+    held.__enter__()
     j.write()
     a, b, c = j.trials
     assert states(j.folder) == [(a.name, "pending"), (b.name, "pending"), (c.name, "pending")]
@@ -34,6 +37,7 @@ def test_starts_and_ends_are_appended_to_the_log_and_read_back_between_the_whole
     assert states(j.folder) == [(a.name, "completed"), (b.name, "running"), (c.name, "pending")]
     assert told == [(a.name, "running"), (a.name, "completed"), (b.name, "running")]
     j.unfinished("cancelled", "interrupted (Ctrl-C)")            # the sweep stopped under b and c
+    held.__exit__(None, None, None)
     assert (j.folder / LOG).read_text() == "" and (j.folder / TABLE).is_file()
     entries = {e["name"]: e for e in json.loads((j.folder / SWEEP).read_text())["trials"]}
     assert [(entries[t.name]["status"], entries[t.name]["reason"]) for t in (a, b, c)] == \

@@ -7,14 +7,14 @@ import threading
 
 import pytest
 
-from helpers import assert_one_line, save_tiny_run, tiny_config
+from helpers import assert_one_line, edit_card, lock_held_elsewhere, save_tiny_run, tiny_config
 from ponder.analysis.studies import prior_mean
 from ponder.cli.main import main
 from ponder.config import ConfigError
 from ponder.store.card import CARD, WEIGHTS
 from ponder.store.runs import LOG, SWEEP
 from ponder.sweeps.study import STUDY, study
-from ponder.sweeps.record import SweepError, read_sweep
+from ponder.sweeps.record import STOPPED, SweepError, read_sweep
 
 PLAN = {"task": "parity", "base": {"hidden": 16, "max_steps": 5}, "grid": {"lambda_p": [0.3]}, "seeds": [0, 1]}
 
@@ -87,6 +87,11 @@ BAD = {   # what a person with write access to the runs folder put there (the λ
     "deep-nesting": lambda d: _nested(100000),
     "deep-nesting-in-a-field": lambda d: json.dumps(d)[:-1] + ', "x": ' + _nested(900) + "}",
     "binary": lambda d: b"\xff\xfe\x00",
+    # valid JSON whose text is no text (ponder.text): a lone surrogate in a reason crashed the λp sweep page
+    "reason-surrogate": _with(reason="\ud800"),
+    "device-nul": _with(device="cpu\x00"),
+    "values-surrogate": _with(values={"lambda_p": 0.3, "seed": 0, "reader": "\udfff"}),
+    "backend-escape": lambda d: d.update(backend="\x1b[31m"),
 }
 
 
@@ -106,12 +111,22 @@ def test_a_malformed_sweep_json_is_one_line_naming_it(tmp_path, kind):
     assert_one_line(e, folder / SWEEP)
 
 
+def test_a_sweep_log_line_whose_text_is_no_text_is_one_line_naming_it(tmp_path):
+    folder = sweep_folder(tmp_path / "sw")
+    (folder / LOG).write_text(json.dumps(entry(reason="cut \udc00 short")) + "\n")
+    with pytest.raises(SweepError) as e:
+        read_sweep(folder)
+    assert_one_line(e, f"{folder / LOG}, line 1: reason: holds U+DC00")
+
+
 def test_a_sweep_record_reads_as_typed_values_with_the_logs_newer_records(tmp_path):
     folder = sweep_folder(tmp_path / "sw", [entry("t0", status="running"), entry("t1", status="pending")])
     (folder / LOG).write_text(json.dumps(entry("t0", metrics={"accuracy": 0.75, "n": 8})) + "\n"
                               + json.dumps(entry("t1", status="running"))[:40])     # cut by a kill: skipped
-    r = read_sweep(folder)
-    assert [(t.name, t.status) for t in r.trials] == [("t0", "completed"), ("t1", "pending")]
+    with lock_held_elsewhere(folder):                                        # a sweep runs there now
+        assert [(t.name, t.status) for t in read_sweep(folder).trials] == [("t0", "completed"), ("t1", "pending")]
+    r = read_sweep(folder)               # none does: killed or stopped by a full disk, t1 will never be trained
+    assert [(t.name, t.status, t.reason) for t in r.trials] == [("t0", "completed", ""), ("t1", "cancelled", STOPPED)]
     assert r.trials[0].metrics == {"accuracy": 0.75, "n": 8} and r.trials[0].config == tiny_config("parity")
     assert r.plan.task == "parity" and r.max_steps == 5 and read_sweep(tmp_path) is None
     (folder / LOG).write_text(json.dumps(entry("t0", config=[1])) + "\n")   # parses, but no sweep writes it
@@ -158,7 +173,9 @@ def two_trials(tmp_path):
         save_tiny_run(folder / name)
     victim, _ = save_tiny_run(tmp_path / "runs" / "victim",
                               metrics={"test": {"accuracy": 0.42, "n": 10, "mean_steps": 2.0}})
-    sweep_folder(folder, [entry("t0"), entry("t1", values={"lambda_p": 0.3, "seed": 1})])
+    edit_card(folder / "t1", lambda card: card["train"].update(seed=1))
+    sweep_folder(folder, [entry("t0"), entry("t1", values={"lambda_p": 0.3, "seed": 1},
+                                               config=tiny_config("parity", seed=1).to_dict())])
     return folder, victim
 
 
@@ -167,7 +184,8 @@ def _cards(*dirs):
 
 
 @pytest.mark.parametrize("bad", ["../victim", "ABSOLUTE", "config-list", "missing-values", "weights-corrupt",
-                                 "card-other-config", "trial-folder-link"])
+                                 "card-other-config", "trial-folder-link", "seed-text", "values-not-config",
+                                 "ship-other-task"])
 def test_study_checks_every_trial_before_it_writes_anything(two_trials, bad, capsys):
     folder, victim = two_trials
     d = json.loads((folder / SWEEP).read_text())
@@ -185,9 +203,13 @@ def test_study_checks_every_trial_before_it_writes_anything(two_trials, bad, cap
     elif bad == "trial-folder-link":
         (folder / "t1").rename(folder / "t1-real")
         (folder / "t1").symlink_to(victim)
+    elif bad == "seed-text":              # a TypeError once every trial was measured (choosing the seed to ship)
+        t1["values"]["seed"] = "one"
+    elif bad == "values-not-config":      # pooled with the settings of another λp
+        t1["values"]["lambda_p"] = 0.9
     (folder / SWEEP).write_text(json.dumps(d))
     before = _cards(folder / "t0", victim)
-    rc = main(["study", str(folder)])
+    rc = main(["study", str(folder)] + (["--ship", "mnist-adaptive"] if bad == "ship-other-task" else []))
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and err[0].startswith("ponder: error:"), err
     assert _cards(folder / "t0", victim) == before and not (folder / STUDY).exists()
