@@ -123,7 +123,9 @@ def test_a_study_of_two_tasks_is_refused(swept, tmp_path):
     mnistish = tmp_path / "m"
     mnistish.mkdir()
     sw = json.loads((swept / "sweep.json").read_text())
-    (mnistish / "sweep.json").write_text(json.dumps({**sw, "plan": {**sw["plan"], "task": "mnist"}, "trials": []}))
+    base = {k: v for k, v in sw["plan"]["base"].items() if k != "options"}       # parity's own options are not mnist's
+    (mnistish / "sweep.json").write_text(json.dumps({**sw, "plan": {**sw["plan"], "task": "mnist", "base": base},
+                                                     "trials": []}))
     with pytest.raises(ConfigError, match="one task"):
         study([swept, mnistish])
 
