@@ -57,6 +57,11 @@ RUNGS = {
     **{f"c-ponder-lr{lr}-lp{lp}": rung("paper", "random", [*PONDER, "--lambda-p", lp], lr)
        for lr in ("1e-3", "3e-4") for lp in ("0.2", "0.5", "0.1")},
     "c-ponder-lr1e-3-lp0.2-prefix": rung("paper", "prefix", [*PONDER, "--lambda-p", "0.2"], "1e-3"),
+    # d: the 96-element extrapolation (trained on k 1-48, tested on 49-96), every method
+    "d-repeat2": rung("extrapolation", "random", ["--method", "repeat", "--max-steps", "2"], "1e-3"),
+    "d-act-tau1e-3": rung("extrapolation", "random", ["--method", "act", "--beta", "0.001", "--max-steps", "20"], "1e-3"),
+    "d-deep5": rung("extrapolation", "random", ["--method", "deep", "--max-steps", "5"], "1e-3"),
+    "d-ponder-lr1e-3-lp0.2": rung("extrapolation", "random", [*PONDER, "--lambda-p", "0.2"], "1e-3"),
 }
 TF = ["--init", "glorot", "--grad-clip", "1e6"]    # Fojo et al.'s TensorFlow training: Glorot weights, zero biases,
                                                     # no clipping (Repeat-RNN rho 2: 0.96 at 60k, PyTorch's init 0.85)
@@ -64,11 +69,12 @@ RUNGS.update({f"{name}-tf": [*flags, *TF] for name, flags in list(RUNGS.items())
               if name not in ("a-repeat2-prefix-noclip", "a-repeat2-prefix-tf")})
 QUEUES = {
     "A": ["a-repeat2-prefix", "a-act-prefix", "a-act-prefix-tau1e-3", "b-repeat2-random-tf",
-          "b-act-random-tau1e-3-tf", "b-deep5-random-tf", "a-act-prefix-tau1e-3-tf"],
+          "b-act-random-tau1e-3-tf", "b-deep5-random-tf", "d-repeat2-tf", "d-act-tau1e-3-tf", "d-deep5-tf",
+          "a-act-prefix-tau1e-3-tf"],
     "B": ["c-ponder-lr1e-3-lp0.2", "c-ponder-lr1e-3-lp0.5", "c-ponder-lr1e-3-lp0.2-tf", "c-ponder-lr1e-3-lp0.5-tf",
           "c-ponder-lr1e-3-lp0.1-tf", "c-ponder-lr3e-4-lp0.2-tf", "c-ponder-lr3e-4-lp0.5-tf", "c-ponder-lr3e-4-lp0.1-tf"],
     "C": ["a-repeat2-prefix-noclip"],
-    "D": ["a-repeat2-prefix-tf", "c-ponder-lr1e-3-lp0.2-prefix-tf"],
+    "D": ["a-repeat2-prefix-tf", "c-ponder-lr1e-3-lp0.2-prefix-tf", "d-ponder-lr1e-3-lp0.2-tf"],
 }
 
 
