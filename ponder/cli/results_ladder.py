@@ -34,7 +34,9 @@ def _setting(cfg: Optional[dict]) -> str:
     o = cfg.get("options") or {}
     method = {"repeat": f"repeat ρ={cfg['max_steps']}", "deep": f"deep sup. N={cfg['max_steps']}",
               "act": f"ACT τ={cfg['beta']:g}", "ponder": f"PonderNet λp={cfg['lambda_p']:g}"}[cfg.get("method", "ponder")]
-    return f"{method}, {o.get('cell', 'gru')} {cfg['hidden']}, {o.get('layout', 'random')}, lr {cfg['lr']:g}"
+    init = "Glorot init" if o.get("init") == "glorot" else "PyTorch init"
+    clip = "no clip" if cfg.get("grad_clip", 1.0) >= 1e5 else f"clip {cfg.get('grad_clip', 1.0):g}"
+    return f"{method}, {o.get('cell', 'gru')} {cfg['hidden']}, {o.get('layout', 'random')}, lr {cfg['lr']:g}, {init}, {clip}"
 
 
 def ladder_section(ladder: Optional[dict]) -> list:

@@ -3,8 +3,8 @@ import json
 
 from ponder.cli.results_ladder import ladder_section, load_ladder
 
-CFG = dict(method="repeat", max_steps=2, beta=0.01, lambda_p=0.2, hidden=128, lr=1e-3,
-           options=dict(cell="tanh", layout="prefix"))
+CFG = dict(method="repeat", max_steps=2, beta=0.01, lambda_p=0.2, hidden=128, lr=1e-3, grad_clip=1e6,
+           options=dict(cell="tanh", layout="prefix", init="glorot"))
 FRONTIER = [dict(policy="fixed_depth", budget=float(b), val_steps=float(b), seen=dict(mean_steps=float(b), accuracy=a),
                  unseen=dict(mean_steps=float(b), accuracy=0.5)) for b, a in ((1, 0.61), (2, 0.991))]
 EXP = dict(method="repeat", label="Repeat-RNN", train_k=[1, 48], seen=dict(accuracy=0.991, mean_steps=2.0, n=4000),
@@ -23,8 +23,8 @@ def test_a_rung_reads_as_its_setting_its_progress_and_its_own_answer_on_seen_and
     assert lines[2] == ("Solved on the trained k (≥ 98%): a-repeat2 (Repeat-RNN). On the unseen k the best is "
                         "a-repeat2 (Repeat-RNN) at 52.0% — near chance (50 %).")
     row = next(l for l in lines if l.startswith("| a-repeat2 "))
-    assert row == ("| a-repeat2 | repeat ρ=2, tanh 128, prefix, lr 0.001 | completed | 60,000 | 0.992 | 21000 | "
-                   "0.991 (2.00) | 0.520 (2.00) | 832 |")
+    assert row == ("| a-repeat2 | repeat ρ=2, tanh 128, prefix, lr 0.001, Glorot init, no clip | completed | 60,000 | "
+                   "0.992 | 21000 | 0.991 (2.00) | 0.520 (2.00) | 832 |")
     running = next(l for l in lines if l.startswith("| c-ponder "))
     assert "PonderNet λp=0.5" in running and "| running | 7,000 | 0.520 | never | – | – | – |" in running
     assert ladder_section(None) == []
