@@ -51,10 +51,11 @@ def parse_numbers(text: str, lo: float, hi: float, what: str, most: Optional[int
     return out
 
 
-def parity_vector(n: int, k: int, seed: int) -> torch.Tensor:
-    """A random parity input [1, n] with exactly k non-zeros (±1), seeded."""
+def parity_vector(n: int, k: int, seed: int, layout: str = "random") -> torch.Tensor:
+    """A random parity input [1, n] with exactly k non-zeros (±1), seeded, placed as the model's training placed them
+    (layout: random positions, or the first k entries)."""
     k = int(min(max(k, 0), n))
-    x, _, _ = D.parity_batch(1, n, k, k, torch.Generator().manual_seed(int(seed)))
+    x, _, _ = D.parity_batch(1, n, k, k, torch.Generator().manual_seed(int(seed)), layout=layout)
     return x
 
 

@@ -6,6 +6,7 @@ from explorer.app import loaders, pickers, stepper, ui, views, worth
 from explorer.tasks.parity import paper
 from explorer.figures import studies as study_figures
 from ponder.tasks.parity.data import parity_target
+from ponder.tasks.parity.task import layout_of
 from ponder.analysis.studies import trace_input
 
 ui.app_guard(__file__)
@@ -30,7 +31,7 @@ with c1:
     else:
         k = st.slider("Number of non-zeros k", 0, n, min(n, max(1, n // 2)), key="par_k")
         vseed = st.number_input("Vector seed", 0, 10**9, 0, key="par_vseed", help="Change it for another vector.")
-        x = inputs.parity_vector(n, k, vseed)
+        x = inputs.parity_vector(n, k, vseed, layout_of(ck.record.config))
     mode = ui.mode_ui("par_mode")
     q = ui.q_ui("par_q") if mode == "deterministic" else 0.5
     seed = ui.seed_ui("par_seed", enabled=mode == "sample", stacked=True)

@@ -18,7 +18,7 @@ from ponder.store.checkpoint import Checkpoint, load_checkpoint
 from ponder.training.lifecycle import QUICK_TEST_ITEMS, card_metrics, measure
 from ponder.training.memory import measure_batch
 from ponder.tasks import get_task
-from ponder.tasks.parity.task import fitted_preset
+from ponder.tasks.parity.task import fitted_preset, layout_of
 from ponder.store.runs import ModelEntry, list_models, models_stamp
 from ponder.sweeps.plan import MAX_TRIALS
 from ponder import data as D
@@ -159,10 +159,11 @@ def parity_results(path: str, file_stamp: tuple, size: int, mode: str, seed: int
         n = ck.record.model["n_elems"]
         preset = fitted_preset(ck.record.train.get("parity_preset"), n)
         sets = parity_sets(preset)           # the page view's sets share one measurement's compute budget
-        res = parity_study(ck.model, n, sets, affordable_items(ck.model, size, times=len(sets)), mode, seed)
+        res = parity_study(ck.model, n, sets, affordable_items(ck.model, size, times=len(sets)), mode, seed, layout)
         res["train_k"] = list(preset["train_k"])
         return res
-    return disk_cache.cached("parity", path, file_stamp, dict(size=size, mode=mode, seed=seed), compute,
+    layout = layout_of(_checkpoint(path, file_stamp).record.config)     # where its vectors hold their non-zeros
+    return disk_cache.cached("parity", path, file_stamp, dict(size=size, mode=mode, seed=seed, layout=layout), compute,
                              disk_cache.PARITY)
 
 

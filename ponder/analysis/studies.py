@@ -281,14 +281,15 @@ def parity_sets(preset: dict) -> dict:
 
 
 def parity_study(model: PonderNet, n: int, sets: dict, size: int = 2000, mode: str = "sample",
-                 seed: int = 0) -> dict:
+                 seed: int = 0, layout: str = "random") -> dict:
     """{'sets': {name: {k_range, count, accuracy, mean_steps, halting_distribution}}, 'by_k': rows}.
 
-    Each set is its own fixed test set of `size` problems with k in its range.
+    Each set is its own fixed test set of `size` problems with k in its range, its non-zeros placed as the run's
+    were in training (layout: random positions, or the first k entries).
     """
     out, by_k = {}, {}
     for name, (lo, hi) in sets.items():
-        x, y, k = parity_eval_set(n, lo, hi, size)
+        x, y, k = parity_eval_set(n, lo, hi, size, layout=layout)
         stats = unroll_stats(model, x, y, mode, batch_size=1000, seed=seed)
         out[name] = dict(k_range=[lo, hi], **group_stats(stats, torch.ones_like(y, dtype=torch.bool)))
         by_k.update({r["k"]: r for r in by_k_rows(stats, k)})

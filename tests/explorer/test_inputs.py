@@ -102,3 +102,9 @@ def test_a_parity_cell_cycles_minus_one_zero_plus_one_and_the_text_reads_back():
     assert flip_cell([-1, 0, 1], 0) == [0, 0, 1] and flip_cell([-1, 0, 1], 1) == [-1, 1, 1]
     assert flip_cell([-1, 0, 1], 2) == [-1, 0, -1]
     assert vector_text([1, -1, 0]) == "+-0" and parse_vector(vector_text([1, -1, 0, 1]), 4).tolist() == [[1, -1, 0, 1]]
+
+
+def test_a_generated_parity_vector_follows_the_models_layout():
+    x = inputs.parity_vector(64, 5, 3, layout="prefix")
+    assert (x[0, :5] != 0).all() and (x[0, 5:] == 0).all()
+    assert int((inputs.parity_vector(64, 5, 3) != 0).sum()) == 5

@@ -209,3 +209,13 @@ def test_trace_rows_are_the_trace_step_by_step(seed, mode):
         assert sum(probs) == pytest.approx(1, abs=1e-5) and r["answer_probability"] == max(probs)
         assert r["answer"] == str(probs.index(max(probs)))
     json.dumps(rows)                                                   # JSON-ready
+
+
+def test_a_parity_study_draws_its_vectors_in_the_runs_layout():
+    from ponder.analysis.studies import parity_study
+    from ponder.tasks.parity.data import parity_eval_set
+    model = tiny_model("parity", max_steps=3, n_elems=16)
+    prefix = parity_study(model, 16, {"all": (1, 16)}, size=300, layout="prefix")
+    x, y, _ = parity_eval_set(16, 1, 16, 300, layout="prefix")
+    from ponder.analysis.unroll import unroll_stats
+    assert prefix["sets"]["all"]["accuracy"] == pytest.approx(unroll_stats(model, x, y)["correct"].float().mean().item())
