@@ -31,7 +31,7 @@ def methods_by_k_fig(named: dict, train_k: Optional[Sequence[int]] = None) -> go
             fig.add_vrect(x0=train_k[0] - 0.5, x1=train_k[1] + 0.5, fillcolor=NEUTRAL_COLOR, opacity=0.08,
                           line_width=0, row=row, col=1)
     fig.add_hline(y=0.5, line=dict(color=NEUTRAL_COLOR, dash="dash", width=1), row=1, col=1)   # chance
-    fig.update_yaxes(title="accuracy", range=[0.4, 1.02], tickformat=".0%", row=1, col=1)
+    fig.update_yaxes(title="accuracy", range=[0, 1.02], tickformat=".0%", row=1, col=1)
     fig.update_yaxes(title="steps", rangemode="tozero", row=2, col=1)
     fig.update_xaxes(title="number of non-zeros k", tickformat="d", row=2, col=1)
     return layout(fig, "Each method by number of non-zeros k", height=520)

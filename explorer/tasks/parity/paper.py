@@ -40,7 +40,9 @@ def section_ui(x: Optional[torch.Tensor]) -> None:
     with box, ui.user_errors():
         named = {e.name: loaders.paper_experiment(str(e.path), loaders.stamp(e.path)) for e in entries}
         st.markdown(verdict(named))
-        st.dataframe(table_rows(named), hide_index=True)
+        rows = table_rows(named)
+        shown = [k for k in rows[0] if any(r[k] is not None for r in rows)]    # no unseen k, no Q-exit: no column
+        st.dataframe([{k: r[k] for k in shown} for r in rows], hide_index=True)
         first = next(iter(named.values()))
         ui.chart(methods_by_k_fig(named, first["train_k"]), "Each run's own answer (PonderNet: a draw of its "
                  "halting; ACT: its mean field; Repeat-RNN and deep supervision: the last step) by k; the shaded "
