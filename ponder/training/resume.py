@@ -119,8 +119,8 @@ def remove_state(folder) -> None:
 
 def restore(state: TrainState, cfg, model, update, batches) -> None:
     """Put a saved TrainState into a freshly set-up run of the same cfg (ConfigError for another cfg, EXTENDABLE aside)."""
-    now = cfg.to_dict()
-    diff = sorted(k for k in set(state.config) | set(now) if state.config.get(k) != now.get(k) and k not in EXTENDABLE)
+    now, saved = cfg.to_dict(), with_later_defaults(state.config, cfg)
+    diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k) and k not in EXTENDABLE)
     if diff:
         raise ConfigError(f"the saved training state is of another config (differs in {', '.join(diff[:4])})")
     model.load_state_dict(state.model)
@@ -129,6 +129,18 @@ def restore(state: TrainState, cfg, model, update, batches) -> None:
                                 "param_groups": [dict(g, params=s["params"]) for g, s in
                                                  zip(groups, state.optimizer["param_groups"])]})
     batches.load_state(state.batches)
+
+
+def with_later_defaults(saved: dict, cfg) -> dict:
+    """A saved config with the fields and task options an older ponder did not have filled in with their defaults
+    (the run trained as those defaults do), so a state saved before they existed still resumes."""
+    from ..config import TrainConfig
+    from ..tasks import get_task
+    from ..tasks.options import option_defaults
+    out = {**TrainConfig().to_dict(), **saved}
+    defaults = option_defaults(get_task(cfg.task))
+    out["options"] = {**{k: defaults[k] for k in cfg.options if k in defaults}, **(saved.get("options") or {})}
+    return out
 
 
 def snapshot(cfg, step: int, elapsed: float, history: list, model, update,

@@ -44,6 +44,19 @@ def test_a_state_of_another_config_is_refused_but_more_updates_are_allowed(tmp_p
     assert longer.record.steps == 60
 
 
+def test_a_state_saved_before_a_field_or_option_existed_resumes_with_its_defaults():
+    cfg = _cfg(cell="tanh")
+    states = []
+    train(cfg, on_checkpoint=states.append, checkpoint_seconds=0.0)
+    old = states[1]
+    old.config = {k: v for k, v in old.config.items() if k not in ("method", "act_epsilon")}   # an older ponder's
+    old.config["options"] = {k: v for k, v in old.config["options"].items() if k != "init"}
+    assert train(cfg, resume=old).record.steps == 40
+    old.config["options"]["cell"] = "gru"                                      # a real difference is still refused
+    with pytest.raises(ConfigError, match="differs in options"):
+        train(cfg, resume=old)
+
+
 def test_a_file_that_is_not_a_training_state_is_refused_in_one_line(tmp_path):
     (tmp_path / STATE_FILE).write_bytes(pickle.dumps({"step": 1}))
     with pytest.raises(CheckpointError, match="not a ponder training state"):
